@@ -1,0 +1,1 @@
+"""Jobgate SDK."""

@@ -1,0 +1,444 @@
+"""The wire contract: every shape that crosses HTTP between producers, the gateway and workers.
+
+Both sides import this module (the gateway imports ``sdk.wire``; the SDK never imports
+``gateway``), so a client and the server cannot drift apart.
+
+Conventions:
+
+- durations are seconds (floats), timestamps are RFC 3339 date-times in UTC;
+- a task's ``payload``, ``result`` and ``checkpoint`` are any JSON value;
+- errors are RFC 9457 ``application/problem+json`` documents (:class:`Problem`).
+
+The push protocol (gateway → worker)::
+
+    POST <endpoint url>
+    webhook-id: <task id>            same for every attempt: the worker's idempotency key
+    webhook-timestamp: <unix seconds>
+    webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">
+    jobgate-attempt: <attempt number, from 1>
+    jobgate-lease: <lease token>
+    jobgate-callback: <callback base URL>
+    traceparent: <W3C trace context>
+    body: PushBody
+
+Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the lease token in the
+``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    model_validator,
+)
+
+__all__ = [
+    "HEADER_ATTEMPT",
+    "HEADER_CALLBACK",
+    "HEADER_LEASE",
+    "PROBLEM_CONTENT_TYPE",
+    "Attempt",
+    "AttemptOutcome",
+    "Backoff",
+    "BackoffStrategy",
+    "BatchCreate",
+    "BatchCreated",
+    "CallbackAck",
+    "CheckpointIn",
+    "Endpoint",
+    "EndpointCreate",
+    "EndpointCreated",
+    "EndpointList",
+    "ErrorIn",
+    "FieldError",
+    "HeartbeatIn",
+    "HeartbeatOut",
+    "LogIn",
+    "LogLine",
+    "LogPage",
+    "Problem",
+    "PushBody",
+    "Queue",
+    "QueueList",
+    "QueuePolicy",
+    "QueuePolicyPatch",
+    "ResultIn",
+    "Task",
+    "TaskCreate",
+    "TaskPage",
+    "TaskState",
+]
+
+HEADER_LEASE = "jobgate-lease"
+HEADER_CALLBACK = "jobgate-callback"
+HEADER_ATTEMPT = "jobgate-attempt"
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$")
+_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+_CAPABILITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+
+MAX_PRIORITY = 1000
+DAY = 86_400.0
+
+
+def check_queue_name(name: str) -> str:
+    """Check a queue name: 1 to 64 letters, digits, dots, underscores or dashes."""
+    if not _QUEUE_NAME.match(name):
+        raise ValueError(
+            "must be 1-64 characters of letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _check_task_name(name: str) -> str:
+    if not _TASK_NAME.match(name):
+        raise ValueError(
+            "must be 1-200 characters of letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or '_'"
+        )
+    return name
+
+
+def _check_ulid(value: str) -> str:
+    upper = value.upper()
+    if not _ULID.match(upper):
+        raise ValueError("must be a ULID: 26 Crockford base32 characters")
+    return upper
+
+
+def _check_capability(value: str) -> str:
+    if not _CAPABILITY.match(value):
+        raise ValueError("must be 1-64 characters of letters, digits, '.', '_', ':' or '-'")
+    return value
+
+
+QueueName = Annotated[str, AfterValidator(check_queue_name)]
+TaskName = Annotated[str, AfterValidator(_check_task_name)]
+TaskId = Annotated[str, AfterValidator(_check_ulid)]
+Capability = Annotated[str, AfterValidator(_check_capability)]
+Seconds = Annotated[float, Field(ge=0, le=365 * DAY)]
+PositiveSeconds = Annotated[float, Field(gt=0, le=365 * DAY)]
+
+
+class _Input(BaseModel):
+    """What a client sends: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Output(BaseModel):
+    """What a server sends: tolerant of fields added by newer servers."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- queues -----------------------------------------------------------------------------------
+
+
+class BackoffStrategy(StrEnum):
+    """How the delay before retry ``n`` grows (``n`` counts failed attempts, from 1)."""
+
+    CONSTANT = "constant"  # base
+    LINEAR = "linear"  # base * n
+    EXPONENTIAL = "exponential"  # base * 2 ** (n - 1)
+    EXPONENTIAL_JITTER = "exponential_jitter"  # uniform(0, base * 2 ** (n - 1)), "full jitter"
+
+
+class Backoff(_Input):
+    """Retry delays: ``strategy`` from ``base_delay``, never more than ``max_delay``."""
+
+    strategy: BackoffStrategy = BackoffStrategy.EXPONENTIAL_JITTER
+    base_delay: Seconds = 1.0
+    max_delay: Seconds = 300.0
+
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> Self:
+        if self.max_delay < self.base_delay:
+            raise ValueError("max_delay must be at least base_delay")
+        return self
+
+
+class QueuePolicy(_Input):
+    """A queue's policy: the body of ``PUT /v1/queues/{queue}``. Every field has a default."""
+
+    lease_timeout: PositiveSeconds = Field(
+        30.0, description="Visibility lease of a dispatched task; heartbeats extend it."
+    )
+    max_attempts: int = Field(5, ge=1, le=1000, description="Attempts before a task fails.")
+    backoff: Backoff = Field(default_factory=Backoff)
+    push_timeout: PositiveSeconds = Field(
+        30.0, le=900, description="How long one push waits for the worker's answer."
+    )
+    max_run_time: PositiveSeconds = Field(
+        3600.0, description="Hard limit of one attempt; no heartbeat extends a lease past it."
+    )
+    max_concurrency: int = Field(
+        100, ge=1, le=100_000, description="Tasks of this queue running at once."
+    )
+    max_retry_duration: Seconds = Field(
+        3600.0,
+        description="How long a busy worker (429/503) is retried without spending attempts, "
+        "counted from the task's first dispatch.",
+    )
+    dead_letter: bool = Field(True, description="Failed tasks end as 'dead' instead of 'failed'.")
+    retention_succeeded: Seconds = Field(7 * DAY, description="How long succeeded tasks are kept.")
+    retention_failed: Seconds = Field(
+        30 * DAY, description="How long failed, dead and cancelled tasks are kept."
+    )
+    paused: bool = Field(False, description="A paused queue accepts tasks but dispatches none.")
+
+
+class QueuePolicyPatch(_Input):
+    """Body of ``PATCH /v1/queues/{queue}``: only the fields given change."""
+
+    lease_timeout: PositiveSeconds | None = None
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+    backoff: Backoff | None = None
+    push_timeout: PositiveSeconds | None = Field(None, le=900)
+    max_run_time: PositiveSeconds | None = None
+    max_concurrency: int | None = Field(None, ge=1, le=100_000)
+    max_retry_duration: Seconds | None = None
+    dead_letter: bool | None = None
+    retention_succeeded: Seconds | None = None
+    retention_failed: Seconds | None = None
+    paused: bool | None = None
+
+
+class TaskState(StrEnum):
+    SCHEDULED = "scheduled"
+    WAITING = "waiting"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED
+
+
+_FINISHED = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED})
+
+
+class Queue(_Output):
+    name: str
+    policy: QueuePolicy
+    created_at: datetime
+    counts: dict[TaskState, int] = Field(description="Tasks in each state.")
+
+
+# --- endpoints --------------------------------------------------------------------------------
+
+
+class EndpointCreate(_Input):
+    """Body of ``POST /v1/queues/{queue}/endpoints``."""
+
+    url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")]
+    concurrency: int = Field(10, ge=1, le=10_000, description="Pushes in flight at once.")
+    capabilities: list[Capability] = Field(default_factory=list, max_length=32)
+
+
+class Endpoint(_Output):
+    id: str
+    queue: str
+    url: str
+    concurrency: int
+    capabilities: list[str]
+    enabled: bool
+    disabled_reason: str | None = None
+    created_at: datetime
+    in_flight: int = 0
+
+
+class EndpointCreated(Endpoint):
+    """Returned once, at registration: the only time the signing secret is shown."""
+
+    secret: str = Field(description="Standard Webhooks signing secret, 'whsec_…'.")
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+class TaskCreate(_Input):
+    """Body of ``POST /v1/queues/{queue}/tasks``."""
+
+    id: TaskId | None = Field(None, description="A ULID; the gateway makes one when absent.")
+    name: TaskName
+    payload: JsonValue = None
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="Higher runs first.")
+    delay: Seconds | None = Field(None, description="Run no earlier than this many seconds.")
+    run_at: datetime | None = Field(None, description="Run no earlier than this time.")
+    max_attempts: int | None = Field(None, ge=1, le=1000, description="Overrides the queue's.")
+    lease_timeout: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
+    max_run_time: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
+    traceparent: str | None = Field(None, max_length=55, pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-")
+
+    @model_validator(mode="after")
+    def _one_start_time(self) -> Self:
+        if self.delay is not None and self.run_at is not None:
+            raise ValueError("give either delay or run_at, not both")
+        if self.run_at is not None and self.run_at.tzinfo is None:
+            raise ValueError("run_at needs a timezone, e.g. '2030-01-01T00:00:00Z'")
+        return self
+
+
+class BatchCreate(_Input):
+    """Body of ``POST /v1/queues/{queue}/tasks/batch``: all or none are stored."""
+
+    tasks: list[TaskCreate] = Field(min_length=1, max_length=1000)
+
+
+class AttemptOutcome(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    ERROR = "error"  # retryable failure: 5xx, 408, timeout, connection error, error callback
+    FAILED = "failed"  # not retryable: other 4xx, or the worker said so
+    BUSY = "busy"  # 429/503: retried without spending an attempt
+    GONE = "gone"  # 410: the endpoint is disabled, the task goes back untouched
+    EXPIRED = "expired"  # the lease ran out with no answer
+    CANCELLED = "cancelled"
+
+
+class Attempt(_Output):
+    number: int
+    endpoint_id: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    outcome: AttemptOutcome
+    http_status: int | None = None
+    error: str | None = None
+    traceback: str | None = None
+
+
+class Task(_Output):
+    id: str
+    queue: str
+    name: str
+    payload: JsonValue = None
+    priority: int = 0
+    state: TaskState
+    attempt: int = Field(0, description="Attempts started so far (busy answers not counted).")
+    max_attempts: int
+    created_at: datetime
+    run_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    progress: float | None = None
+    cancel_requested: bool = False
+    result: JsonValue = None
+    error: str | None = None
+    checkpoint: JsonValue = None
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class TaskPage(_Output):
+    items: list[Task]
+    next_cursor: str | None = None
+
+
+class BatchCreated(_Output):
+    tasks: list[Task]
+
+
+class QueueList(_Output):
+    items: list[Queue]
+
+
+class EndpointList(_Output):
+    items: list[Endpoint]
+
+
+class LogPage(_Output):
+    items: list[LogLine]
+
+
+# --- push and callbacks -----------------------------------------------------------------------
+
+
+class PushBody(_Output):
+    """What the gateway POSTs to a worker endpoint."""
+
+    id: str
+    queue: str
+    name: str
+    payload: JsonValue = None
+    attempt: int
+    checkpoint: JsonValue = None
+    lease_expires_at: datetime
+    deadline: datetime = Field(description="Hard end of this attempt (max_run_time).")
+
+
+class HeartbeatIn(_Input):
+    progress: float | None = Field(None, ge=0, le=1, description="Fraction done, 0 to 1.")
+    extend: PositiveSeconds | None = Field(
+        None, description="Lease extension; the task's lease timeout when absent."
+    )
+
+
+class HeartbeatOut(_Output):
+    cancel_requested: bool
+    lease_expires_at: datetime
+
+
+class CheckpointIn(_Input):
+    state: JsonValue
+
+
+class LogLine(_Input):
+    message: Annotated[str, Field(max_length=8192)]
+    level: Annotated[str, Field(max_length=16)] = "info"
+    at: datetime | None = None
+
+
+class LogIn(_Input):
+    lines: list[LogLine] = Field(min_length=1, max_length=500)
+
+
+class ResultIn(_Input):
+    result: JsonValue = None
+
+
+class ErrorIn(_Input):
+    """The error callback, and the JSON body of a worker's inline error answer."""
+
+    error: Annotated[str, Field(max_length=65_536)]
+    traceback: Annotated[str, Field(max_length=262_144)] | None = None
+    retryable: bool = True
+    retry_delay: Seconds | None = None
+
+
+class CallbackAck(_Output):
+    state: TaskState
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class FieldError(_Output):
+    field: str = Field(description="Dotted path of the offending field, e.g. 'tasks.0.name'.")
+    reason: str
+
+
+class Problem(_Output):
+    """An RFC 9457 problem document."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    errors: list[FieldError] | None = None
