@@ -1,0 +1,54 @@
+"""One clock for leases and schedules: the Redis server's.
+
+Gateways with skewed wall clocks must agree on when a lease expires, so every "now" handed to a
+script comes from :class:`RedisClock`, which measures the offset between this host's clock and
+Redis's ``TIME`` and re-measures it periodically. Tests use :class:`ManualClock` and move it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Milliseconds since the Unix epoch, on the shared clock."""
+        ...
+
+
+class RedisClock:
+    """This host's clock corrected by its measured offset from the Redis server's ``TIME``."""
+
+    def __init__(self) -> None:
+        self._offset_ms = 0.0
+
+    async def sync(self, redis: Redis) -> None:
+        """Measure the offset, halving the round trip as NTP does."""
+        before = time.time()
+        seconds, micros = await redis.time()
+        after = time.time()
+        server_ms = seconds * 1000 + micros / 1000
+        self._offset_ms = server_ms - (before + after) * 500
+
+    @property
+    def offset_ms(self) -> float:
+        return self._offset_ms
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000 + self._offset_ms)
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self._now_ms = now_ms
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def advance(self, ms: int) -> None:
+        self._now_ms += ms

@@ -1,0 +1,137 @@
+"""Every error the gateway reports to a client, and its HTTP status.
+
+One handler (``gateway.api.problems``) turns these into RFC 9457 problem documents; routes and
+services only raise them::
+
+    GatewayError                    500  (never raised on purpose)
+    ├── InvalidRequest              400  malformed JSON, a bad query parameter
+    │   └── ValidationFailed        422  fields that break the schema; carries field errors
+    ├── Unauthorized                401  no or unknown API key, no lease token
+    ├── Forbidden                   403  the key's scopes do not cover the route
+    ├── NotFound                    404
+    │   ├── QueueNotFound
+    │   ├── TaskNotFound
+    │   └── EndpointNotFound
+    ├── Conflict                    409
+    │   ├── TaskExists              a task with this id exists already
+    │   ├── QueueNotEmpty           deleting a queue with unfinished tasks
+    │   ├── TaskFinished            cancelling a finished task
+    │   └── StaleLease              a callback whose lease token is not the current one
+    ├── PayloadTooLarge             413
+    ├── UnsupportedMediaType        415
+    └── Unavailable                 503  Redis is out of memory or unreachable
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FieldProblem:
+    field: str
+    reason: str
+
+
+class GatewayError(Exception):
+    status = 500
+    title = "Internal error"
+
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail
+
+
+class InvalidRequest(GatewayError):
+    status = 400
+    title = "Invalid request"
+
+
+class ValidationFailed(InvalidRequest):
+    status = 422
+    title = "Validation failed"
+
+    def __init__(self, errors: list[FieldProblem], detail: str | None = None) -> None:
+        super().__init__(detail or "; ".join(f"{e.field}: {e.reason}" for e in errors))
+        self.errors = errors
+
+
+class Unauthorized(GatewayError):
+    status = 401
+    title = "Unauthorized"
+
+
+class Forbidden(GatewayError):
+    status = 403
+    title = "Forbidden"
+
+
+class NotFound(GatewayError):
+    status = 404
+    title = "Not found"
+
+
+class QueueNotFound(NotFound):
+    title = "Queue not found"
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(
+            f"queue '{queue}' is not registered; register it with PUT /v1/queues/{queue}"
+        )
+
+
+class TaskNotFound(NotFound):
+    title = "Task not found"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"no task '{task_id}'")
+
+
+class EndpointNotFound(NotFound):
+    title = "Endpoint not found"
+
+    def __init__(self, endpoint_id: str) -> None:
+        super().__init__(f"no endpoint '{endpoint_id}'")
+
+
+class Conflict(GatewayError):
+    status = 409
+    title = "Conflict"
+
+
+class TaskExists(Conflict):
+    title = "Task exists"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"a task with id '{task_id}' exists already")
+
+
+class QueueNotEmpty(Conflict):
+    title = "Queue not empty"
+
+
+class TaskFinished(Conflict):
+    title = "Task finished"
+
+
+class StaleLease(Conflict):
+    title = "Stale lease"
+
+
+class PayloadTooLarge(GatewayError):
+    status = 413
+    title = "Payload too large"
+
+
+class UnsupportedMediaType(GatewayError):
+    status = 415
+    title = "Unsupported media type"
+
+
+class Unavailable(GatewayError):
+    status = 503
+    title = "Service unavailable"
+
+    def __init__(self, detail: str, retry_after: int = 5) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after

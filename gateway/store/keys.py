@@ -1,0 +1,142 @@
+"""Every Redis key Jobgate uses. This docstring is the key layout.
+
+Every key of one queue carries the hash tag ``{<queue>}``, so each multi-key change of a queue
+is one Lua script on one Redis Cluster slot. Task records live in per-queue hashes (field = task
+id) rather than one key per task: a script that pops a task id can then reach its record through
+``KEYS`` alone, and never has to build a key name (that breaks on Cluster).
+
+Per queue ``q`` (all ``jg:{q}:…``):
+
+====================  =====  ======================================================================
+key                   type   content
+====================  =====  ======================================================================
+``queue``             HASH   ``policy`` (QueuePolicy JSON), ``created_ms``
+``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
+``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see codec)
+``payload``           HASH   task id → payload JSON (written once)
+``result``            HASH   task id → result JSON (written once, on success)
+``checkpoint``        HASH   task id → last checkpoint JSON
+``attempts``          HASH   ``<id>:<k>`` → JSON of the k-th finished attempt (k from 1, never
+                             overwritten)
+``ready``             ZSET   ``<seq as 12 hex digits><id>`` scored ``rank * 2**42 + run_at_ms``,
+                             rank = 1000 - priority: pops give priority, then run_at, then FIFO
+``scheduled``         ZSET   id → due ms (delayed tasks and retries waiting for their backoff)
+``running``           ZSET   id → lease expiry ms
+``done:<state>``      ZSET   id → finished ms, for succeeded, failed, dead and cancelled
+``endpoints``         HASH   endpoint id → endpoint JSON (url, concurrency, secrets, enabled)
+``inflight``          HASH   endpoint id → pushes in flight
+``log:<id>``          LIST   log lines of one task (capped; expires after the queue's retention)
+====================  =====  ======================================================================
+
+Global keys (one command each, outside any script):
+
+- ``jg:queues`` (SET): names of registered queues.
+- ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name.
+
+Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work) and
+``jg:done:<id>`` (published when a task reaches a final state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdk.wire import TaskState
+
+QUEUES = "jg:queues"
+WAKE_CHANNEL = "jg:wake"
+DONE_CHANNEL_PREFIX = "jg:done:"
+
+FINISHED_STATES: tuple[TaskState, ...] = (
+    TaskState.SUCCEEDED,
+    TaskState.FAILED,
+    TaskState.DEAD,
+    TaskState.CANCELLED,
+)
+
+
+def task_index(task_id: str) -> str:
+    return f"jg:idx:{task_id}"
+
+
+def done_channel(task_id: str) -> str:
+    return f"{DONE_CHANNEL_PREFIX}{task_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The keys of one queue, all under its hash tag."""
+
+    queue: str
+    policy: str
+    seq: str
+    meta: str
+    payload: str
+    result: str
+    checkpoint: str
+    attempts: str
+    ready: str
+    scheduled: str
+    running: str
+    endpoints: str
+    inflight: str
+    succeeded: str
+    failed: str
+    dead: str
+    cancelled: str
+
+    @classmethod
+    def of(cls, queue: str) -> QueueKeys:
+        p = f"jg:{{{queue}}}:"
+        return cls(
+            queue=queue,
+            policy=p + "queue",
+            seq=p + "seq",
+            meta=p + "meta",
+            payload=p + "payload",
+            result=p + "result",
+            checkpoint=p + "checkpoint",
+            attempts=p + "attempts",
+            ready=p + "ready",
+            scheduled=p + "scheduled",
+            running=p + "running",
+            endpoints=p + "endpoints",
+            inflight=p + "inflight",
+            succeeded=p + "done:succeeded",
+            failed=p + "done:failed",
+            dead=p + "done:dead",
+            cancelled=p + "done:cancelled",
+        )
+
+    def log(self, task_id: str) -> str:
+        return f"jg:{{{self.queue}}}:log:{task_id}"
+
+    def finished(self, state: TaskState) -> str:
+        """The index of tasks that ended in ``state``."""
+        return {
+            TaskState.SUCCEEDED: self.succeeded,
+            TaskState.FAILED: self.failed,
+            TaskState.DEAD: self.dead,
+            TaskState.CANCELLED: self.cancelled,
+        }[state]
+
+    def all(self) -> tuple[str, ...]:
+        """Every fixed key of the queue (not the per-task log lists)."""
+        return (
+            self.policy,
+            self.seq,
+            self.meta,
+            self.payload,
+            self.result,
+            self.checkpoint,
+            self.attempts,
+            self.ready,
+            self.scheduled,
+            self.running,
+            self.endpoints,
+            self.inflight,
+            self.succeeded,
+            self.failed,
+            self.dead,
+            self.cancelled,
+        )

@@ -1,0 +1,36 @@
+-- Delete finished tasks kept longer than the queue's retention.
+-- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] result   KEYS[5] checkpoint
+-- KEYS[6] attempts   KEYS[7] done:succeeded   KEYS[8] done:failed   KEYS[9] done:dead
+-- KEYS[10] done:cancelled
+-- ARGV[1] now ms   ARGV[2] most tasks to delete per state
+-- Returns the ids deleted (the caller deletes their log lists and index entries).
+local policy = policy_of(KEYS[1])
+if not policy then
+  return {}
+end
+local now = tonumber(ARGV[1])
+local deleted = {}
+for k = 7, 10 do
+  local retention = policy.retention_failed
+  if k == 7 then
+    retention = policy.retention_succeeded
+  end
+  local ids = redis.call(
+    'ZRANGEBYSCORE', KEYS[k], '-inf', int(now - ms(retention)), 'LIMIT', 0, tonumber(ARGV[2])
+  )
+  for _, id in ipairs(ids) do
+    local t = load_task(KEYS[2], id)
+    if t then
+      for n = 1, t.hist do
+        redis.call('HDEL', KEYS[6], id .. ':' .. n)
+      end
+    end
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[4], id)
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('ZREM', KEYS[k], id)
+    deleted[#deleted + 1] = id
+  end
+end
+return deleted

@@ -1,0 +1,103 @@
+"""Queues and their endpoints in Redis.
+
+A queue's policy is one hash field, so replacing it is a single atomic write; the claim and
+finish scripts read it from there. Endpoints are one JSON value each in the queue's
+``endpoints`` hash, which the claim script reads to spread work.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import cast
+
+from redis.asyncio import Redis
+
+from gateway.errors import QueueNotEmpty, QueueNotFound
+from gateway.store import keys
+from gateway.store.keys import QueueKeys
+from gateway.store.records import EndpointRecord, StoredQueue
+from gateway.store.scripts import Scripts
+from sdk.wire import QueuePolicy
+
+
+class QueueStore:
+    def __init__(self, redis: Redis, scripts: Scripts) -> None:
+        self._redis = redis
+        self._scripts = scripts
+
+    async def put(self, name: str, policy: QueuePolicy, now_ms: int) -> tuple[StoredQueue, bool]:
+        """Create or replace a queue's policy; returns the queue and whether it is new."""
+        k = QueueKeys.of(name)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hsetnx(k.policy, "created_ms", now_ms)
+            pipe.hset(k.policy, "policy", policy.model_dump_json())
+            pipe.hget(k.policy, "created_ms")
+            pipe.sadd(keys.QUEUES, name)
+            created, _, created_ms, _ = await pipe.execute()
+        return StoredQueue(name, policy, int(created_ms)), bool(created)
+
+    async def get(self, name: str) -> StoredQueue | None:
+        raw = cast(
+            list[str | None],
+            await self._redis.hmget(QueueKeys.of(name).policy, ["policy", "created_ms"]),
+        )
+        policy, created_ms = raw
+        if policy is None or created_ms is None:
+            return None
+        return StoredQueue(name, QueuePolicy.model_validate_json(policy), int(created_ms))
+
+    async def require(self, name: str) -> StoredQueue:
+        queue = await self.get(name)
+        if queue is None:
+            raise QueueNotFound(name)
+        return queue
+
+    async def names(self) -> list[str]:
+        return sorted(cast(set[str], await self._redis.smembers(keys.QUEUES)))
+
+    async def delete(self, name: str, *, force: bool) -> list[str]:
+        """Delete a queue and its tasks; returns the ids of the deleted tasks."""
+        k = QueueKeys.of(name)
+        fixed = [k.policy, k.meta, k.ready, k.scheduled, k.running]
+        rest = [key for key in k.all() if key not in fixed]
+        reply = await self._scripts.call("delete_queue", fixed + rest, ["1" if force else "0"])
+        if reply[0] == "NOQUEUE":
+            raise QueueNotFound(name)
+        if reply[0] == "BUSY":
+            raise QueueNotEmpty(
+                f"queue '{name}' has {reply[1]} unfinished tasks; cancel them first or "
+                "delete with ?force=true"
+            )
+        await self._redis.srem(keys.QUEUES, name)
+        return cast(list[str], reply[1:])
+
+    # --- endpoints ------------------------------------------------------------------------
+
+    async def add_endpoint(self, endpoint: EndpointRecord) -> None:
+        await self._redis.hset(
+            QueueKeys.of(endpoint.queue).endpoints, endpoint.id, endpoint.model_dump_json()
+        )
+
+    async def endpoints(self, queue: str) -> list[tuple[EndpointRecord, int]]:
+        """Every endpoint of a queue with its pushes in flight, oldest first."""
+        k = QueueKeys.of(queue)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(k.endpoints)
+            pipe.hgetall(k.inflight)
+            stored, inflight = await pipe.execute()
+        records = [EndpointRecord.model_validate_json(raw) for raw in stored.values()]
+        records.sort(key=lambda e: (e.created_ms, e.id))
+        return [(e, int(inflight.get(e.id, 0))) for e in records]
+
+    async def endpoint(self, queue: str, endpoint_id: str) -> EndpointRecord | None:
+        raw = await self._redis.hget(QueueKeys.of(queue).endpoints, endpoint_id)
+        return None if raw is None else EndpointRecord.model_validate(json.loads(raw))
+
+    async def delete_endpoint(self, queue: str, endpoint_id: str) -> bool:
+        """Forget an endpoint; pushes in flight to it still finish normally."""
+        k = QueueKeys.of(queue)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(k.endpoints, endpoint_id)
+            pipe.hdel(k.inflight, endpoint_id)
+            removed, _ = await pipe.execute()
+        return bool(removed)

@@ -1,0 +1,188 @@
+"""What the store keeps, as Python values, and how it becomes the wire's models.
+
+A task record is the JSON object in a queue's ``meta`` hash (its fields are listed at the top of
+``lua/prelude.lua``); times in it are milliseconds on the Redis clock.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, JsonValue, field_validator
+
+from sdk.wire import Attempt, AttemptOutcome, Endpoint, QueuePolicy, Task, TaskState
+
+
+def to_datetime(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def to_ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def seconds_to_ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def load_json(raw: str | bytes | None) -> JsonValue:
+    value: JsonValue = None if raw is None else json.loads(raw)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A validated task, ready to be stored."""
+
+    id: str
+    name: str
+    payload_json: str
+    priority: int
+    created_ms: int
+    run_at_ms: int
+    max_attempts: int | None = None
+    lease_ms: int | None = None
+    run_ms: int | None = None
+    traceparent: str | None = None
+
+    def record_json(self) -> str:
+        record: dict[str, Any] = {
+            "name": self.name,
+            "prio": self.priority,
+            "created": self.created_ms,
+            "run_at": self.run_at_ms,
+        }
+        optional = {
+            "max_att": self.max_attempts,
+            "lease_ms": self.lease_ms,
+            "run_ms": self.run_ms,
+            "tp": self.traceparent,
+        }
+        record.update({k: v for k, v in optional.items() if v is not None})
+        return json.dumps(record, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A task claimed for one attempt: what the dispatcher needs to push it."""
+
+    queue: str
+    task_id: str
+    endpoint_id: str
+    token: str
+    name: str
+    attempt: int
+    max_attempts: int | None
+    payload_json: str
+    checkpoint_json: str | None
+    expires_ms: int
+    deadline_ms: int
+    traceparent: str | None
+
+
+class EndpointRecord(BaseModel):
+    """An endpoint as stored in the queue's ``endpoints`` hash (the claim script reads it)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    queue: str
+    url: str
+    concurrency: int
+    capabilities: list[str]
+    secrets: list[str]
+    enabled: bool = True
+    disabled_reason: str | None = None
+    created_ms: int
+
+    @field_validator("capabilities", mode="before")
+    @classmethod
+    def _lua_empty_table(cls, value: object) -> object:
+        # Lua's cjson writes an empty list back as {}.
+        return [] if value == {} else value
+
+    def to_wire(self, in_flight: int = 0) -> Endpoint:
+        return Endpoint(
+            id=self.id,
+            queue=self.queue,
+            url=self.url,
+            concurrency=self.concurrency,
+            capabilities=self.capabilities,
+            enabled=self.enabled,
+            disabled_reason=self.disabled_reason,
+            created_at=to_datetime(self.created_ms),
+            in_flight=in_flight,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQueue:
+    name: str
+    policy: QueuePolicy
+    created_ms: int
+
+
+def attempt_from_record(raw: str | bytes) -> Attempt:
+    a = json.loads(raw)
+    return Attempt(
+        number=a["n"],
+        endpoint_id=a.get("ep"),
+        started_at=to_datetime(a["started"]),
+        ended_at=to_datetime(a["ended"]),
+        outcome=AttemptOutcome(a["outcome"]),
+        http_status=a.get("status"),
+        error=a.get("error"),
+        traceback=a.get("tb"),
+    )
+
+
+def task_from_record(
+    queue: str,
+    task_id: str,
+    record: dict[str, Any],
+    policy: QueuePolicy,
+    *,
+    payload: str | bytes | None = None,
+    result: str | bytes | None = None,
+    checkpoint: str | bytes | None = None,
+    history: list[Attempt] | None = None,
+) -> Task:
+    """Build the wire's task from a stored record; the running attempt is shown last."""
+    state = TaskState(record["state"])
+    attempts = list(history or [])
+    if state is TaskState.RUNNING:
+        attempts.append(
+            Attempt(
+                number=record["att"],
+                endpoint_id=record.get("ep"),
+                started_at=to_datetime(record["started"]),
+                outcome=AttemptOutcome.RUNNING,
+            )
+        )
+    started = record.get("started")
+    finished = record.get("finished")
+    expires = record.get("exp")
+    return Task(
+        id=task_id,
+        queue=queue,
+        name=record["name"],
+        payload=load_json(payload),
+        priority=record["prio"],
+        state=state,
+        attempt=record["att"],
+        max_attempts=record.get("max_att", policy.max_attempts),
+        created_at=to_datetime(record["created"]),
+        run_at=to_datetime(record["run_at"]),
+        started_at=to_datetime(started) if started else None,
+        finished_at=to_datetime(finished) if finished else None,
+        lease_expires_at=to_datetime(expires) if expires else None,
+        progress=record.get("progress"),
+        cancel_requested=bool(record.get("cancel", False)),
+        result=load_json(result),
+        error=record.get("error"),
+        checkpoint=load_json(checkpoint),
+        attempts=attempts,
+    )

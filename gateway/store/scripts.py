@@ -1,0 +1,114 @@
+"""The Lua scripts that make every state change atomic, and how they are called.
+
+Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
+``ARGV[i]`` is. ``lua/prelude.lua`` (shared helpers) is prepended to each. Scripts run with
+EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or a failover).
+
+redis-py's own ``Script`` objects check ``SCRIPT EXISTS`` before every pipeline, one extra round
+trip on the hot path; :meth:`Scripts.call_many` pipelines EVALSHA directly and reloads only when
+a command actually answers NOSCRIPT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Literal
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+ScriptName = Literal[
+    "enqueue",
+    "claim",
+    "heartbeat",
+    "append_log",
+    "finish",
+    "cancel",
+    "promote",
+    "sweep",
+    "delete_queue",
+]
+SCRIPT_NAMES: tuple[ScriptName, ...] = (
+    "enqueue",
+    "claim",
+    "heartbeat",
+    "append_log",
+    "finish",
+    "cancel",
+    "promote",
+    "sweep",
+    "delete_queue",
+)
+
+Arg = str | int | float | bytes
+Reply = Any
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One script invocation: its keys and arguments."""
+
+    keys: Sequence[str]
+    args: Sequence[Arg]
+
+
+def _read(name: str) -> str:
+    return (resources.files("gateway.store") / "lua" / f"{name}.lua").read_text("utf-8")
+
+
+def _source(name: ScriptName) -> str:
+    return _read("prelude") + "\n" + _read(name)
+
+
+class Scripts:
+    """The loaded scripts of one Redis client."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+        self._source = {name: _source(name) for name in SCRIPT_NAMES}
+        self._sha = {
+            name: hashlib.sha1(src.encode(), usedforsecurity=False).hexdigest()
+            for name, src in self._source.items()
+        }
+
+    def sha(self, name: ScriptName) -> str:
+        """For callers that pipeline a script with other commands; they handle NOSCRIPT."""
+        return self._sha[name]
+
+    async def load(self) -> None:
+        """Load every script into Redis (idempotent)."""
+        for src in self._source.values():
+            await self._redis.script_load(src)
+
+    async def call(self, name: ScriptName, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+        try:
+            return await self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
+        except NoScriptError:
+            await self.load()
+            return await self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
+
+    async def call_many(self, name: ScriptName, calls: Sequence[Call]) -> list[Reply]:
+        """Run many invocations in one round trip; each is atomic, the batch is not."""
+        if not calls:
+            return []
+        replies = await self._pipeline(name, calls)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            await self.load()
+            retried = await self._pipeline(name, [calls[i] for i in missing])
+            for i, reply in zip(missing, retried, strict=True):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    async def _pipeline(self, name: ScriptName, calls: Sequence[Call]) -> list[Reply]:
+        sha = self._sha[name]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for call in calls:
+                pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
+            return list(await pipe.execute(raise_on_error=False))

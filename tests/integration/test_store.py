@@ -1,0 +1,242 @@
+"""The Lua state changes against a real Redis, one step at a time with a manual clock."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+from ulid import ULID
+
+from gateway.errors import QueueNotEmpty, QueueNotFound, TaskExists
+from gateway.store.keys import QueueKeys
+from gateway.store.records import EndpointRecord, NewTask
+from gateway.store.tasks import CancelResult, ClaimStatus, Fence, Finish
+from sdk.wire import AttemptOutcome, Backoff, BackoffStrategy, QueuePolicy, TaskState
+
+from .conftest import Stores
+
+
+def new_task(now: int, *, priority: int = 0, run_at: int | None = None, **kw: object) -> NewTask:
+    return NewTask(
+        id=str(ULID()),
+        name="t",
+        payload_json='{"args": [], "kwargs": {}}',
+        priority=priority,
+        created_ms=now,
+        run_at_ms=now if run_at is None else run_at,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def tokens(n: int) -> list[str]:
+    return [secrets.token_hex(8) for _ in range(n)]
+
+
+async def setup_queue(s: Stores, policy: QueuePolicy | None = None, concurrency: int = 10) -> None:
+    await s.queues.put("q", policy or QueuePolicy(), s.clock.now_ms())
+    await s.queues.add_endpoint(
+        EndpointRecord(
+            id="ep1",
+            queue="q",
+            url="http://127.0.0.1:1/",
+            concurrency=concurrency,
+            capabilities=[],
+            secrets=["whsec_x"],
+            created_ms=s.clock.now_ms(),
+        )
+    )
+
+
+async def test_enqueue_refuses_unknown_queue_and_stores_nothing(stores: Stores) -> None:
+    with pytest.raises(QueueNotFound):
+        await stores.tasks.enqueue("nope", [new_task(stores.clock.now_ms())], stores.clock.now_ms())
+    assert await stores.redis.keys("*") == []
+
+
+async def test_claim_orders_by_priority_then_run_at_then_fifo(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    low = new_task(now, priority=-5)
+    first = new_task(now)
+    second = new_task(now)
+    earlier = new_task(now, run_at=now - 1000)
+    high = new_task(now, priority=7)
+    for t in (low, first, second, earlier, high):
+        await stores.tasks.enqueue("q", [t], now)
+    claim = await stores.tasks.claim("q", tokens(5), now)
+    assert claim.status is ClaimStatus.OK
+    assert [lease.task_id for lease in claim.leases] == [
+        high.id,
+        earlier.id,
+        first.id,
+        second.id,
+        low.id,
+    ]
+
+
+async def test_claim_respects_queue_and_endpoint_concurrency(stores: Stores) -> None:
+    await setup_queue(stores, QueuePolicy(max_concurrency=3), concurrency=2)
+    now = stores.clock.now_ms()
+    await stores.tasks.enqueue("q", [new_task(now) for _ in range(5)], now)
+    claim = await stores.tasks.claim("q", tokens(5), now)
+    assert len(claim.leases) == 2
+    assert (await stores.tasks.claim("q", tokens(5), now)).status is ClaimStatus.NOENDPOINT
+    await stores.queues.add_endpoint(
+        EndpointRecord(
+            id="ep2",
+            queue="q",
+            url="http://127.0.0.1:2/",
+            concurrency=5,
+            capabilities=[],
+            secrets=["whsec_y"],
+            created_ms=now,
+        )
+    )
+    claim2 = await stores.tasks.claim("q", tokens(5), now)
+    assert [lease.endpoint_id for lease in claim2.leases] == ["ep2"]
+    assert (await stores.tasks.claim("q", tokens(5), now)).status is ClaimStatus.FULL
+
+
+async def test_success_is_fenced_by_the_lease_token(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    task = new_task(now)
+    await stores.tasks.enqueue("q", [task], now)
+    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    wrong = Finish(task.id, "not-the-token", AttemptOutcome.SUCCEEDED, text='"x"')
+    assert (await stores.tasks.finish("q", wrong, now)).fence is Fence.STALE
+    right = Finish(task.id, lease.token, AttemptOutcome.SUCCEEDED, http_status=200, text='"ok"')
+    done = await stores.tasks.finish("q", right, now + 5)
+    assert (done.fence, done.state) == (Fence.OK, TaskState.SUCCEEDED)
+    again = await stores.tasks.finish("q", right, now + 6)
+    assert (again.fence, again.state) == (Fence.STALE, TaskState.SUCCEEDED)
+    read = await stores.tasks.read("q", task.id)
+    assert read is not None
+    _, _, result, _, history = read
+    assert result == '"ok"'
+    assert len(history) == 1
+    k = QueueKeys.of("q")
+    assert await stores.redis.zcard(k.running) == 0
+    assert await stores.redis.hget(k.inflight, "ep1") == "0"
+
+
+async def test_expired_lease_retries_with_delay_then_dead_letters(stores: Stores) -> None:
+    policy = QueuePolicy(
+        max_attempts=2, lease_timeout=10, backoff=Backoff(strategy=BackoffStrategy.CONSTANT)
+    )
+    await setup_queue(stores, policy)
+    now = stores.clock.now_ms()
+    task = new_task(now)
+    await stores.tasks.enqueue("q", [task], now)
+    await stores.tasks.claim("q", tokens(1), now)
+    assert await stores.tasks.expired("q", now + 9_999, 10) == []
+    (exp,) = await stores.tasks.expired("q", now + 10_000, 10)
+    done = await stores.tasks.finish(
+        "q", Finish(task.id, exp.token, AttemptOutcome.EXPIRED, delay_ms=500), now + 10_000
+    )
+    assert (done.state, done.due_ms) == (TaskState.SCHEDULED, now + 10_500)
+    assert await stores.tasks.promote("q", now + 10_499, 100) == 0
+    assert await stores.tasks.promote("q", now + 10_500, 100) == 1
+    (lease,) = (await stores.tasks.claim("q", tokens(1), now + 10_600)).leases
+    assert lease.attempt == 2
+    (exp,) = await stores.tasks.expired("q", now + 30_000, 10)
+    done = await stores.tasks.finish(
+        "q", Finish(task.id, exp.token, AttemptOutcome.EXPIRED), now + 30_000
+    )
+    assert done.state is TaskState.DEAD
+
+
+async def test_heartbeat_extends_lease_but_not_past_the_deadline(stores: Stores) -> None:
+    await setup_queue(stores, QueuePolicy(lease_timeout=10, max_run_time=25))
+    now = stores.clock.now_ms()
+    task = new_task(now)
+    await stores.tasks.enqueue("q", [task], now)
+    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    assert lease.expires_ms == now + 10_000
+    hb = await stores.tasks.heartbeat("q", task.id, lease.token, now + 8_000)
+    assert (hb.fence, hb.expires_ms) == (Fence.OK, now + 18_000)
+    hb = await stores.tasks.heartbeat("q", task.id, lease.token, now + 20_000)
+    assert hb.expires_ms == now + 25_000
+    stale = await stores.tasks.heartbeat("q", task.id, "bad", now + 20_000)
+    assert stale.fence is Fence.STALE
+    # An expiry that races a heartbeat changes nothing.
+    alive = await stores.tasks.finish(
+        "q", Finish(task.id, lease.token, AttemptOutcome.EXPIRED), now + 24_000
+    )
+    assert alive.fence is Fence.ALIVE
+
+
+async def test_busy_and_gone_do_not_spend_attempts(stores: Stores) -> None:
+    await setup_queue(stores, QueuePolicy(max_attempts=1))
+    now = stores.clock.now_ms()
+    task = new_task(now)
+    await stores.tasks.enqueue("q", [task], now)
+    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    busy = Finish(task.id, lease.token, AttemptOutcome.BUSY, http_status=503, delay_ms=1000)
+    assert (await stores.tasks.finish("q", busy, now)).state is TaskState.SCHEDULED
+    await stores.tasks.promote("q", now + 1000, 10)
+    (lease,) = (await stores.tasks.claim("q", tokens(1), now + 1000)).leases
+    assert lease.attempt == 1
+    gone = Finish(task.id, lease.token, AttemptOutcome.GONE, http_status=410)
+    assert (await stores.tasks.finish("q", gone, now + 1001)).state is TaskState.QUEUED
+    endpoint = await stores.queues.endpoint("q", "ep1")
+    assert endpoint is not None
+    assert not endpoint.enabled
+    assert (await stores.tasks.claim("q", tokens(1), now + 1002)).status is ClaimStatus.NOENDPOINT
+
+
+async def test_cancel(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    queued, running, later = new_task(now), new_task(now), new_task(now, run_at=now + 60_000)
+    await stores.tasks.enqueue("q", [running], now)
+    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    await stores.tasks.enqueue("q", [queued, later], now)
+    assert await stores.tasks.cancel("q", queued.id, now) is CancelResult.CANCELLED
+    assert await stores.tasks.cancel("q", later.id, now) is CancelResult.CANCELLED
+    assert await stores.tasks.cancel("q", running.id, now) is CancelResult.REQUESTED
+    hb = await stores.tasks.heartbeat("q", running.id, lease.token, now)
+    assert hb.cancel_requested
+    # The worker never answers: the expiry ends it as cancelled, not retried.
+    (exp,) = await stores.tasks.expired("q", now + 60_000, 10)
+    done = await stores.tasks.finish(
+        "q", Finish(running.id, exp.token, AttemptOutcome.EXPIRED), now + 60_000
+    )
+    assert done.state is TaskState.CANCELLED
+    assert await stores.tasks.cancel("q", running.id, now) is CancelResult.FINISHED
+    assert (await stores.tasks.claim("q", tokens(1), now)).status is ClaimStatus.EMPTY
+
+
+async def test_duplicate_ids_are_refused_across_queues(stores: Stores) -> None:
+    await setup_queue(stores)
+    await stores.queues.put("other", QueuePolicy(), stores.clock.now_ms())
+    now = stores.clock.now_ms()
+    task = new_task(now)
+    await stores.tasks.enqueue("q", [task], now, client_ids=True)
+    with pytest.raises(TaskExists):
+        await stores.tasks.enqueue("other", [task], now, client_ids=True)
+    with pytest.raises(TaskExists):
+        await stores.tasks.enqueue("q", [task], now, client_ids=True)
+    assert await stores.tasks.locate(task.id) == "q"
+    assert await stores.redis.hlen(QueueKeys.of("other").meta) == 0
+
+
+async def test_sweep_and_delete_leave_no_keys(stores: Stores) -> None:
+    await setup_queue(stores, QueuePolicy(retention_succeeded=60))
+    now = stores.clock.now_ms()
+    task = new_task(now)
+    await stores.tasks.enqueue("q", [task], now)
+    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    await stores.tasks.append_log("q", task.id, lease.token, ['{"message":"hi"}'], 60_000)
+    await stores.tasks.finish(
+        "q", Finish(task.id, lease.token, AttemptOutcome.SUCCEEDED, text="1"), now
+    )
+    assert await stores.tasks.sweep("q", now + 59_999, 100) == 0
+    assert await stores.tasks.sweep("q", now + 60_000, 100) == 1
+    pending = new_task(now)
+    await stores.tasks.enqueue("q", [pending], now)
+    with pytest.raises(QueueNotEmpty):
+        await stores.queues.delete("q", force=False)
+    ids = await stores.queues.delete("q", force=True)
+    await stores.tasks.forget("q", ids)
+    assert await stores.redis.keys("*") == []
