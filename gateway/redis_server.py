@@ -147,22 +147,23 @@ class ManagedRedis:
         attempts = _PORT_ATTEMPTS if self._auto_port else 1
         for attempt in range(1, attempts + 1):
             log_offset = self._log_size()
-            self._process = self._launch(executable)
+            process = self._process = self._launch(executable)
             try:
-                self._wait_ready(self._process, timeout)
+                self._wait_ready(process, timeout)
                 return
             except RedisServerStartError as e:
-                if self._process.poll() is None:
-                    self._process.terminate()
-                self._reap(self._process, timeout)
+                self._abandon(process, timeout)
                 log = self._read_log(log_offset)
                 if attempt < attempts and "Address already in use" in log:
                     self._port = free_port()
                     continue
                 raise RedisServerStartError(
-                    f"{e} (port {self._port}, exit code {self._process.returncode}); "
+                    f"{e} (port {self._port}, exit code {process.returncode}); "
                     f"last lines of {self.log_path}:\n{_tail(log)}"
                 ) from None
+            except BaseException:
+                self._abandon(process, timeout)  # e.g. Ctrl-C while waiting
+                raise
 
     def stop(self, timeout: float = 10.0) -> None:
         """Shut the server down and wait for it to exit. Safe to call repeatedly.
@@ -175,7 +176,7 @@ class ManagedRedis:
             return
         try:
             with self._client(timeout) as client:
-                pass
+                client.shutdown()
         except redis.RedisError:
             # SHUTDOWN was refused or timed out; SIGTERM runs the same shutdown.
             process.terminate()
@@ -245,6 +246,12 @@ class ManagedRedis:
                 if time.monotonic() >= deadline:
                     raise RedisServerStartError("redis-server did not answer PING in time")
                 time.sleep(_POLL_INTERVAL)
+
+    @classmethod
+    def _abandon(cls, process: subprocess.Popen[bytes], timeout: float) -> None:
+        if process.poll() is None:
+            process.terminate()
+        cls._reap(process, timeout)
 
     @staticmethod
     def _reap(process: subprocess.Popen[bytes], timeout: float) -> None:

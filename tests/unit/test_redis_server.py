@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,6 +104,28 @@ def test_stop_leaves_no_child_process(tmp_path: Path) -> None:
     assert not server.running
     with _client(server) as client, pytest.raises(redis.ConnectionError):
         client.ping()
+
+
+def test_stop_uses_shutdown_not_the_fallback(tmp_path: Path) -> None:
+    server = ManagedRedis(tmp_path, appendonly=False)
+    server.start()
+    started = time.monotonic()
+    server.stop(timeout=30)
+    # The SIGTERM fallback would only run after waiting the whole timeout.
+    assert time.monotonic() - started < 5
+
+
+def test_stop_falls_back_to_sigterm_when_shutdown_is_refused(tmp_path: Path) -> None:
+    server = ManagedRedis(
+        tmp_path, appendonly=False, extra_args=["--rename-command", "SHUTDOWN", ""]
+    )
+    server.start()
+    process = server.process
+    assert process is not None
+    started = time.monotonic()
+    server.stop(timeout=30)
+    assert process.poll() is not None
+    assert time.monotonic() - started < 5
 
 
 def test_stop_is_idempotent(tmp_path: Path) -> None:

@@ -1,0 +1,82 @@
+"""Gateway settings, read from ``JOBGATE_*`` environment variables (or a ``.env`` file).
+
+``docs/configuration.md`` lists every setting; ``tests/unit/test_settings_docs.py`` keeps that
+page and this class in step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ApiKey(BaseModel):
+    """An API key and what it may do.
+
+    Scopes: ``admin`` (everything), ``read`` (every GET), ``enqueue:<queue>`` (enqueue to, and
+    read tasks of, matching queues; ``*`` and ``?`` patterns allowed, e.g. ``enqueue:mail-*``).
+    """
+
+    key: str = Field(min_length=16)
+    scopes: list[str] = Field(min_length=1)
+    name: str = ""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JOBGATE_", env_file=".env", extra="ignore")
+
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0", description="Redis holding all state (redis:// or rediss://)."
+    )
+    host: str = Field("127.0.0.1", description="Address the HTTP server listens on.")
+    port: int = Field(8787, ge=0, le=65535, description="TCP port of the HTTP server.")
+    public_url: str | None = Field(
+        None,
+        description="Base URL workers use to call back; http://<host>:<port> when unset.",
+    )
+    api_keys: list[ApiKey] = Field(
+        default_factory=list,
+        description='API keys as JSON: [{"key": "...", "scopes": ["admin"]}].',
+    )
+    max_body_bytes: int = Field(
+        1024 * 1024, ge=1024, description="Largest request body accepted, in bytes."
+    )
+    allow_private_endpoints: bool = Field(
+        False,
+        description="Allow endpoint URLs on loopback and private networks (never link-local "
+        "or cloud metadata addresses).",
+    )
+    dispatch_batch: int = Field(
+        64, ge=1, le=1000, description="Most tasks one claim takes from a queue."
+    )
+    recover_interval: float = Field(
+        0.25,
+        gt=0,
+        le=60,
+        description="Seconds between recoverer runs (due tasks, expired leases).",
+    )
+    sweep_interval: float = Field(
+        60.0, gt=0, description="Seconds between sweeps of finished tasks past retention."
+    )
+    clock_sync_interval: float = Field(
+        30.0, gt=0, description="Seconds between measurements of the offset to Redis's clock."
+    )
+    certfile: Path | None = Field(
+        None, description="TLS certificate (PEM); enables HTTPS and HTTP/3 over QUIC."
+    )
+    keyfile: Path | None = Field(None, description="TLS private key (PEM).")
+    quic_port: int | None = Field(
+        None, description="UDP port for HTTP/3; the TCP port when unset and TLS is on."
+    )
+    log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+
+    @field_validator("public_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def callback_base(self) -> str:
+        return self.public_url or f"http://{self.host}:{self.port}"
