@@ -36,6 +36,14 @@ class QueueStore:
             created, _, created_ms, _ = await pipe.execute()
         return StoredQueue(name, policy, int(created_ms)), bool(created)
 
+    async def patch(self, name: str, fields: dict[str, object]) -> StoredQueue:
+        """Change some policy fields atomically; raises QueueNotFound."""
+        k = QueueKeys.of(name)
+        encoded = await self._scripts.call("patch_queue", [k.policy], [json.dumps(fields)])
+        if not encoded:
+            raise QueueNotFound(name)
+        return await self.require(name)
+
     async def get(self, name: str) -> StoredQueue | None:
         raw = cast(
             list[str | None],

@@ -30,6 +30,7 @@ ScriptName = Literal[
     "promote",
     "sweep",
     "delete_queue",
+    "patch_queue",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = (
     "enqueue",
@@ -41,6 +42,7 @@ SCRIPT_NAMES: tuple[ScriptName, ...] = (
     "promote",
     "sweep",
     "delete_queue",
+    "patch_queue",
 )
 
 Arg = str | int | float | bytes

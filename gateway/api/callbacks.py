@@ -1,0 +1,92 @@
+"""Routes workers call back on while they run a task, authorised by the lease token alone."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from gateway.api.routing import QUEUE, TASK_ID, Call, Handler, Operation, Param
+from gateway.auth import Access
+from gateway.errors import Unauthorized
+from sdk.wire import (
+    HEADER_LEASE,
+    CallbackAck,
+    CheckpointIn,
+    ErrorIn,
+    HeartbeatIn,
+    HeartbeatOut,
+    LogIn,
+    ResultIn,
+)
+
+
+def _lease(call: Call) -> str:
+    token = call.request.headers.get(HEADER_LEASE)
+    if not token:
+        raise Unauthorized(f"a callback must carry its lease token in the '{HEADER_LEASE}' header")
+    return token
+
+
+async def heartbeat(call: Call) -> BaseModel:
+    return await call.services.callbacks.heartbeat(
+        call.queue, call.task_id, _lease(call), call.body
+    )
+
+
+async def checkpoint(call: Call) -> BaseModel:
+    return await call.services.callbacks.checkpoint(
+        call.queue, call.task_id, _lease(call), call.body
+    )
+
+
+async def append_logs(call: Call) -> BaseModel:
+    return await call.services.callbacks.logs(call.queue, call.task_id, _lease(call), call.body)
+
+
+async def report_result(call: Call) -> BaseModel:
+    return await call.services.callbacks.result(call.queue, call.task_id, _lease(call), call.body)
+
+
+async def report_error(call: Call) -> BaseModel:
+    return await call.services.callbacks.error(call.queue, call.task_id, _lease(call), call.body)
+
+
+LEASE = Param(HEADER_LEASE, "header", "The lease token the push carried.", required=True)
+BASE = "/v1/callbacks/{queue}/{task_id}"
+
+
+def _callback(
+    kind: str, summary: str, handler: Handler, body: type[BaseModel], response: type[BaseModel]
+) -> Operation:
+    return Operation(
+        "POST",
+        f"{BASE}/{kind}",
+        summary,
+        "callbacks",
+        Access.LEASE,
+        handler,
+        body=body,
+        response=response,
+        params=(QUEUE, TASK_ID, LEASE),
+        errors=(400, 401, 404, 409, 422),
+    )
+
+
+OPERATIONS = [
+    _callback(
+        "heartbeat",
+        "Keep the lease alive; the answer says whether cancel was requested",
+        heartbeat,
+        HeartbeatIn,
+        HeartbeatOut,
+    ),
+    _callback(
+        "checkpoint",
+        "Store state for the next attempt (extends the lease)",
+        checkpoint,
+        CheckpointIn,
+        CallbackAck,
+    ),
+    _callback("logs", "Append log lines", append_logs, LogIn, CallbackAck),
+    _callback("result", "Report success with the result", report_result, ResultIn, CallbackAck),
+    _callback("error", "Report failure, retryable or not", report_error, ErrorIn, CallbackAck),
+]

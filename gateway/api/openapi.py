@@ -1,0 +1,114 @@
+"""The OpenAPI 3.1 document, built from the operation table and the wire models.
+
+``jobgate openapi`` prints it; the committed ``openapi.yaml`` must equal it (a test checks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from gateway.api import OPERATIONS
+from gateway.api.routing import Operation
+from gateway.auth import Access
+from sdk.wire import PROBLEM_CONTENT_TYPE, Problem
+
+REF = "#/components/schemas/{model}"
+ERROR_TEXT = {
+    400: "Malformed request (not JSON, bad query parameter)",
+    401: "No or unknown credentials",
+    403: "The API key's scopes do not allow this",
+    404: "Not found",
+    409: "Conflict with the current state",
+    413: "Body over the size limit",
+    415: "Body is not JSON",
+    422: "Fields that break the schema, each named",
+    503: "Redis is out of memory or unreachable; retry after Retry-After",
+}
+
+
+Refs = dict[Any, dict[str, Any]]
+
+
+def _schemas() -> tuple[Refs, dict[str, Any]]:
+    models: set[tuple[type[BaseModel], JsonSchemaMode]] = {(Problem, "serialization")}
+    for op in OPERATIONS:
+        if op.body is not None:
+            models.add((op.body, "validation"))
+        if op.response is not None:
+            models.add((op.response, "serialization"))
+    ordered = sorted(models, key=lambda m: (m[0].__name__, m[1]))
+    refs, defs = models_json_schema(ordered, ref_template=REF)
+    return dict(refs), dict(defs.get("$defs", {}))
+
+
+def _problem(status: int) -> dict[str, Any]:
+    return {
+        "description": ERROR_TEXT.get(status, "Error"),
+        "content": {PROBLEM_CONTENT_TYPE: {"schema": {"$ref": REF.format(model="Problem")}}},
+    }
+
+
+def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": [op.tag],
+    }
+    if op.description:
+        doc["description"] = op.description
+    if op.params:
+        doc["parameters"] = [
+            {
+                "name": p.name,
+                "in": p.location,
+                "required": p.required,
+                "description": p.description,
+                "schema": p.schema,
+            }
+            for p in op.params
+        ]
+    if op.body is not None:
+        doc["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
+        }
+    ok: dict[str, Any] = {"description": "No content" if op.response is None else "OK"}
+    if op.response is not None:
+        ok["content"] = {"application/json": {"schema": refs[(op.response, "serialization")]}}
+    responses: dict[str, Any] = {str(op.status): ok}
+    statuses = set(op.errors) | {503}
+    if op.access is not Access.LEASE:
+        statuses |= {401, 403}
+        doc["security"] = [{"apiKey": []}]
+    else:
+        doc["security"] = []
+    for status in sorted(statuses):
+        responses[str(status)] = _problem(status)
+    doc["responses"] = responses
+    return doc
+
+
+def build_openapi() -> dict[str, Any]:
+    refs, defs = _schemas()
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, refs)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Jobgate",
+            "version": "1",
+            "description": "HTTP dispatch gateway for background tasks. Errors are RFC 9457 "
+            "problem documents. Worker callbacks are authorised by their lease token.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": dict(sorted(defs.items())),
+            "securitySchemes": {
+                "apiKey": {"type": "http", "scheme": "bearer", "description": "An API key."}
+            },
+        },
+    }

@@ -1,0 +1,74 @@
+"""The one place where errors become RFC 9457 problem documents."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.errors import GatewayError, Unavailable, ValidationFailed
+from gateway.store.failures import as_gateway_error
+from sdk.wire import PROBLEM_CONTENT_TYPE, FieldError, Problem
+
+log = logging.getLogger(__name__)
+
+
+def problem_response(
+    status: int,
+    title: str,
+    detail: str | None = None,
+    errors: list[FieldError] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    problem = Problem(title=title, status=status, detail=detail, errors=errors)
+    return Response(
+        problem.model_dump_json(exclude_none=True),
+        status_code=status,
+        media_type=PROBLEM_CONTENT_TYPE,
+        headers=headers,
+    )
+
+
+def gateway_problem(exc: GatewayError) -> Response:
+    errors = None
+    if isinstance(exc, ValidationFailed):
+        errors = [FieldError(field=e.field, reason=e.reason) for e in exc.errors]
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
+    if exc.status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    return problem_response(exc.status, exc.title, exc.detail, errors, headers)
+
+
+async def on_gateway_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GatewayError)
+    return gateway_problem(exc)
+
+
+async def on_http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    titles = {404: "Not found", 405: "Method not allowed"}
+    detail = exc.detail if exc.status_code not in titles else f"{request.method} {request.url.path}"
+    return problem_response(
+        exc.status_code,
+        titles.get(exc.status_code, "HTTP error"),
+        detail,
+        headers=dict(exc.headers or {}),
+    )
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    known = as_gateway_error(exc)
+    if known is not None:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return gateway_problem(known)
+    log.exception("unhandled error in %s %s", request.method, request.url.path)
+    return problem_response(500, "Internal error", "the gateway failed; the error is logged")
+
+
+EXCEPTION_HANDLERS = {
+    GatewayError: on_gateway_error,
+    HTTPException: on_http_exception,
+    Exception: on_unexpected,
+}

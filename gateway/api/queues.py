@@ -1,0 +1,148 @@
+"""Routes for queues and their worker endpoints (admin scope to change, read to list)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from gateway.api.routing import QUEUE, Call, Operation, Param, Reply
+from gateway.auth import Access
+from sdk.wire import (
+    EndpointCreate,
+    EndpointCreated,
+    EndpointList,
+    Queue,
+    QueueList,
+    QueuePolicy,
+    QueuePolicyPatch,
+)
+
+
+async def put_queue(call: Call) -> Reply:
+    queue, created = await call.services.queues.put(call.queue, call.body)
+    return Reply(queue, 201 if created else 200)
+
+
+async def patch_queue(call: Call) -> BaseModel:
+    return await call.services.queues.patch(call.queue, call.body)
+
+
+async def get_queue(call: Call) -> BaseModel:
+    return await call.services.queues.get(call.queue)
+
+
+async def list_queues(call: Call) -> BaseModel:
+    return await call.services.queues.list()
+
+
+async def delete_queue(call: Call) -> None:
+    await call.services.queues.delete(call.queue, force=call.query_bool("force"))
+
+
+async def add_endpoint(call: Call) -> BaseModel:
+    return await call.services.queues.add_endpoint(call.queue, call.body)
+
+
+async def list_endpoints(call: Call) -> BaseModel:
+    return await call.services.queues.endpoints(call.queue)
+
+
+async def delete_endpoint(call: Call) -> None:
+    await call.services.queues.delete_endpoint(call.queue, call.path("endpoint_id"))
+
+
+ENDPOINT_ID = Param("endpoint_id", "path", "Endpoint id.", required=True)
+FORCE = Param(
+    "force",
+    "query",
+    "Delete even with unfinished tasks (they are lost).",
+    {"type": "boolean", "default": False},
+)
+
+OPERATIONS = [
+    Operation(
+        "GET", "/v1/queues", "List queues", "queues", Access.READ, list_queues, response=QueueList
+    ),
+    Operation(
+        "PUT",
+        "/v1/queues/{queue}",
+        "Register a queue or replace its policy",
+        "queues",
+        Access.ADMIN,
+        put_queue,
+        body=QueuePolicy,
+        response=Queue,
+        status=201,
+        params=(QUEUE,),
+        errors=(400, 422),
+        description="201 when the queue is new, 200 when its policy was replaced.",
+    ),
+    Operation(
+        "PATCH",
+        "/v1/queues/{queue}",
+        "Change some fields of a queue's policy",
+        "queues",
+        Access.ADMIN,
+        patch_queue,
+        body=QueuePolicyPatch,
+        response=Queue,
+        params=(QUEUE,),
+        errors=(400, 404, 422),
+    ),
+    Operation(
+        "GET",
+        "/v1/queues/{queue}",
+        "Get a queue with its task counts",
+        "queues",
+        Access.READ,
+        get_queue,
+        response=Queue,
+        params=(QUEUE,),
+        errors=(404,),
+    ),
+    Operation(
+        "DELETE",
+        "/v1/queues/{queue}",
+        "Delete a queue and its tasks",
+        "queues",
+        Access.ADMIN,
+        delete_queue,
+        status=204,
+        params=(QUEUE, FORCE),
+        errors=(404, 409),
+    ),
+    Operation(
+        "POST",
+        "/v1/queues/{queue}/endpoints",
+        "Register a worker endpoint (its signing secret is shown once)",
+        "endpoints",
+        Access.ADMIN,
+        add_endpoint,
+        body=EndpointCreate,
+        response=EndpointCreated,
+        status=201,
+        params=(QUEUE,),
+        errors=(400, 404, 422),
+    ),
+    Operation(
+        "GET",
+        "/v1/queues/{queue}/endpoints",
+        "List a queue's endpoints",
+        "endpoints",
+        Access.READ,
+        list_endpoints,
+        response=EndpointList,
+        params=(QUEUE,),
+        errors=(404,),
+    ),
+    Operation(
+        "DELETE",
+        "/v1/queues/{queue}/endpoints/{endpoint_id}",
+        "Remove an endpoint (pushes in flight finish normally)",
+        "endpoints",
+        Access.ADMIN,
+        delete_endpoint,
+        status=204,
+        params=(QUEUE, ENDPOINT_ID),
+        errors=(404,),
+    ),
+]

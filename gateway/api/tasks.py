@@ -1,0 +1,137 @@
+"""Routes for producers and operators: enqueue, read, wait for, list and cancel tasks."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from gateway.api.routing import QUEUE, TASK_ID, Call, Operation, Param
+from gateway.auth import Access
+from gateway.errors import FieldProblem, ValidationFailed
+from gateway.services.tasks import MAX_WAIT
+from sdk.wire import BatchCreate, BatchCreated, LogPage, Task, TaskCreate, TaskPage, TaskState
+
+
+async def enqueue(call: Call) -> BaseModel:
+    (task,) = await call.services.tasks.enqueue(call.queue, [call.body])
+    return task
+
+
+async def enqueue_batch(call: Call) -> BaseModel:
+    return BatchCreated(tasks=await call.services.tasks.enqueue(call.queue, call.body.tasks))
+
+
+async def get_task(call: Call) -> BaseModel:
+    wait = call.query_float("wait", 0, MAX_WAIT) or 0
+    return await call.services.tasks.get(call.queue, call.task_id, wait=wait)
+
+
+async def list_tasks(call: Call) -> BaseModel:
+    raw_state = call.query("state") or TaskState.QUEUED.value
+    try:
+        state = TaskState(raw_state)
+    except ValueError as e:
+        names = ", ".join(s.value for s in TaskState)
+        raise ValidationFailed([FieldProblem("state", f"must be one of {names}")]) from e
+    limit = int(call.query_float("limit", 1, 500) or 50)
+    return await call.services.tasks.page(call.queue, state, call.query("cursor"), limit)
+
+
+async def cancel_task(call: Call) -> BaseModel:
+    return await call.services.tasks.cancel(call.queue, call.task_id)
+
+
+async def task_logs(call: Call) -> BaseModel:
+    return await call.services.tasks.logs(call.queue, call.task_id)
+
+
+WAIT = Param(
+    "wait",
+    "query",
+    f"Seconds to wait for the task to finish (long poll), at most {MAX_WAIT:g}.",
+    {"type": "number", "minimum": 0, "maximum": MAX_WAIT},
+)
+STATE = Param(
+    "state",
+    "query",
+    "Which tasks to list.",
+    {"type": "string", "enum": [s.value for s in TaskState], "default": "queued"},
+)
+LIMIT = Param("limit", "query", "Page size.", {"type": "integer", "minimum": 1, "maximum": 500})
+CURSOR = Param("cursor", "query", "The next_cursor of the previous page.")
+
+OPERATIONS = [
+    Operation(
+        "POST",
+        "/v1/queues/{queue}/tasks",
+        "Enqueue a task",
+        "tasks",
+        Access.PRODUCE,
+        enqueue,
+        body=TaskCreate,
+        response=Task,
+        status=201,
+        params=(QUEUE,),
+        errors=(400, 404, 409, 413, 422),
+    ),
+    Operation(
+        "POST",
+        "/v1/queues/{queue}/tasks/batch",
+        "Enqueue many tasks: all are stored, or none",
+        "tasks",
+        Access.PRODUCE,
+        enqueue_batch,
+        body=BatchCreate,
+        response=BatchCreated,
+        status=201,
+        params=(QUEUE,),
+        errors=(400, 404, 409, 413, 422),
+    ),
+    Operation(
+        "GET",
+        "/v1/queues/{queue}/tasks",
+        "List a queue's tasks in one state",
+        "tasks",
+        Access.READ,
+        list_tasks,
+        response=TaskPage,
+        params=(QUEUE, STATE, LIMIT, CURSOR),
+        errors=(404, 422),
+        description="Queued tasks in the order they will run; scheduled by due time; running "
+        "by lease expiry; finished ones by when they ended. Items carry no attempt history.",
+    ),
+    Operation(
+        "GET",
+        "/v1/tasks/{task_id}",
+        "Get a task with every attempt; optionally wait for it to finish",
+        "tasks",
+        Access.READ,
+        get_task,
+        response=Task,
+        params=(TASK_ID, WAIT),
+        errors=(404, 422),
+    ),
+    Operation(
+        "POST",
+        "/v1/tasks/{task_id}/cancel",
+        "Cancel a task",
+        "tasks",
+        Access.PRODUCE,
+        cancel_task,
+        response=Task,
+        params=(TASK_ID,),
+        errors=(404, 409),
+        description="A queued or scheduled task ends at once. A running one is asked to stop: "
+        "its next heartbeat answer says so, and it ends as cancelled, not retried.",
+    ),
+    Operation(
+        "GET",
+        "/v1/tasks/{task_id}/logs",
+        "Read a task's log lines",
+        "tasks",
+        Access.READ,
+        task_logs,
+        response=LogPage,
+        params=(TASK_ID,),
+        errors=(404,),
+    ),
+]

@@ -1,0 +1,115 @@
+"""The app factory: one Starlette app whose lifespan owns every long-lived part.
+
+The lifespan connects to Redis, loads the scripts, measures the clock, and starts the pub/sub
+listener, the dispatcher and the recoverer's scheduler; it stops them in reverse order. Nothing
+lives in module globals: two apps in one process do not share anything.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.api import OPERATIONS
+from gateway.api.problems import EXCEPTION_HANDLERS
+from gateway.api.routing import routes
+from gateway.auth import Authenticator
+from gateway.clock import RedisClock
+from gateway.dispatch.directory import Directory
+from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.pusher import Pusher, new_session
+from gateway.notify import Notifier
+from gateway.recoverer import Recoverer
+from gateway.services import Services
+from gateway.services.callbacks import CallbackService
+from gateway.services.queues import QueueService
+from gateway.services.tasks import TaskService
+from gateway.settings import Settings
+from gateway.store.connection import connect
+from gateway.store.queues import QueueStore
+from gateway.store.scripts import Scripts
+from gateway.store.tasks import TaskStore
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+def create_app(settings: Settings) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        redis = await connect(settings.redis_url)
+        scripts = Scripts(redis)
+        await scripts.load()
+        clock = RedisClock()
+        await clock.sync(redis)
+        tasks = TaskStore(redis, scripts)
+        queues = QueueStore(redis, scripts)
+        directory = Directory(queues)
+        session = new_session(allow_private=settings.allow_private_endpoints)
+        rng = random.Random()
+        dispatcher = Dispatcher(
+            tasks,
+            directory,
+            Pusher(session, settings.callback_base),
+            clock,
+            batch=settings.dispatch_batch,
+            rng=rng,
+        )
+
+        def changed(queue: str) -> None:
+            directory.forget(queue)
+            dispatcher.wake(queue)
+
+        notifier = Notifier(redis, on_wake=dispatcher.wake)
+        services = Services(
+            queues=QueueService(
+                queues,
+                tasks,
+                clock,
+                allow_private_endpoints=settings.allow_private_endpoints,
+                on_change=changed,
+            ),
+            tasks=TaskService(tasks, queues, clock, notifier, on_ready=dispatcher.wake),
+            callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
+            auth=Authenticator(settings.api_keys),
+            max_body_bytes=settings.max_body_bytes,
+        )
+        recoverer = Recoverer(tasks, queues, clock, on_ready=dispatcher.wake, rng=rng)
+        scheduler = AsyncIOScheduler()
+        recoverer.schedule(scheduler, settings.recover_interval, settings.sweep_interval)
+        scheduler.add_job(
+            clock.sync,
+            "interval",
+            args=[redis],
+            seconds=settings.clock_sync_interval,
+            id="clock-sync",
+            max_instances=1,
+            coalesce=True,
+        )
+        await notifier.start()
+        scheduler.start()
+        for queue in await queues.names():
+            dispatcher.wake(queue)
+        try:
+            yield {"services": services}
+        finally:
+            scheduler.shutdown(wait=False)
+            await dispatcher.stop()
+            await notifier.stop()
+            await session.close()
+            await redis.aclose()
+
+    return Starlette(
+        routes=[Route("/healthz", _health, methods=["GET"]), *routes(OPERATIONS)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+    )

@@ -1,0 +1,81 @@
+"""API keys and scopes.
+
+A key's scopes decide what it may do:
+
+- ``admin``: everything;
+- ``read``: every read (GET) of queues, endpoints and tasks;
+- ``enqueue:<pattern>``: enqueue to, read the tasks of, and cancel tasks of queues whose name
+  matches the shell-style pattern (``enqueue:mail-*``, ``enqueue:*``).
+
+Worker callbacks carry no key: their lease token authorises them (see ``services.callbacks``).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from gateway.errors import Forbidden, Unauthorized
+from gateway.settings import ApiKey
+
+
+class Access(StrEnum):
+    """What a route needs."""
+
+    ADMIN = "admin"  # change queues and endpoints
+    READ = "read"  # read anything
+    PRODUCE = "produce"  # enqueue, read and cancel tasks of one queue
+    LEASE = "lease"  # a worker callback: no API key, the lease token decides
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    scopes: tuple[str, ...]
+
+    def may(self, access: Access, queue: str | None = None) -> bool:
+        if "admin" in self.scopes:
+            return True
+        if access is Access.READ and queue is None:
+            return "read" in self.scopes
+        if access in (Access.READ, Access.PRODUCE) and queue is not None:
+            if access is Access.READ and "read" in self.scopes:
+                return True
+            return any(
+                scope.startswith("enqueue:") and fnmatchcase(queue, scope.removeprefix("enqueue:"))
+                for scope in self.scopes
+            )
+        return False
+
+    def require(self, access: Access, queue: str | None = None) -> None:
+        if not self.may(access, queue):
+            target = f" on queue '{queue}'" if queue else ""
+            raise Forbidden(f"this API key may not {access.value}{target}")
+
+
+class Authenticator:
+    """Finds the principal of a bearer token, comparing keys in constant time."""
+
+    def __init__(self, keys: Sequence[ApiKey]) -> None:
+        self._keys = [
+            (k.key.encode(), Principal(k.name or f"key-{i}", tuple(k.scopes)))
+            for i, k in enumerate(keys)
+        ]
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        if not authorization:
+            raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthorized("the Authorization header must be 'Bearer <key>'")
+        given = token.strip().encode()
+        found = None
+        for key, principal in self._keys:
+            if hmac.compare_digest(key, given):
+                found = principal
+        if found is None:
+            raise Unauthorized("unknown API key")
+        return found

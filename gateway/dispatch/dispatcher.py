@@ -1,0 +1,187 @@
+"""The dispatcher: one loop per queue that claims ready tasks and pushes them.
+
+A loop sleeps until woken (an enqueue here or, over pub/sub, on another gateway; a finished
+attempt freeing room; a policy or endpoint change) and then claims until the claim script says
+there is nothing it may take. It never spins: with nothing to do it waits on its event, with a
+slow safety tick for wake-ups lost on another gateway.
+
+Several gateways may run dispatchers on one Redis: the claim script is the only way a task
+becomes running, so each attempt is pushed once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import secrets
+from collections.abc import Callable
+
+from gateway.backoff import retry_delay_ms
+from gateway.clock import Clock
+from gateway.dispatch.directory import Directory
+from gateway.dispatch.pusher import Pusher
+from gateway.dispatch.verdict import Verdict, judge
+from gateway.store.records import Lease
+from gateway.store.tasks import ClaimStatus, Finish, Finished, TaskStore
+from sdk.wire import AttemptOutcome
+
+log = logging.getLogger(__name__)
+
+IDLE_TICK = 5.0
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        tasks: TaskStore,
+        directory: Directory,
+        pusher: Pusher,
+        clock: Clock,
+        *,
+        batch: int = 64,
+        rng: random.Random | None = None,
+        on_finished: Callable[[str, Finished], None] = lambda q, f: None,
+    ) -> None:
+        self._tasks = tasks
+        self._directory = directory
+        self._pusher = pusher
+        self._clock = clock
+        self._batch = batch
+        self._rng = rng or random.Random()
+        self._on_finished = on_finished
+        self._wakes: dict[str, asyncio.Event] = {}
+        self._loops: dict[str, asyncio.Task[None]] = {}
+        self._pushes: set[asyncio.Task[None]] = set()
+        self._pending: dict[str, list[tuple[Finish, asyncio.Future[Finished]]]] = {}
+        self._stopping = False
+
+    # --- loops ----------------------------------------------------------------------------
+
+    def wake(self, queue: str) -> None:
+        """Tell the queue's loop there may be work; start the loop if it is not running."""
+        if self._stopping:
+            return
+        event = self._wakes.get(queue)
+        if event is None:
+            event = self._wakes[queue] = asyncio.Event()
+        event.set()
+        if queue not in self._loops:
+            self._loops[queue] = asyncio.create_task(self._run(queue), name=f"dispatch:{queue}")
+
+    async def _run(self, queue: str) -> None:
+        event = self._wakes[queue]
+        try:
+            while not self._stopping:
+                event.clear()
+                try:
+                    status = await self.step(queue)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("claiming from queue %s failed; retrying", queue)
+                    status = ClaimStatus.EMPTY
+                if status is ClaimStatus.NOQUEUE:
+                    return
+                if status is ClaimStatus.OK:
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), IDLE_TICK)
+        finally:
+            self._loops.pop(queue, None)
+
+    async def step(self, queue: str) -> ClaimStatus:
+        """Claim one batch and start pushing it; returns the claim's status."""
+        tokens = [secrets.token_urlsafe(18) for _ in range(self._batch)]
+        claim = await self._tasks.claim(queue, tokens, self._clock.now_ms())
+        for lease in claim.leases:
+            push = asyncio.create_task(self._deliver(lease), name=f"push:{lease.task_id}")
+            self._pushes.add(push)
+            push.add_done_callback(self._pushes.discard)
+        return claim.status
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop claiming; let pushes in flight finish for up to ``grace`` seconds. A push cut
+        off is not lost: its lease expires and the recoverer retries it."""
+        self._stopping = True
+        for loop in list(self._loops.values()):
+            loop.cancel()
+        await asyncio.gather(*self._loops.values(), return_exceptions=True)
+        if self._pushes:
+            _, cut = await asyncio.wait(set(self._pushes), timeout=grace)
+            for push in cut:
+                push.cancel()
+            await asyncio.gather(*cut, return_exceptions=True)
+
+    # --- one push -------------------------------------------------------------------------
+
+    async def _deliver(self, lease: Lease) -> None:
+        try:
+            view = await self._directory.view(lease.queue, lease.endpoint_id)
+            endpoint = view.endpoints.get(lease.endpoint_id) if view else None
+            if view is None or endpoint is None:
+                # Deleted between claim and push: give the task back untouched.
+                verdict = Verdict(AttemptOutcome.GONE, None, "endpoint was removed")
+                await self._record(lease, verdict, 0)
+                return
+            answer = await self._pusher.push(lease, endpoint, view.policy.push_timeout)
+            verdict = judge(answer)
+            if verdict.outcome is None:
+                return  # accepted: the worker calls back
+            delay = 0
+            if verdict.outcome in (AttemptOutcome.ERROR, AttemptOutcome.BUSY):
+                delay = retry_delay_ms(
+                    lease.attempt, view.policy.backoff, self._rng, verdict.requested_delay
+                )
+            await self._record(lease, verdict, delay)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("push of task %s failed; its lease will expire", lease.task_id)
+
+    async def _record(self, lease: Lease, verdict: Verdict, delay_ms: int) -> None:
+        assert verdict.outcome is not None
+        finish = Finish(
+            lease.task_id,
+            lease.token,
+            verdict.outcome,
+            verdict.http_status,
+            verdict.text,
+            verdict.traceback,
+            delay_ms,
+        )
+        # Shielded: shutting down must not lose an answer the worker already gave.
+        done = await asyncio.shield(self._submit(lease.queue, finish))
+        self._on_finished(lease.queue, done)
+        self.wake(lease.queue)
+
+    async def _submit(self, queue: str, finish: Finish) -> Finished:
+        """Queue a finish; ends waiting together are written in one round trip."""
+        future: asyncio.Future[Finished] = asyncio.get_running_loop().create_future()
+        batch = self._pending.get(queue)
+        if batch is None:
+            batch = self._pending[queue] = []
+            asyncio.get_running_loop().call_soon(self._flush_soon, queue)
+        batch.append((finish, future))
+        return await future
+
+    def _flush_soon(self, queue: str) -> None:
+        flush = asyncio.create_task(self._flush(queue), name=f"finish:{queue}")
+        self._pushes.add(flush)
+        flush.add_done_callback(self._pushes.discard)
+
+    async def _flush(self, queue: str) -> None:
+        batch = self._pending.pop(queue, [])
+        try:
+            results = await self._tasks.finish_many(
+                queue, [f for f, _ in batch], self._clock.now_ms()
+            )
+        except Exception as e:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(e)
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)

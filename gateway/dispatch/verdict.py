@@ -1,0 +1,115 @@
+"""How a worker's answer to a push is read: the table of DESIGN.md, as one pure function.
+
+=====================================  ==========================================================
+answer                                 verdict
+=====================================  ==========================================================
+200, 201, 204 (any 2xx but 202)        succeeded; the JSON body, if any, is the result
+202                                    accepted; the worker calls back, heartbeats keep the lease
+429, 503                               busy: retry after Retry-After, no attempt spent
+410                                    gone: disable the endpoint, the task goes back untouched
+408, other 5xx, 3xx, timeout, refused  error: retry with the queue's backoff
+other 4xx                              failed, not retried
+=====================================  ==========================================================
+
+An error answer may carry a JSON body shaped like ``ErrorIn`` (error, traceback, retryable,
+retry_delay); a worker saying ``retryable: false`` turns a retry into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+from pydantic import ValidationError
+
+from sdk.wire import AttemptOutcome, ErrorIn
+
+MAX_ERROR_TEXT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What came back from one push: an HTTP answer, or the reason there was none."""
+
+    status: int | None
+    body: bytes = b""
+    content_type: str = ""
+    retry_after: str | None = None
+    failure: str | None = None  # timeout or connection error, when status is None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    outcome: AttemptOutcome | None  # None: accepted (202), the attempt goes on
+    http_status: int | None = None
+    text: str = ""  # result JSON when succeeded, else the error text
+    traceback: str = ""
+    requested_delay: float | None = None
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds from a Retry-After header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _result_json(answer: Answer) -> str:
+    if not answer.body.strip():
+        return "null"
+    try:
+        json.loads(answer.body)
+    except ValueError:
+        return json.dumps(answer.body.decode("utf-8", "replace"))
+    return answer.body.decode()
+
+
+def _error(answer: Answer, outcome: AttemptOutcome, fallback: str) -> Verdict:
+    delay = parse_retry_after(answer.retry_after)
+    text, traceback = fallback, ""
+    if answer.body and "json" in answer.content_type:
+        try:
+            reported = ErrorIn.model_validate_json(answer.body)
+        except ValidationError:
+            reported = None
+        if reported is not None:
+            text, traceback = reported.error, reported.traceback or ""
+            if reported.retry_delay is not None:
+                delay = reported.retry_delay
+            if not reported.retryable and outcome is AttemptOutcome.ERROR:
+                outcome = AttemptOutcome.FAILED
+    elif answer.body:
+        text = f"{fallback}: {answer.body[:MAX_ERROR_TEXT].decode('utf-8', 'replace')}"
+    return Verdict(outcome, answer.status, text, traceback, delay)
+
+
+def judge(answer: Answer) -> Verdict:
+    status = answer.status
+    if status is None:
+        return Verdict(AttemptOutcome.ERROR, None, answer.failure or "no answer")
+    if status == 202:
+        return Verdict(None, status)
+    if 200 <= status < 300:
+        return Verdict(AttemptOutcome.SUCCEEDED, status, _result_json(answer))
+    if status in (429, 503):
+        return _error(answer, AttemptOutcome.BUSY, f"worker busy ({status})")
+    if status == 410:
+        return Verdict(AttemptOutcome.GONE, status, "endpoint answered 410 Gone; disabled")
+    if status == 408 or status >= 500:
+        return _error(answer, AttemptOutcome.ERROR, f"worker answered {status}")
+    if 300 <= status < 400:
+        return Verdict(
+            AttemptOutcome.ERROR, status, f"worker answered {status}; redirects are not followed"
+        )
+    return _error(answer, AttemptOutcome.FAILED, f"worker refused the task ({status})")

@@ -1,0 +1,84 @@
+"""Redis pub/sub for the gateway: wake dispatchers on new work, and wake long-polls on finish.
+
+One pub/sub connection per gateway process. ``jg:wake`` carries queue names that got ready work
+(published by the enqueue and promote scripts, possibly from another gateway); ``jg:done:<id>``
+is published when a task ends, and subscribed only while someone waits for that task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+
+from gateway.store import keys
+
+log = logging.getLogger(__name__)
+
+
+class Notifier:
+    def __init__(self, redis: Redis, on_wake: Callable[[str], None]) -> None:
+        self._redis = redis
+        self._on_wake = on_wake
+        self._pubsub: PubSub | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._ready = asyncio.Event()
+
+    async def start(self) -> None:
+        self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        await self._pubsub.subscribe(keys.WAKE_CHANNEL)
+        self._reader = asyncio.create_task(self._read(self._pubsub), name="jobgate-notifier")
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._pubsub is not None:
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    @contextlib.asynccontextmanager
+    async def watch(self, task_id: str) -> AsyncIterator[asyncio.Event]:
+        """An event set when the task ends. Subscribe first, then read the task's state, so an
+        end between the two is not missed."""
+        assert self._pubsub is not None, "Notifier.start() first"
+        event = asyncio.Event()
+        channel = keys.done_channel(task_id)
+        first = not self._waiters[task_id]
+        self._waiters[task_id].add(event)
+        try:
+            if first:
+                await self._pubsub.subscribe(channel)
+            yield event
+        finally:
+            self._waiters[task_id].discard(event)
+            if not self._waiters[task_id]:
+                del self._waiters[task_id]
+                with contextlib.suppress(Exception):
+                    await self._pubsub.unsubscribe(channel)
+
+    async def _read(self, pubsub: PubSub) -> None:
+        while True:
+            try:
+                message: dict[str, Any] | None = await pubsub.get_message(timeout=None)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("pub/sub connection failed; reconnecting")
+                await asyncio.sleep(1)
+                continue
+            if message is None:
+                continue
+            channel = message["channel"]
+            if channel == keys.WAKE_CHANNEL:
+                self._on_wake(message["data"])
+            elif channel.startswith(keys.DONE_CHANNEL_PREFIX):
+                for event in self._waiters.get(channel.removeprefix(keys.DONE_CHANNEL_PREFIX), ()):
+                    event.set()

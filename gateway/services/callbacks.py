@@ -1,0 +1,134 @@
+"""Worker callbacks: heartbeat, checkpoint, logs, result, error.
+
+A callback is authorised by its lease token alone, and every change is fenced by it inside one
+script: a token that is not the task's current lease (the task was re-dispatched, or ended) gets
+409 and changes nothing. That is what stops a zombie worker from overwriting a newer attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+
+from gateway.backoff import retry_delay_ms
+from gateway.clock import Clock
+from gateway.errors import StaleLease, TaskNotFound
+from gateway.store.queues import QueueStore
+from gateway.store.records import seconds_to_ms, to_datetime
+from gateway.store.tasks import Fence, Finish, TaskStore
+from sdk.wire import (
+    AttemptOutcome,
+    CallbackAck,
+    CheckpointIn,
+    ErrorIn,
+    HeartbeatIn,
+    HeartbeatOut,
+    LogIn,
+    ResultIn,
+    TaskState,
+)
+
+
+def _check(fence: Fence, task_id: str, state: TaskState | None = None) -> None:
+    if fence is Fence.NOTASK:
+        raise TaskNotFound(task_id)
+    if fence is not Fence.OK:
+        now = f" (the task is {state.value})" if state else ""
+        raise StaleLease(f"this lease is not the current one of task '{task_id}'{now}")
+
+
+class CallbackService:
+    def __init__(
+        self,
+        tasks: TaskStore,
+        queues: QueueStore,
+        clock: Clock,
+        *,
+        on_finished: Callable[[str], None],
+        rng: random.Random | None = None,
+    ) -> None:
+        self._tasks = tasks
+        self._queues = queues
+        self._clock = clock
+        self._on_finished = on_finished
+        self._rng = rng or random.Random()
+
+    async def heartbeat(
+        self, queue: str, task_id: str, token: str, body: HeartbeatIn
+    ) -> HeartbeatOut:
+        hb = await self._tasks.heartbeat(
+            queue,
+            task_id,
+            token,
+            self._clock.now_ms(),
+            extend_ms=None if body.extend is None else seconds_to_ms(body.extend),
+            progress=body.progress,
+        )
+        _check(hb.fence, task_id, hb.state)
+        return HeartbeatOut(
+            cancel_requested=hb.cancel_requested, lease_expires_at=to_datetime(hb.expires_ms)
+        )
+
+    async def checkpoint(
+        self, queue: str, task_id: str, token: str, body: CheckpointIn
+    ) -> CallbackAck:
+        hb = await self._tasks.heartbeat(
+            queue,
+            task_id,
+            token,
+            self._clock.now_ms(),
+            checkpoint_json=json.dumps(body.state, separators=(",", ":")),
+        )
+        _check(hb.fence, task_id, hb.state)
+        return CallbackAck(state=TaskState.RUNNING)
+
+    async def logs(self, queue: str, task_id: str, token: str, body: LogIn) -> CallbackAck:
+        stored = await self._queues.require(queue)
+        now = self._clock.now_ms()
+        lines = [
+            line.model_copy(update={"at": line.at or to_datetime(now)}).model_dump_json(
+                exclude_none=True
+            )
+            for line in body.lines
+        ]
+        keep = max(stored.policy.retention_succeeded, stored.policy.retention_failed)
+        keep_ms = seconds_to_ms(keep + stored.policy.max_run_time)
+        fence = await self._tasks.append_log(queue, task_id, token, lines, keep_ms)
+        _check(fence, task_id)
+        return CallbackAck(state=TaskState.RUNNING)
+
+    async def result(self, queue: str, task_id: str, token: str, body: ResultIn) -> CallbackAck:
+        finish = Finish(
+            task_id,
+            token,
+            AttemptOutcome.SUCCEEDED,
+            text=json.dumps(body.result, separators=(",", ":")),
+        )
+        return await self._finish(queue, finish)
+
+    async def error(self, queue: str, task_id: str, token: str, body: ErrorIn) -> CallbackAck:
+        delay = 0
+        if body.retryable:
+            record = await self._tasks.record(queue, task_id)
+            stored = await self._queues.get(queue)
+            if record is None or stored is None:
+                raise TaskNotFound(task_id)
+            failures = int(record.get("att", 1))
+            delay = retry_delay_ms(failures, stored.policy.backoff, self._rng, body.retry_delay)
+        finish = Finish(
+            task_id,
+            token,
+            AttemptOutcome.ERROR if body.retryable else AttemptOutcome.FAILED,
+            text=body.error,
+            traceback=body.traceback or "",
+            delay_ms=delay,
+        )
+        return await self._finish(queue, finish)
+
+    async def _finish(self, queue: str, finish: Finish) -> CallbackAck:
+        done = await self._tasks.finish(queue, finish, self._clock.now_ms())
+        _check(done.fence, finish.task_id, done.state)
+        self._on_finished(queue)
+        assert done.state is not None
+        return CallbackAck(state=done.state)

@@ -1,0 +1,113 @@
+"""Queues and endpoints: registration, policy changes, listing."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from collections.abc import Callable
+
+from ulid import ULID
+
+from gateway.clock import Clock
+from gateway.errors import EndpointNotFound, FieldProblem, ValidationFailed
+from gateway.ssrf import check_endpoint_url
+from gateway.store.queues import QueueStore
+from gateway.store.records import EndpointRecord, StoredQueue, to_datetime
+from gateway.store.tasks import TaskStore
+from sdk.wire import (
+    EndpointCreate,
+    EndpointCreated,
+    EndpointList,
+    Queue,
+    QueueList,
+    QueuePolicy,
+    QueuePolicyPatch,
+)
+
+
+def new_signing_secret() -> str:
+    """A Standard Webhooks secret: ``whsec_`` and 32 random bytes in base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class QueueService:
+    def __init__(
+        self,
+        queues: QueueStore,
+        tasks: TaskStore,
+        clock: Clock,
+        *,
+        allow_private_endpoints: bool,
+        on_change: Callable[[str], None],
+    ) -> None:
+        self._queues = queues
+        self._tasks = tasks
+        self._clock = clock
+        self._allow_private = allow_private_endpoints
+        self._on_change = on_change
+
+    async def _view(self, stored: StoredQueue) -> Queue:
+        return Queue(
+            name=stored.name,
+            policy=stored.policy,
+            created_at=to_datetime(stored.created_ms),
+            counts=await self._tasks.counts(stored.name),
+        )
+
+    async def put(self, name: str, policy: QueuePolicy) -> tuple[Queue, bool]:
+        stored, created = await self._queues.put(name, policy, self._clock.now_ms())
+        self._on_change(name)
+        return await self._view(stored), created
+
+    async def patch(self, name: str, patch: QueuePolicyPatch) -> Queue:
+        fields = patch.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        stored = await self._queues.patch(name, fields)
+        self._on_change(name)
+        return await self._view(stored)
+
+    async def get(self, name: str) -> Queue:
+        return await self._view(await self._queues.require(name))
+
+    async def list(self) -> QueueList:
+        items = []
+        for name in await self._queues.names():
+            stored = await self._queues.get(name)
+            if stored is not None:
+                items.append(await self._view(stored))
+        return QueueList(items=items)
+
+    async def delete(self, name: str, *, force: bool) -> None:
+        task_ids = await self._queues.delete(name, force=force)
+        await self._tasks.forget(name, task_ids)
+        self._on_change(name)
+
+    async def add_endpoint(self, queue: str, spec: EndpointCreate) -> EndpointCreated:
+        await self._queues.require(queue)
+        try:
+            await check_endpoint_url(spec.url, self._allow_private)
+        except ValueError as e:
+            raise ValidationFailed([FieldProblem("url", str(e))]) from e
+        secret = new_signing_secret()
+        record = EndpointRecord(
+            id=f"ep_{ULID()}",
+            queue=queue,
+            url=spec.url,
+            concurrency=spec.concurrency,
+            capabilities=spec.capabilities,
+            secrets=[secret],
+            created_ms=self._clock.now_ms(),
+        )
+        await self._queues.add_endpoint(record)
+        self._on_change(queue)
+        return EndpointCreated(**record.to_wire().model_dump(), secret=secret)
+
+    async def endpoints(self, queue: str) -> EndpointList:
+        await self._queues.require(queue)
+        found = await self._queues.endpoints(queue)
+        return EndpointList(items=[e.to_wire(in_flight) for e, in_flight in found])
+
+    async def delete_endpoint(self, queue: str, endpoint_id: str) -> None:
+        await self._queues.require(queue)
+        if not await self._queues.delete_endpoint(queue, endpoint_id):
+            raise EndpointNotFound(endpoint_id)
+        self._on_change(queue)

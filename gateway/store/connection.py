@@ -1,0 +1,34 @@
+"""Connecting to Redis, and refusing one that would silently lose tasks."""
+
+from __future__ import annotations
+
+import logging
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+log = logging.getLogger(__name__)
+
+
+class UnsafeRedis(Exception):
+    """The Redis server is configured in a way that would lose tasks."""
+
+
+async def connect(url: str) -> Redis:
+    """A client for ``url``, after checking the server does not evict keys."""
+    redis = Redis.from_url(url, decode_responses=True, health_check_interval=30)
+    try:
+        policy = (await redis.config_get("maxmemory-policy")).get("maxmemory-policy")
+    except ResponseError:
+        log.warning("cannot read maxmemory-policy (CONFIG is disabled); make sure it is noeviction")
+        return redis
+    except Exception:
+        await redis.aclose()
+        raise
+    if policy != "noeviction":
+        await redis.aclose()
+        raise UnsafeRedis(
+            f"Redis at {url} has maxmemory-policy '{policy}', which evicts keys and would lose "
+            "tasks; set it to 'noeviction' (CONFIG SET maxmemory-policy noeviction)"
+        )
+    return redis
