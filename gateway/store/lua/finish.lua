@@ -13,6 +13,11 @@
 --      or {'ALIVE'} (outcome expired, but a heartbeat extended the lease meanwhile)
 local id = ARGV[1]
 local t = load_task(KEYS[2], id)
+if not t or t.state ~= 'running' then
+  -- Nothing running has this id: an entry left in the running index is garbage, and would
+  -- otherwise stop expiry scans that read the index in order.
+  redis.call('ZREM', KEYS[5], id)
+end
 if not t then
   return {'NOTASK'}
 end

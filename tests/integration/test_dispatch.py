@@ -1,0 +1,284 @@
+"""A real gateway and a scripted worker over loopback HTTP: the push protocol's answer table,
+fencing of callbacks, retries and their backoff delays.
+
+The worker here is a bare Starlette app (not the SDK) so each answer can be scripted exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks import Webhook
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.app import create_app
+from gateway.settings import ApiKey, Settings
+from sdk.wire import PushBody
+from tests.support import serve, until
+
+ADMIN = "admin-key-0123456789"
+
+
+@dataclass
+class Worker:
+    """Answers pushes as ``script[task name]`` says; records what it received."""
+
+    secret: str = ""
+    received: list[tuple[dict[str, str], PushBody]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    script: dict[str, Any] = field(default_factory=dict)
+
+    async def handle(self, request: Request) -> Response:
+        body = await request.body()
+        headers = dict(request.headers)
+        try:
+            Webhook(self.secret).verify(body, headers)
+        except Exception:
+            return JSONResponse({"error": "bad signature"}, status_code=401)
+        push = PushBody.model_validate_json(body)
+        self.received.append((headers, push))
+        self.arrived.set()
+        answer = self.script.get(push.name, (200, {"echo": push.payload}))
+        if callable(answer):
+            answer = answer(push)
+        status, content, *extra = answer
+        return JSONResponse(content, status_code=status, headers=extra[0] if extra else None)
+
+    def pushes(self, task_id: str) -> list[tuple[dict[str, str], PushBody]]:
+        return [(h, p) for h, p in self.received if p.id == task_id]
+
+
+@dataclass
+class Rig:
+    api: httpx.AsyncClient
+    worker: Worker
+    gateway_url: str
+
+    async def queue(self, name: str = "q", **policy: Any) -> None:
+        (await self.api.put(f"/v1/queues/{name}", json=policy)).raise_for_status()
+
+    async def enqueue(self, name: str, payload: Any = None, queue: str = "q", **kw: Any) -> str:
+        r = await self.api.post(
+            f"/v1/queues/{queue}/tasks", json={"name": name, "payload": payload, **kw}
+        )
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+    async def task(self, task_id: str) -> dict[str, Any]:
+        r = await self.api.get(f"/v1/tasks/{task_id}")
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    async def finished(self, task_id: str, timeout: float = 10) -> dict[str, Any]:
+        r = await self.api.get(
+            f"/v1/tasks/{task_id}", params={"wait": timeout}, timeout=timeout + 5
+        )
+        task = dict(r.json())
+        assert task["state"] in ("succeeded", "failed", "dead", "cancelled"), task
+        return task
+
+
+@pytest.fixture
+async def rig(redis_url: str) -> AsyncIterator[Rig]:
+    worker = Worker()
+    worker_app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
+    async with serve(worker_app) as worker_url:
+        from gateway.redis_server import free_port
+
+        port = free_port()
+        settings = Settings(
+            redis_url=redis_url,
+            port=port,
+            api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
+            allow_private_endpoints=True,
+            recover_interval=0.05,
+        )
+        async with serve(create_app(settings), port) as gateway_url:
+            async with httpx.AsyncClient(
+                base_url=gateway_url, headers={"authorization": f"Bearer {ADMIN}"}
+            ) as api:
+                rig = Rig(api, worker, gateway_url)
+                await rig.queue(
+                    "q", backoff={"strategy": "constant", "base_delay": 0.1, "max_delay": 1}
+                )
+                r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
+                assert r.status_code == 201, r.text
+                worker.secret = r.json()["secret"]
+                yield rig
+
+
+async def test_inline_success_signed_push_with_headers(rig: Rig) -> None:
+    task_id = await rig.enqueue("hello", {"args": ["world"]})
+    task = await rig.finished(task_id)
+    assert task["state"] == "succeeded"
+    assert task["result"] == {"echo": {"args": ["world"]}}
+    ((headers, push),) = rig.worker.pushes(task_id)
+    assert headers["webhook-id"] == task_id
+    assert headers["jobgate-attempt"] == "1"
+    assert headers["jobgate-callback"] == f"{rig.gateway_url}/v1/callbacks/q/{task_id}"
+    assert headers["traceparent"].startswith("00-")
+    assert push.attempt == 1
+    assert [a["outcome"] for a in task["attempts"]] == ["succeeded"]
+    assert task["attempts"][0]["http_status"] == 200
+
+
+async def test_accepted_then_callbacks_and_stale_lease_is_refused(rig: Rig) -> None:
+    rig.worker.script["long"] = (202, None)
+    task_id = await rig.enqueue("long")
+    await until(lambda: rig.worker.pushes(task_id), what="push")
+    ((headers, _),) = rig.worker.pushes(task_id)
+    base, lease = headers["jobgate-callback"], headers["jobgate-lease"]
+    async with httpx.AsyncClient() as cb:
+        hb = await cb.post(
+            f"{base}/heartbeat", json={"progress": 0.5}, headers={"jobgate-lease": lease}
+        )
+        assert hb.status_code == 200, hb.text
+        assert hb.json()["cancel_requested"] is False
+        bad = await cb.post(f"{base}/result", json={"result": 1}, headers={"jobgate-lease": "nope"})
+        assert bad.status_code == 409
+        assert bad.headers["content-type"] == "application/problem+json"
+        missing = await cb.post(f"{base}/result", json={"result": 1})
+        assert missing.status_code == 401
+        log = await cb.post(
+            f"{base}/logs",
+            json={"lines": [{"message": "half way"}]},
+            headers={"jobgate-lease": lease},
+        )
+        assert log.status_code == 200, log.text
+        assert (await rig.task(task_id))["progress"] == 0.5
+        ok = await cb.post(
+            f"{base}/result", json={"result": {"n": 42}}, headers={"jobgate-lease": lease}
+        )
+        assert ok.status_code == 200
+        assert ok.json() == {"state": "succeeded"}
+        late = await cb.post(
+            f"{base}/error", json={"error": "zombie"}, headers={"jobgate-lease": lease}
+        )
+        assert late.status_code == 409
+    task = await rig.task(task_id)
+    assert (task["state"], task["result"]) == ("succeeded", {"n": 42})
+    logs = (await rig.api.get(f"/v1/tasks/{task_id}/logs")).json()["items"]
+    assert [line["message"] for line in logs] == ["half way"]
+
+
+async def test_client_error_fails_without_retry_and_dead_letters(rig: Rig) -> None:
+    rig.worker.script["bad"] = (422, {"error": "no such thing", "retryable": False})
+    task_id = await rig.enqueue("bad")
+    task = await rig.finished(task_id)
+    assert task["state"] == "dead"
+    assert len(task["attempts"]) == 1
+    assert task["attempts"][0]["outcome"] == "failed"
+    assert task["error"] == "no such thing"
+
+
+async def test_server_errors_retry_with_backoff_until_attempts_run_out(rig: Rig) -> None:
+    await rig.queue(
+        "q",
+        max_attempts=3,
+        dead_letter=False,
+        backoff={"strategy": "constant", "base_delay": 0.3, "max_delay": 1},
+    )
+    rig.worker.script["flaky"] = (500, {"error": "boom", "traceback": "Traceback: boom"})
+    task_id = await rig.enqueue("flaky")
+    task = await rig.finished(task_id)
+    assert task["state"] == "failed"
+    attempts = task["attempts"]
+    assert [a["outcome"] for a in attempts] == ["error", "error", "error"]
+    assert attempts[0]["traceback"] == "Traceback: boom"
+    starts = [_seconds(a["started_at"]) for a in attempts]
+    ends = [_seconds(a["ended_at"]) for a in attempts]
+    for end, next_start in zip(ends, starts[1:], strict=False):
+        assert 0.3 <= next_start - end < 0.6
+
+
+async def test_busy_answer_honours_retry_after_without_spending_attempts(rig: Rig) -> None:
+    await rig.queue("q", max_attempts=1)
+    calls = 0
+
+    def busy_once(push: PushBody) -> tuple[int, Any, dict[str, str]] | tuple[int, Any]:
+        nonlocal calls
+        calls += 1
+        return (429, None, {"retry-after": "1"}) if calls == 1 else (200, "done")
+
+    rig.worker.script["busy"] = busy_once
+    task_id = await rig.enqueue("busy")
+    task = await rig.finished(task_id)
+    assert task["state"] == "succeeded"
+    assert [a["outcome"] for a in task["attempts"]] == ["busy", "succeeded"]
+    assert [a["number"] for a in task["attempts"]] == [1, 1]
+    gap = _seconds(task["attempts"][1]["started_at"]) - _seconds(task["attempts"][0]["ended_at"])
+    assert 1.0 <= gap < 1.5
+
+
+async def test_gone_disables_the_endpoint_and_keeps_the_task(rig: Rig) -> None:
+    rig.worker.script["any"] = (410, None)
+    task_id = await rig.enqueue("any")
+    await until(lambda: rig.worker.pushes(task_id), what="push")
+    endpoints = await until(lambda: _disabled(rig), what="endpoint disabled")
+    assert endpoints[0]["disabled_reason"]
+    task = await until(lambda: _state(rig, task_id, "queued"), what="task back in queue")
+    assert task["attempt"] == 0
+    assert [a["outcome"] for a in task["attempts"]] == ["gone"]
+
+
+async def test_checkpoint_reaches_the_next_attempt(rig: Rig) -> None:
+    await rig.queue("q", lease_timeout=0.5)
+    rig.worker.script["resumable"] = lambda push: (
+        (202, None) if push.attempt == 1 else (200, push.checkpoint)
+    )
+    task_id = await rig.enqueue("resumable")
+    await until(lambda: rig.worker.pushes(task_id), what="first push")
+    ((headers, _),) = rig.worker.pushes(task_id)
+    async with httpx.AsyncClient() as cb:
+        r = await cb.post(
+            f"{headers['jobgate-callback']}/checkpoint",
+            json={"state": {"done": 7}},
+            headers={"jobgate-lease": headers["jobgate-lease"]},
+        )
+        assert r.status_code == 200
+    # The worker goes silent: the lease expires, attempt 2 gets the checkpoint.
+    task = await rig.finished(task_id)
+    assert task["state"] == "succeeded"
+    assert task["result"] == {"done": 7}
+    assert [a["outcome"] for a in task["attempts"]] == ["expired", "succeeded"]
+
+
+async def test_unreachable_endpoint_is_retried(rig: Rig) -> None:
+    from gateway.redis_server import free_port
+
+    await rig.queue(
+        "dead-end", max_attempts=2, backoff={"strategy": "constant", "base_delay": 0.05}
+    )
+    r = await rig.api.post(
+        "/v1/queues/dead-end/endpoints", json={"url": f"http://127.0.0.1:{free_port()}/"}
+    )
+    assert r.status_code == 201
+    task_id = await rig.enqueue("x", queue="dead-end")
+    task = await rig.finished(task_id)
+    assert task["state"] == "dead"
+    assert [a["outcome"] for a in task["attempts"]] == ["error", "error"]
+    assert "Connect" in task["attempts"][0]["error"] or "refused" in task["attempts"][0]["error"]
+
+
+async def _disabled(rig: Rig) -> list[dict[str, Any]] | None:
+    items = (await rig.api.get("/v1/queues/q/endpoints")).json()["items"]
+    return items if not items[0]["enabled"] else None
+
+
+async def _state(rig: Rig, task_id: str, state: str) -> dict[str, Any] | None:
+    task = await rig.task(task_id)
+    return task if task["state"] == state else None
+
+
+def _seconds(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp).timestamp()

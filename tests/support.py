@@ -1,0 +1,46 @@
+"""Helpers for tests that run real servers over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import uvicorn
+
+from gateway.redis_server import free_port
+
+T = TypeVar("T")
+
+
+@asynccontextmanager
+async def serve(app: Any, port: int | None = None) -> AsyncIterator[str]:
+    """Serve an ASGI app on 127.0.0.1 in this event loop; yields its base URL."""
+    port = port or free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        await until(lambda: server.started, timeout=10, what="server start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
+
+
+async def until(
+    check: Callable[[], T | Awaitable[T]], *, timeout: float = 10.0, what: str = "condition"
+) -> T:
+    """Poll ``check`` until it returns something truthy, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value) or isinstance(value, Awaitable):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
