@@ -101,18 +101,20 @@ async def rig(redis_url: str) -> AsyncIterator[Rig]:
             allow_private_endpoints=True,
             recover_interval=0.05,
         )
-        async with serve(create_app(settings), port) as gateway_url:
-            async with httpx.AsyncClient(
+        async with (
+            serve(create_app(settings), port) as gateway_url,
+            httpx.AsyncClient(
                 base_url=gateway_url, headers={"authorization": f"Bearer {ADMIN}"}
-            ) as api:
-                rig = Rig(api, worker, gateway_url)
-                await rig.queue(
-                    "q", backoff={"strategy": "constant", "base_delay": 0.1, "max_delay": 1}
-                )
-                r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
-                assert r.status_code == 201, r.text
-                worker.secret = r.json()["secret"]
-                yield rig
+            ) as api,
+        ):
+            rig = Rig(api, worker, gateway_url)
+            await rig.queue(
+                "q", backoff={"strategy": "constant", "base_delay": 0.1, "max_delay": 1}
+            )
+            r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
+            assert r.status_code == 201, r.text
+            worker.secret = r.json()["secret"]
+            yield rig
 
 
 async def test_inline_success_signed_push_with_headers(rig: Rig) -> None:
