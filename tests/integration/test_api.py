@@ -1,0 +1,213 @@
+"""The HTTP API in-process against a real Redis: bad input, auth, and what is (not) stored."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from gateway.app import create_app
+from gateway.settings import ApiKey, Settings
+
+ADMIN = "admin-key-0123456789"
+READER = "reader-key-0123456789"
+PRODUCER = "producer-key-0123456789"
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(
+        redis_url=redis_url,
+        max_body_bytes=4096,
+        api_keys=[
+            ApiKey(key=ADMIN, scopes=["admin"]),
+            ApiKey(key=READER, scopes=["read"]),
+            ApiKey(key=PRODUCER, scopes=["enqueue:mail-*"]),
+        ],
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app) as state:
+
+        async def with_state(scope: Any, receive: Any, send: Any) -> None:
+            scope["state"] = dict(state)
+            await app(scope, receive, send)
+
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=with_state),
+            base_url="http://gateway",
+            headers={"authorization": f"Bearer {ADMIN}"},
+        ) as client:
+            assert (await client.put("/v1/queues/mail-out", json={})).status_code == 201
+            yield client
+
+
+async def snapshot(redis_url: str) -> dict[str, Any]:
+    """Every key and its type and size: enough to see that nothing changed."""
+    async with Redis.from_url(redis_url, decode_responses=True) as redis:
+        found = {}
+        for key in await redis.keys("*"):
+            kind = await redis.type(key)
+            size = {
+                "hash": redis.hgetall,
+                "zset": lambda k: redis.zrange(k, 0, -1, withscores=True),
+                "set": redis.smembers,
+                "string": redis.get,
+                "list": lambda k: redis.lrange(k, 0, -1),
+            }[kind](key)
+            found[key] = await size
+        return found
+
+
+def problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body = dict(response.json())
+    assert body["status"] == status
+    assert body["title"]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": 5}, "name"),
+        ({"name": "ok", "priority": "high"}, "priority"),
+        ({"name": "ok", "priority": 5000}, "priority"),
+        ({"name": "has space"}, "name"),
+        ({"name": "ok", "delay": -1}, "delay"),
+        ({"name": "ok", "id": "not-a-ulid"}, "id"),
+        ({"name": "ok", "surprise": 1}, "surprise"),
+        ({"name": "ok", "run_at": "2030-01-01T00:00:00"}, "body"),
+        ({}, "name"),
+    ],
+)
+async def test_bad_fields_are_named_and_nothing_is_stored(
+    api: httpx.AsyncClient, redis_url: str, body: dict[str, Any], field: str
+) -> None:
+    before = await snapshot(redis_url)
+    found = problem(await api.post("/v1/queues/mail-out/tasks", json=body), 422)
+    assert field in [e["field"] for e in found["errors"]]
+    assert await snapshot(redis_url) == before
+
+
+async def test_malformed_json_oversize_and_wrong_media_type(
+    api: httpx.AsyncClient, redis_url: str
+) -> None:
+    before = await snapshot(redis_url)
+    assert (
+        "JSON"
+        in problem(await api.post("/v1/queues/mail-out/tasks", content=b'{"name": '), 400)["detail"]
+    )
+    big = {"name": "ok", "payload": "x" * 5000}
+    assert "limit" in problem(await api.post("/v1/queues/mail-out/tasks", json=big), 413)["detail"]
+    problem(
+        await api.post(
+            "/v1/queues/mail-out/tasks", content=b"name=x", headers={"content-type": "text/plain"}
+        ),
+        415,
+    )
+    problem(await api.post("/v1/queues/mail-out/tasks", content=b""), 400)
+    problem(await api.post("/v1/queues/mail-out/tasks/batch", json={"tasks": []}), 422)
+    assert await snapshot(redis_url) == before
+
+
+async def test_unknown_queue_and_bad_queue_names(api: httpx.AsyncClient, redis_url: str) -> None:
+    before = await snapshot(redis_url)
+    found = problem(await api.post("/v1/queues/nowhere/tasks", json={"name": "x"}), 404)
+    assert "PUT /v1/queues/nowhere" in found["detail"]
+    problem(await api.put("/v1/queues/bad{name}", json={}), 422)
+    problem(await api.get("/v1/tasks/not-a-ulid"), 422)
+    problem(await api.get("/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV"), 404)
+    problem(await api.get("/v1/nothing-here"), 404)
+    problem(await api.delete("/v1/queues"), 405)
+    problem(await api.get("/v1/queues/mail-out/tasks", params={"state": "lost"}), 422)
+    problem(await api.get("/v1/queues/mail-out/tasks", params={"cursor": "abc"}), 422)
+    assert await snapshot(redis_url) == before
+    task = (await api.post("/v1/queues/mail-out/tasks", json={"name": "x"})).json()
+    for wait in ("x", "-1", "61", "nan"):
+        problem(await api.get(f"/v1/tasks/{task['id']}", params={"wait": wait}), 422)
+
+
+async def test_batch_is_all_or_nothing(api: httpx.AsyncClient, redis_url: str) -> None:
+    ok = await api.post(
+        "/v1/queues/mail-out/tasks", json={"name": "x", "id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}
+    )
+    assert ok.status_code == 201
+    before = await snapshot(redis_url)
+    batch = {"tasks": [{"name": "a"}, {"name": "b", "id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}]}
+    problem(await api.post("/v1/queues/mail-out/tasks/batch", json=batch), 409)
+    repeated = {"tasks": [{"name": "a", "id": "01BX5ZZKBKACTAV9WEVGEMMVRZ"}] * 2}
+    found = problem(await api.post("/v1/queues/mail-out/tasks/batch", json=repeated), 422)
+    assert found["errors"][0]["field"] == "tasks.1.id"
+    assert await snapshot(redis_url) == before
+    good = await api.post("/v1/queues/mail-out/tasks/batch", json={"tasks": [{"name": "a"}] * 3})
+    assert good.status_code == 201
+    assert [t["state"] for t in good.json()["tasks"]] == ["queued"] * 3
+
+
+async def test_scopes(api: httpx.AsyncClient) -> None:
+    assert (await api.put("/v1/queues/other", json={})).status_code == 201
+    problem(await api.get("/v1/queues", headers={"authorization": ""}), 401)
+    problem(
+        await api.get("/v1/queues", headers={"authorization": "Bearer wrong-key-0123456789"}), 401
+    )
+    reader = {"authorization": f"Bearer {READER}"}
+    assert (await api.get("/v1/queues", headers=reader)).status_code == 200
+    problem(await api.put("/v1/queues/x", json={}, headers=reader), 403)
+    problem(await api.post("/v1/queues/mail-out/tasks", json={"name": "x"}, headers=reader), 403)
+    producer = {"authorization": f"Bearer {PRODUCER}"}
+    created = await api.post("/v1/queues/mail-out/tasks", json={"name": "x"}, headers=producer)
+    assert created.status_code == 201
+    task_id = created.json()["id"]
+    assert (await api.get(f"/v1/tasks/{task_id}", headers=producer)).status_code == 200
+    problem(await api.post("/v1/queues/other/tasks", json={"name": "x"}, headers=producer), 403)
+    problem(await api.get("/v1/queues", headers=producer), 403)
+    other = await api.post("/v1/queues/other/tasks", json={"name": "x"})
+    problem(await api.get(f"/v1/tasks/{other.json()['id']}", headers=producer), 403)
+
+
+async def test_queue_lifecycle(api: httpx.AsyncClient, redis_url: str) -> None:
+    r = await api.put(
+        "/v1/queues/work", json={"max_attempts": 3, "backoff": {"strategy": "linear"}}
+    )
+    assert r.status_code == 201
+    assert (await api.put("/v1/queues/work", json={"max_attempts": 4})).status_code == 200
+    patched = await api.patch("/v1/queues/work", json={"paused": True})
+    assert patched.json()["policy"] | {"paused": True} == patched.json()["policy"]
+    assert patched.json()["policy"]["max_attempts"] == 4
+    problem(await api.patch("/v1/queues/work", json={"max_attempts": 0}), 422)
+    bad_backoff = {"backoff": {"base_delay": 10, "max_delay": 1}}
+    problem(await api.patch("/v1/queues/work", json=bad_backoff), 422)
+    task = (await api.post("/v1/queues/work/tasks", json={"name": "x"})).json()
+    problem(await api.delete("/v1/queues/work"), 409)
+    cancelled = await api.post(f"/v1/tasks/{task['id']}/cancel")
+    assert cancelled.json()["state"] == "cancelled"
+    problem(await api.post(f"/v1/tasks/{task['id']}/cancel"), 409)
+    assert (await api.delete("/v1/queues/work")).status_code == 204
+    problem(await api.get("/v1/queues/work"), 404)
+    assert not [k for k in (await snapshot(redis_url)) if "{work}" in k or task["id"] in k]
+
+
+async def test_scheduled_task_listing_and_wait(api: httpx.AsyncClient) -> None:
+    later = await api.post(
+        "/v1/queues/mail-out/tasks", json={"name": "x", "delay": 3600, "priority": 3}
+    )
+    assert later.json()["state"] == "scheduled"
+    page = (await api.get("/v1/queues/mail-out/tasks", params={"state": "scheduled"})).json()
+    assert [t["id"] for t in page["items"]] == [later.json()["id"]]
+    # A wait on an unfinished task returns the task, unfinished, when the wait runs out.
+    waited = await api.get(f"/v1/tasks/{later.json()['id']}", params={"wait": 0.2})
+    assert waited.json()["state"] == "scheduled"
+
+
+async def test_endpoint_urls_are_checked(api: httpx.AsyncClient) -> None:
+    for url, status in [
+        ("ftp://example.com/", 422),
+        ("http://169.254.169.254/latest/meta-data", 422),
+        ("http://127.0.0.1:8000/", 422),
+        ("http://user:pw@example.com/", 422),
+    ]:
+        problem(await api.post("/v1/queues/mail-out/endpoints", json={"url": url}), status)
