@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
@@ -112,3 +113,8 @@ def build_openapi() -> dict[str, Any]:
             },
         },
     }
+
+
+def openapi_yaml() -> str:
+    """The document as ``openapi.yaml`` holds it."""
+    return yaml.safe_dump(build_openapi(), sort_keys=False, allow_unicode=True)
