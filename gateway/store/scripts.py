@@ -62,7 +62,9 @@ def _read(name: str) -> str:
 
 
 def _source(name: ScriptName) -> str:
-    return _read("prelude") + "\n" + _read(name)
+    # The shebang (Redis 7+) makes Redis refuse a whole script up front when it is out of
+    # memory, instead of failing at its first write and leaving the change half done.
+    return "#!lua\n" + _read("prelude") + "\n" + _read(name)
 
 
 class Scripts:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import OutOfMemoryError
 
 from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
@@ -211,3 +213,23 @@ async def test_endpoint_urls_are_checked(api: httpx.AsyncClient) -> None:
         ("http://user:pw@example.com/", 422),
     ]:
         problem(await api.post("/v1/queues/mail-out/endpoints", json={"url": url}), status)
+
+
+async def test_out_of_memory_answers_503_and_stores_nothing(
+    api: httpx.AsyncClient, redis_url: str
+) -> None:
+    async with Redis.from_url(redis_url) as redis:
+        used = int((await redis.info("memory"))["used_memory"])
+        await redis.config_set("maxmemory", used + 50_000)
+        # The ballast itself may already be refused; either way Redis is now full.
+        with contextlib.suppress(OutOfMemoryError):
+            await redis.set("ballast", b"x" * 200_000)
+        before = await snapshot(redis_url)
+        try:
+            r = await api.post("/v1/queues/mail-out/tasks", json={"name": "x"})
+            found = problem(r, 503)
+            assert "out of memory" in found["detail"]
+            assert int(r.headers["retry-after"]) > 0
+            assert await snapshot(redis_url) == before
+        finally:
+            await redis.config_set("maxmemory", 0)
