@@ -1,1 +1,52 @@
-"""Jobgate SDK."""
+"""Jobgate's Python SDK: enqueue tasks (producers) and serve them (workers).
+
+::
+
+    from sdk import Worker, task
+
+    @task("emails")
+    def send_welcome(user_id: int) -> None: ...
+
+    send_welcome.delay(7)                                   # producer
+    app = Worker(tasks=[send_welcome], secret="whsec_...")  # worker: any ASGI server
+"""
+
+from sdk.client import AsyncClient, Client
+from sdk.context import AsyncContext, Context
+from sdk.errors import (
+    ApiError,
+    Cancelled,
+    Fail,
+    JobgateError,
+    Retry,
+    TaskFailed,
+    TaskTimeout,
+)
+from sdk.tasks import AsyncTaskHandle, TaskFunction, TaskHandle, task
+from sdk.wire import Backoff, BackoffStrategy, QueuePolicy, Task, TaskCreate, TaskState
+from sdk.worker import Worker
+
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "AsyncContext",
+    "AsyncTaskHandle",
+    "Backoff",
+    "BackoffStrategy",
+    "Cancelled",
+    "Client",
+    "Context",
+    "Fail",
+    "JobgateError",
+    "QueuePolicy",
+    "Retry",
+    "Task",
+    "TaskCreate",
+    "TaskFailed",
+    "TaskFunction",
+    "TaskHandle",
+    "TaskState",
+    "TaskTimeout",
+    "Worker",
+    "task",
+]

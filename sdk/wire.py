@@ -73,6 +73,7 @@ __all__ = [
     "QueuePolicyPatch",
     "ResultIn",
     "Task",
+    "TaskArgs",
     "TaskCreate",
     "TaskPage",
     "TaskState",
@@ -424,6 +425,17 @@ class ErrorIn(_Input):
 
 class CallbackAck(_Output):
     state: TaskState
+
+
+class TaskArgs(_Input):
+    """The SDK's payload convention: a task function is called as ``fn(*args, **kwargs)``.
+
+    ``@task`` producers send this shape, SDK workers expect it; a ``null`` payload means no
+    arguments. Other producers may send any JSON payload to workers of their own.
+    """
+
+    args: list[JsonValue] = Field(default_factory=list)
+    kwargs: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 # --- errors -----------------------------------------------------------------------------------

@@ -1,0 +1,222 @@
+"""The gateway's HTTP API as request specs: what to send and how to read the answer.
+
+Every route is a function returning a :class:`Call`; the sync and async clients only execute
+calls, so the two cannot drift apart. Operations that need several requests (``wait``) are
+*plans*: generators that yield calls and receive their parsed answers, driven the same way by
+both clients. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeAlias, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from sdk.errors import ApiError, TaskTimeout
+from sdk.wire import (
+    BatchCreate,
+    BatchCreated,
+    Endpoint,
+    EndpointCreate,
+    EndpointCreated,
+    EndpointList,
+    LogLine,
+    LogPage,
+    Problem,
+    Queue,
+    QueueList,
+    QueuePolicy,
+    QueuePolicyPatch,
+    Task,
+    TaskCreate,
+    TaskPage,
+    TaskState,
+)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+MAX_WAIT = 60.0
+"""The longest long-poll the gateway accepts on ``GET /v1/tasks/{id}?wait=``."""
+
+Params = Mapping[str, str | int | float]
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request: method, path (relative to the gateway URL), query, body, and the reader.
+
+    ``wait`` is how long the server may hold the request (a long-poll); the client adds it to
+    its read timeout.
+    """
+
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    params: Params | None = None
+    body: BaseModel | None = None
+    wait: float = 0.0
+
+    def content(self) -> bytes | None:
+        if self.body is None:
+            return None
+        return self.body.model_dump_json(exclude_none=True).encode()
+
+    def answer(self, response: httpx.Response) -> T:
+        """The parsed answer, or :class:`ApiError` for a non-2xx status."""
+        if not response.is_success:
+            raise ApiError(response.status_code, problem_of(response))
+        return self.read(response)
+
+
+Plan: TypeAlias = Generator[Call[Any], Any, T]
+"""A multi-request operation: yields calls, is sent each call's answer, returns the result."""
+
+
+def problem_of(response: httpx.Response) -> Problem:
+    """The problem document of an error answer; made up from the status for non-JSON bodies."""
+    try:
+        return Problem.model_validate_json(response.content)
+    except ValidationError:
+        pass
+    detail = response.text.strip()[:500] or None
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("detail"), str):
+        detail = data["detail"]
+    return Problem(
+        title=response.reason_phrase or "Error", status=response.status_code, detail=detail
+    )
+
+
+def _model(model: type[M]) -> Callable[[httpx.Response], M]:
+    def read(response: httpx.Response) -> M:
+        return model.model_validate_json(response.content)
+
+    return read
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+# --- queues -----------------------------------------------------------------------------------
+
+
+def put_queue(name: str, policy: QueuePolicy) -> Call[Queue]:
+    return Call("PUT", f"/v1/queues/{_seg(name)}", _model(Queue), body=policy)
+
+
+def patch_queue(name: str, patch: QueuePolicyPatch) -> Call[Queue]:
+    return Call("PATCH", f"/v1/queues/{_seg(name)}", _model(Queue), body=patch)
+
+
+def get_queue(name: str) -> Call[Queue]:
+    return Call("GET", f"/v1/queues/{_seg(name)}", _model(Queue))
+
+
+def list_queues() -> Call[list[Queue]]:
+    return Call("GET", "/v1/queues", lambda r: QueueList.model_validate_json(r.content).items)
+
+
+def delete_queue(name: str) -> Call[None]:
+    return Call("DELETE", f"/v1/queues/{_seg(name)}", _nothing)
+
+
+# --- endpoints --------------------------------------------------------------------------------
+
+
+def add_endpoint(queue: str, endpoint: EndpointCreate) -> Call[EndpointCreated]:
+    return Call(
+        "POST", f"/v1/queues/{_seg(queue)}/endpoints", _model(EndpointCreated), body=endpoint
+    )
+
+
+def list_endpoints(queue: str) -> Call[list[Endpoint]]:
+    return Call(
+        "GET",
+        f"/v1/queues/{_seg(queue)}/endpoints",
+        lambda r: EndpointList.model_validate_json(r.content).items,
+    )
+
+
+def delete_endpoint(queue: str, endpoint_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/queues/{_seg(queue)}/endpoints/{_seg(endpoint_id)}", _nothing)
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+def enqueue(queue: str, task: TaskCreate) -> Call[Task]:
+    return Call("POST", f"/v1/queues/{_seg(queue)}/tasks", _model(Task), body=task)
+
+
+def enqueue_batch(queue: str, tasks: list[TaskCreate]) -> Call[list[Task]]:
+    return Call(
+        "POST",
+        f"/v1/queues/{_seg(queue)}/tasks/batch",
+        lambda r: BatchCreated.model_validate_json(r.content).tasks,
+        body=BatchCreate(tasks=tasks),
+    )
+
+
+def list_tasks(
+    queue: str, state: TaskState | None = None, limit: int | None = None, cursor: str | None = None
+) -> Call[TaskPage]:
+    params: dict[str, str | int] = {}
+    if state is not None:
+        params["state"] = TaskState(state).value
+    if limit is not None:
+        params["limit"] = limit
+    if cursor is not None:
+        params["cursor"] = cursor
+    return Call("GET", f"/v1/queues/{_seg(queue)}/tasks", _model(TaskPage), params=params)
+
+
+def get_task(task_id: str, wait: float | None = None) -> Call[Task]:
+    """``GET /v1/tasks/{id}``; with ``wait``, the server holds the answer until the task has
+    finished or ``wait`` seconds (at most :data:`MAX_WAIT`) have passed."""
+    if wait is None:
+        return Call("GET", f"/v1/tasks/{_seg(task_id)}", _model(Task))
+    wait = min(max(float(wait), 0.0), MAX_WAIT)
+    params = {"wait": f"{wait:.3f}".rstrip("0").rstrip(".")}  # "60", "12.5", "0"
+    return Call("GET", f"/v1/tasks/{_seg(task_id)}", _model(Task), params=params, wait=wait)
+
+
+def cancel(task_id: str) -> Call[Task]:
+    return Call("POST", f"/v1/tasks/{_seg(task_id)}/cancel", _model(Task))
+
+
+def logs(task_id: str) -> Call[list[LogLine]]:
+    return Call(
+        "GET",
+        f"/v1/tasks/{_seg(task_id)}/logs",
+        lambda r: LogPage.model_validate_json(r.content).items,
+    )
+
+
+def wait(task_id: str, timeout: float, clock: Callable[[], float] = time.monotonic) -> Plan[Task]:
+    """Long-poll a task until it has finished; :class:`TaskTimeout` after ``timeout`` seconds.
+
+    Each poll asks the server to wait for the rest of the time (at most :data:`MAX_WAIT`), so
+    a finished task is seen at once and an unfinished one costs one request a minute.
+    """
+    deadline = clock() + timeout
+    while True:
+        task: Task = yield get_task(task_id, wait=max(deadline - clock(), 0.0))
+        if task.state.finished:
+            return task
+        if clock() >= deadline:
+            raise TaskTimeout(task_id, timeout, task)

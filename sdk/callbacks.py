@@ -1,0 +1,118 @@
+"""One attempt's callbacks to the gateway: heartbeat, checkpoint, logs, and the final word.
+
+Every callback is ``POST <callback base>/<kind>`` with the lease token in the ``jobgate-lease``
+header. A 409 (or 403) answer means the lease is stale — the task was dispatched again — so
+:class:`CallbackChannel` raises :class:`~sdk.errors.LeaseLost` and sends nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import httpx
+from pydantic import BaseModel, JsonValue
+
+from sdk.api import problem_of
+from sdk.errors import ApiError, LeaseLost
+from sdk.wire import (
+    HEADER_LEASE,
+    CheckpointIn,
+    ErrorIn,
+    HeartbeatIn,
+    HeartbeatOut,
+    LogIn,
+    LogLine,
+    ResultIn,
+)
+
+__all__ = ["FINAL_RETRY_DELAYS", "CallbackChannel"]
+
+log = logging.getLogger(__name__)
+
+FINAL_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
+"""Pauses between tries of the final callback when the gateway cannot be reached."""
+
+_STALE = frozenset({403, 409})
+
+
+class CallbackChannel:
+    """The callbacks of one attempt, and what the gateway said about its lease."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        base_url: str,
+        lease: str,
+        lease_expires_at: datetime,
+        final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
+    ) -> None:
+        self._http = http
+        self._base = base_url.rstrip("/")
+        self._lease = lease
+        self._final_retry_delays = tuple(final_retry_delays)
+        self.lease_expires_at = lease_expires_at
+        self.lost = False
+
+    async def _post(self, kind: str, body: BaseModel) -> httpx.Response:
+        if self.lost:
+            raise LeaseLost("the lease is stale: the task was dispatched again")
+        response = await self._http.post(
+            f"{self._base}/{kind}",
+            content=body.model_dump_json(exclude_none=True),
+            headers={HEADER_LEASE: self._lease, "content-type": "application/json"},
+        )
+        if response.status_code in _STALE:
+            self.lost = True
+            raise LeaseLost(f"{kind} callback refused ({response.status_code}): the lease is stale")
+        if not response.is_success:
+            raise ApiError(response.status_code, problem_of(response))
+        return response
+
+    async def heartbeat(self, progress: float | None) -> bool:
+        response = await self._post("heartbeat", HeartbeatIn(progress=progress))
+        answer = HeartbeatOut.model_validate_json(response.content)
+        self.lease_expires_at = answer.lease_expires_at
+        return answer.cancel_requested
+
+    async def checkpoint(self, state: JsonValue) -> None:
+        await self._post("checkpoint", CheckpointIn(state=state))
+
+    async def log(self, message: str, level: str) -> None:
+        line = LogLine(message=message[:8192], level=level[:16], at=datetime.now(UTC))
+        await self._post("logs", LogIn(lines=[line]))
+
+    async def finish(self, final: ResultIn | ErrorIn) -> bool:
+        """Send the result or error; True once the gateway has it.
+
+        Network failures and 5xx answers are tried again after each of the retry delays; a
+        stale lease, another refusal or running out of tries give up (logged, False).
+        Shielded: cancelling the caller (worker shutdown) does not interrupt the sending.
+        """
+        return await asyncio.shield(self._finish(final))
+
+    async def _finish(self, final: ResultIn | ErrorIn) -> bool:
+        kind = "result" if isinstance(final, ResultIn) else "error"
+        delays = iter(self._final_retry_delays)
+        while True:
+            try:
+                await self._post(kind, final)
+                return True
+            except LeaseLost:
+                log.info("%s callback dropped: the lease is stale", kind)
+                return False
+            except ApiError as e:
+                if e.status < 500:
+                    log.error("%s callback refused: %s", kind, e)
+                    return False
+                failure: Exception = e
+            except httpx.TransportError as e:
+                failure = e
+            delay = next(delays, None)
+            if delay is None:
+                log.error("%s callback lost after retries: %s", kind, failure)
+                return False
+            log.warning("%s callback failed (%s), retrying in %gs", kind, failure, delay)
+            await asyncio.sleep(delay)

@@ -1,0 +1,312 @@
+"""Producer and admin clients: :class:`Client` (blocking) and :class:`AsyncClient`.
+
+Both execute the request specs of :mod:`sdk.api`; they differ only in how a request is sent.
+Every error answer raises :class:`~sdk.errors.ApiError`; network failures are httpx's own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from pydantic import JsonValue
+
+from sdk import api
+from sdk.errors import JobgateError
+from sdk.wire import (
+    Endpoint,
+    EndpointCreate,
+    EndpointCreated,
+    LogLine,
+    Queue,
+    QueuePolicy,
+    QueuePolicyPatch,
+    Task,
+    TaskCreate,
+    TaskPage,
+    TaskState,
+)
+
+__all__ = ["AsyncClient", "Client"]
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 10.0
+ENV_URL = "JOBGATE_URL"
+ENV_API_KEY = "JOBGATE_API_KEY"
+
+
+def _env_settings() -> tuple[str, str | None]:
+    url = os.environ.get(ENV_URL)
+    if not url:
+        raise JobgateError(f"{ENV_URL} is not set: the gateway's URL, e.g. http://localhost:8080")
+    return url, os.environ.get(ENV_API_KEY) or None
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"accept": "application/json", "user-agent": "jobgate-sdk"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _policy(policy: QueuePolicy | None, fields: Mapping[str, Any]) -> QueuePolicy:
+    if policy is None:
+        return QueuePolicy.model_validate(fields)
+    return QueuePolicy.model_validate({**policy.model_dump(), **fields}) if fields else policy
+
+
+def _patch(patch: QueuePolicyPatch | None, fields: Mapping[str, Any]) -> QueuePolicyPatch:
+    if patch is None:
+        return QueuePolicyPatch.model_validate(fields)
+    merged = {**patch.model_dump(exclude_unset=True), **fields}
+    return QueuePolicyPatch.model_validate(merged) if fields else patch
+
+
+def _task(name: str, payload: JsonValue, options: Mapping[str, Any]) -> TaskCreate:
+    return TaskCreate.model_validate({"name": name, "payload": payload, **options})
+
+
+class _Base:
+    def __init__(self, url: str, api_key: str | None, timeout: float) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._headers = _headers(api_key)
+
+    def _request_args(self, call: api.Call[Any]) -> dict[str, Any]:
+        headers = {"content-type": "application/json"} if call.body is not None else None
+        return {
+            "params": call.params,
+            "content": call.content(),
+            "headers": headers,
+            "timeout": self.timeout + call.wait,
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+
+class Client(_Base):
+    """A blocking client of the gateway's API.
+
+    ``Client(url, api_key)``, or :meth:`from_env` (``JOBGATE_URL``, ``JOBGATE_API_KEY``).
+    ``timeout`` bounds each request; long-polls get their wait on top. Use it as a context
+    manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(url, api_key, timeout)
+        self._http = httpx.Client(base_url=self.url, headers=self._headers, transport=transport)
+
+    @classmethod
+    def from_env(cls, *, timeout: float = DEFAULT_TIMEOUT) -> Client:
+        url, api_key = _env_settings()
+        return cls(url, api_key, timeout=timeout)
+
+    def _send(self, call: api.Call[T]) -> T:
+        response = self._http.request(call.method, call.path, **self._request_args(call))
+        return call.answer(response)
+
+    def _drive(self, plan: api.Plan[T]) -> T:
+        try:
+            call = next(plan)
+            while True:
+                call = plan.send(self._send(call))
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    # queues
+
+    def put_queue(self, name: str, policy: QueuePolicy | None = None, **fields: Any) -> Queue:
+        """Create or replace a queue's policy: ``policy``, with ``fields`` on top of it."""
+        return self._send(api.put_queue(name, _policy(policy, fields)))
+
+    def patch_queue(self, name: str, patch: QueuePolicyPatch | None = None, **fields: Any) -> Queue:
+        """Change only the given policy fields, e.g. ``patch_queue("q", paused=True)``."""
+        return self._send(api.patch_queue(name, _patch(patch, fields)))
+
+    def get_queue(self, name: str) -> Queue:
+        return self._send(api.get_queue(name))
+
+    def list_queues(self) -> list[Queue]:
+        return self._send(api.list_queues())
+
+    def delete_queue(self, name: str) -> None:
+        self._send(api.delete_queue(name))
+
+    # endpoints
+
+    def add_endpoint(
+        self, queue: str, url: str, concurrency: int = 10, capabilities: list[str] | None = None
+    ) -> EndpointCreated:
+        """Register a worker URL; the answer holds its signing secret, shown this once."""
+        body = EndpointCreate(url=url, concurrency=concurrency, capabilities=capabilities or [])
+        return self._send(api.add_endpoint(queue, body))
+
+    def list_endpoints(self, queue: str) -> list[Endpoint]:
+        return self._send(api.list_endpoints(queue))
+
+    def delete_endpoint(self, queue: str, endpoint_id: str) -> None:
+        self._send(api.delete_endpoint(queue, endpoint_id))
+
+    # tasks
+
+    def enqueue(self, queue: str, name: str, payload: JsonValue = None, **options: Any) -> Task:
+        """Enqueue one task; ``options`` are :class:`~sdk.wire.TaskCreate` fields."""
+        return self._send(api.enqueue(queue, _task(name, payload, options)))
+
+    def enqueue_batch(self, queue: str, tasks: list[TaskCreate]) -> list[Task]:
+        """Enqueue up to 1000 tasks in one request: all are stored, or none."""
+        return self._send(api.enqueue_batch(queue, tasks))
+
+    def get_task(self, task_id: str, wait: float | None = None) -> Task:
+        """A task; with ``wait``, the server holds the answer until it finishes (≤ 60 s)."""
+        return self._send(api.get_task(task_id, wait))
+
+    def list_tasks(
+        self,
+        queue: str,
+        state: TaskState | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        return self._send(api.list_tasks(queue, state, limit, cursor))
+
+    def cancel(self, task_id: str) -> Task:
+        """Cancel a task: at once if not running, else at its next heartbeat."""
+        return self._send(api.cancel(task_id))
+
+    def logs(self, task_id: str) -> list[LogLine]:
+        return self._send(api.logs(task_id))
+
+    def wait(self, task_id: str, timeout: float) -> Task:
+        """Long-poll until the task has finished; :class:`~sdk.errors.TaskTimeout` if not."""
+        return self._drive(api.wait(task_id, timeout))
+
+    # lifecycle
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class AsyncClient(_Base):
+    """The asyncio twin of :class:`Client`: the same methods, awaitable."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(url, api_key, timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=self._headers, transport=transport
+        )
+
+    @classmethod
+    def from_env(cls, *, timeout: float = DEFAULT_TIMEOUT) -> AsyncClient:
+        url, api_key = _env_settings()
+        return cls(url, api_key, timeout=timeout)
+
+    async def _send(self, call: api.Call[T]) -> T:
+        response = await self._http.request(call.method, call.path, **self._request_args(call))
+        return call.answer(response)
+
+    async def _drive(self, plan: api.Plan[T]) -> T:
+        try:
+            call = next(plan)
+            while True:
+                call = plan.send(await self._send(call))
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    async def put_queue(self, name: str, policy: QueuePolicy | None = None, **fields: Any) -> Queue:
+        return await self._send(api.put_queue(name, _policy(policy, fields)))
+
+    async def patch_queue(
+        self, name: str, patch: QueuePolicyPatch | None = None, **fields: Any
+    ) -> Queue:
+        return await self._send(api.patch_queue(name, _patch(patch, fields)))
+
+    async def get_queue(self, name: str) -> Queue:
+        return await self._send(api.get_queue(name))
+
+    async def list_queues(self) -> list[Queue]:
+        return await self._send(api.list_queues())
+
+    async def delete_queue(self, name: str) -> None:
+        await self._send(api.delete_queue(name))
+
+    async def add_endpoint(
+        self, queue: str, url: str, concurrency: int = 10, capabilities: list[str] | None = None
+    ) -> EndpointCreated:
+        body = EndpointCreate(url=url, concurrency=concurrency, capabilities=capabilities or [])
+        return await self._send(api.add_endpoint(queue, body))
+
+    async def list_endpoints(self, queue: str) -> list[Endpoint]:
+        return await self._send(api.list_endpoints(queue))
+
+    async def delete_endpoint(self, queue: str, endpoint_id: str) -> None:
+        await self._send(api.delete_endpoint(queue, endpoint_id))
+
+    async def enqueue(
+        self, queue: str, name: str, payload: JsonValue = None, **options: Any
+    ) -> Task:
+        return await self._send(api.enqueue(queue, _task(name, payload, options)))
+
+    async def enqueue_batch(self, queue: str, tasks: list[TaskCreate]) -> list[Task]:
+        return await self._send(api.enqueue_batch(queue, tasks))
+
+    async def get_task(self, task_id: str, wait: float | None = None) -> Task:
+        return await self._send(api.get_task(task_id, wait))
+
+    async def list_tasks(
+        self,
+        queue: str,
+        state: TaskState | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        return await self._send(api.list_tasks(queue, state, limit, cursor))
+
+    async def cancel(self, task_id: str) -> Task:
+        return await self._send(api.cancel(task_id))
+
+    async def logs(self, task_id: str) -> list[LogLine]:
+        return await self._send(api.logs(task_id))
+
+    async def wait(self, task_id: str, timeout: float) -> Task:
+        return await self._drive(api.wait(task_id, timeout))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

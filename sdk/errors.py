@@ -1,0 +1,111 @@
+"""Every exception the SDK raises, under one base class.
+
+::
+
+    JobgateError
+    ├── ApiError          the gateway answered a request with a non-2xx status (problem+json)
+    ├── TaskFailed        a waited-for task ended failed, dead or cancelled
+    ├── TaskTimeout       a waited-for task did not finish in time (also a TimeoutError)
+    ├── SignatureError    a push's Standard Webhooks signature did not verify
+    ├── Retry             raised by task code: try again later, optionally after ``delay``
+    ├── Fail              raised by task code: give up now, ``reason`` is recorded
+    └── Cancelled         raised inside task code: the gateway asked the task to stop
+        └── LeaseLost     the gateway no longer knows this attempt's lease (409): stop quietly
+
+Network failures are httpx's own exceptions (``httpx.TransportError`` and its subclasses); the
+SDK does not wrap them.
+"""
+
+from __future__ import annotations
+
+from sdk.wire import Problem, Task
+
+__all__ = [
+    "ApiError",
+    "Cancelled",
+    "Fail",
+    "JobgateError",
+    "LeaseLost",
+    "Retry",
+    "SignatureError",
+    "TaskFailed",
+    "TaskTimeout",
+]
+
+
+class JobgateError(Exception):
+    """Base class of every exception the SDK raises on purpose."""
+
+
+class ApiError(JobgateError):
+    """The gateway refused a request: ``status`` and the RFC 9457 ``problem`` it sent."""
+
+    def __init__(self, status: int, problem: Problem) -> None:
+        self.status = status
+        self.problem = problem
+        super().__init__(status, problem)
+
+    def __str__(self) -> str:
+        text = f"{self.status} {self.problem.title}"
+        if self.problem.detail:
+            text += f": {self.problem.detail}"
+        for error in self.problem.errors or ():
+            text += f"\n  {error.field}: {error.reason}"
+        return text
+
+
+class TaskFailed(JobgateError):
+    """A task ended without success (failed, dead or cancelled); ``task`` is its final record."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        super().__init__(task)
+
+    def __str__(self) -> str:
+        text = f"task {self.task.id} ({self.task.name}) ended {self.task.state.value}"
+        return f"{text}: {self.task.error}" if self.task.error else text
+
+
+class TaskTimeout(JobgateError, TimeoutError):
+    """A task was not finished after ``timeout`` seconds; ``task`` is its last known record."""
+
+    def __init__(self, task_id: str, timeout: float, task: Task | None = None) -> None:
+        self.task_id = task_id
+        self.timeout = timeout
+        self.task = task
+        super().__init__(task_id, timeout)
+
+    def __str__(self) -> str:
+        state = f" (still {self.task.state.value})" if self.task else ""
+        return f"task {self.task_id} not finished after {self.timeout:g}s{state}"
+
+
+class SignatureError(JobgateError):
+    """A push did not carry a valid Standard Webhooks signature for any known secret."""
+
+
+class Retry(JobgateError):
+    """Raise in a task to have it retried, after ``delay`` seconds or the queue's backoff."""
+
+    def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
+        if delay is not None and delay < 0:
+            raise ValueError("delay must not be negative")
+        self.delay = delay
+        self.message = message
+        super().__init__(message)
+
+
+class Fail(JobgateError):
+    """Raise in a task to fail it now, without further attempts; ``reason`` is recorded."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Cancelled(JobgateError):
+    """Raised inside a task (by ``ctx.heartbeat()``) when the gateway asked it to stop."""
+
+
+class LeaseLost(Cancelled):
+    """The gateway answered 409: this attempt's lease is stale, the task runs elsewhere now."""

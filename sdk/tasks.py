@@ -1,0 +1,360 @@
+"""``@task``: a function that can be called here or enqueued to run on a worker.
+
+::
+
+    @task("emails")
+    def send_welcome(user_id: int) -> None: ...
+
+    send_welcome(7)                    # runs it here and now
+    handle = send_welcome.delay(7)     # enqueues {"args": [7], "kwargs": {}} on queue "emails"
+    handle.result(timeout=30)          # long-polls until it has run
+
+A task function that declares ``ctx`` (as its first parameter, for exact typing) gets a
+:class:`~sdk.context.Context` (or :class:`~sdk.context.AsyncContext` when ``async def``); called
+directly, it gets a detached one whose calls stay in the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from sdk.binding import Signature
+from sdk.client import AsyncClient, Client
+from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
+from sdk.errors import TaskFailed
+from sdk.wire import Task, TaskArgs, TaskCreate, TaskState, check_queue_name
+
+__all__ = ["AsyncTaskHandle", "TaskFunction", "TaskHandle", "task"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _result_of(task: Task) -> Any:
+    if task.state is TaskState.SUCCEEDED:
+        return task.result
+    raise TaskFailed(task)
+
+
+class TaskHandle:
+    """An enqueued task, seen through a :class:`~sdk.client.Client`."""
+
+    def __init__(self, task: Task, client: Client) -> None:
+        self.task = task
+        self._client = client
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    def get(self) -> Task:
+        """The task's current record."""
+        self.task = self._client.get_task(self.id)
+        return self.task
+
+    def status(self) -> TaskState:
+        return self.get().state
+
+    def result(self, timeout: float = 30.0) -> Any:
+        """The task's JSON result, once it has succeeded (long-polling up to ``timeout`` s).
+
+        Raises :class:`~sdk.errors.TaskFailed` if it ended failed, dead or cancelled, and
+        :class:`~sdk.errors.TaskTimeout` if it has not finished in time.
+        """
+        self.task = self._client.wait(self.id, timeout)
+        return _result_of(self.task)
+
+    def cancel(self) -> Task:
+        self.task = self._client.cancel(self.id)
+        return self.task
+
+    def __repr__(self) -> str:
+        return f"TaskHandle({self.id!r}, name={self.task.name!r})"
+
+
+class AsyncTaskHandle:
+    """An enqueued task, seen through an :class:`~sdk.client.AsyncClient`."""
+
+    def __init__(self, task: Task, client: AsyncClient) -> None:
+        self.task = task
+        self._client = client
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    async def get(self) -> Task:
+        self.task = await self._client.get_task(self.id)
+        return self.task
+
+    async def status(self) -> TaskState:
+        return (await self.get()).state
+
+    async def result(self, timeout: float = 30.0) -> Any:
+        """Like :meth:`TaskHandle.result`."""
+        self.task = await self._client.wait(self.id, timeout)
+        return _result_of(self.task)
+
+    async def cancel(self) -> Task:
+        self.task = await self._client.cancel(self.id)
+        return self.task
+
+    def __repr__(self) -> str:
+        return f"AsyncTaskHandle({self.id!r}, name={self.task.name!r})"
+
+
+def _checked_queue(name: str) -> str:
+    try:
+        return check_queue_name(name)
+    except ValueError as e:
+        raise ValueError(f"queue name {name!r} {e}") from e
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``, without the ``<locals>`` of functions defined in functions."""
+    qualname = fn.__qualname__.replace("<locals>.", "")
+    return f"{fn.__module__}.{qualname}"
+
+
+class TaskFunction(Generic[P, R]):
+    """A function registered as a task of ``queue`` under ``name``.
+
+    ``P`` are the parameters producers pass (without ``ctx``), ``R`` what a direct call returns.
+    The client used to enqueue is the one given to :func:`task`, else the one bound with
+    :meth:`using`, else one made from the environment (``Client.from_env()``) on first use.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., R],
+        *,
+        queue: str,
+        name: str | None = None,
+        client: Client | None = None,
+        async_client: AsyncClient | None = None,
+        inline: bool = True,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.fn = fn
+        self.queue = _checked_queue(queue)
+        self.name = name or default_name(fn)
+        self.inline = inline
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.signature = Signature.of(fn)
+        self.defaults = dict(defaults or {})
+        TaskCreate(name=self.name, **self.defaults)  # fail at decoration, not at first enqueue
+        self._client = client
+        self._async_client = async_client
+        self._lock = threading.Lock()
+        self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient]
+        self._env_clients = weakref.WeakKeyDictionary()
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function here, now; a ``ctx`` it declares is a detached context."""
+        if not self.signature.takes_context:
+            return self.fn(*args, **kwargs)
+        info = TaskInfo(id="local", name=self.name, queue=self.queue)
+        ctx = (
+            AsyncContext(info, DetachedChannel())
+            if self.is_async
+            else Context(info, DetachedChannel())
+        )
+        call_args, call_kwargs = self.signature.layout(args, kwargs, ctx)
+        return self.fn(*call_args, **call_kwargs)
+
+    def using(self, client: Client | AsyncClient) -> TaskFunction[P, R]:
+        """This task function, enqueuing through ``client``."""
+        sync = client if isinstance(client, Client) else self._client
+        aio = client if isinstance(client, AsyncClient) else self._async_client
+        return TaskFunction(
+            self.fn,
+            queue=self.queue,
+            name=self.name,
+            client=sync,
+            async_client=aio,
+            inline=self.inline,
+            defaults=self.defaults,
+        )
+
+    def create(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        lease_timeout: float | None = None,
+        max_run_time: float | None = None,
+        task_id: str | None = None,
+    ) -> TaskCreate:
+        """The enqueue request :meth:`apply` sends; also for ``Client.enqueue_batch``.
+
+        Raises ``TypeError`` when the arguments do not fit the function's signature.
+        """
+        kwargs = dict(kwargs or {})
+        self.signature.check(args, kwargs)
+        given = {
+            "id": task_id,
+            "delay": delay,
+            "run_at": run_at,
+            "priority": priority,
+            "max_attempts": max_attempts,
+            "lease_timeout": lease_timeout,
+            "max_run_time": max_run_time,
+        }
+        options = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
+        payload = TaskArgs(args=list(args), kwargs=kwargs).model_dump(mode="json")
+        return TaskCreate.model_validate({"name": self.name, "payload": payload, **options})
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle:
+        """Enqueue a run with these arguments."""
+        return self.apply(args, kwargs)
+
+    def apply(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        lease_timeout: float | None = None,
+        max_run_time: float | None = None,
+        task_id: str | None = None,
+    ) -> TaskHandle:
+        """Enqueue a run with options; ``delay`` / ``run_at`` postpone it."""
+        body = self.create(
+            args,
+            kwargs,
+            delay=delay,
+            run_at=run_at,
+            priority=priority,
+            max_attempts=max_attempts,
+            lease_timeout=lease_timeout,
+            max_run_time=max_run_time,
+            task_id=task_id,
+        )
+        client = self.client()
+        return TaskHandle(client.enqueue(self.queue, **body.model_dump(exclude_none=True)), client)
+
+    async def delay_async(self, *args: P.args, **kwargs: P.kwargs) -> AsyncTaskHandle:
+        """:meth:`delay` through an :class:`~sdk.client.AsyncClient`."""
+        return await self.apply_async(args, kwargs)
+
+    async def apply_async(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        lease_timeout: float | None = None,
+        max_run_time: float | None = None,
+        task_id: str | None = None,
+    ) -> AsyncTaskHandle:
+        """:meth:`apply` through an :class:`~sdk.client.AsyncClient`."""
+        body = self.create(
+            args,
+            kwargs,
+            delay=delay,
+            run_at=run_at,
+            priority=priority,
+            max_attempts=max_attempts,
+            lease_timeout=lease_timeout,
+            max_run_time=max_run_time,
+            task_id=task_id,
+        )
+        client = self.async_client()
+        created = await client.enqueue(self.queue, **body.model_dump(exclude_none=True))
+        return AsyncTaskHandle(created, client)
+
+    def client(self) -> Client:
+        """The client this task function enqueues through (see the class docstring)."""
+        if self._client is not None:
+            return self._client
+        with self._lock:
+            if self._client is None:
+                self._client = Client.from_env()
+            return self._client
+
+    def async_client(self) -> AsyncClient:
+        """The async client: the bound one, else one from the environment per event loop."""
+        if self._async_client is not None:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        client = self._env_clients.get(loop)
+        if client is None:
+            client = self._env_clients[loop] = AsyncClient.from_env()
+        return client
+
+    def __repr__(self) -> str:
+        return f"<TaskFunction {self.name} on {self.queue!r}>"
+
+
+class _Decorator:
+    def __init__(self, queue: str, options: dict[str, Any]) -> None:
+        self.queue = queue
+        self.options = options
+
+    @overload
+    def __call__(
+        self, fn: Callable[Concatenate[AsyncContext, P], Coroutine[Any, Any, R]]
+    ) -> TaskFunction[P, Coroutine[Any, Any, R]]: ...
+
+    @overload
+    def __call__(self, fn: Callable[Concatenate[Context, P], R]) -> TaskFunction[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> TaskFunction[P, R]: ...
+
+    def __call__(self, fn: Callable[..., Any]) -> TaskFunction[Any, Any]:
+        return TaskFunction(fn, queue=self.queue, **self.options)
+
+
+def task(
+    queue: str,
+    *,
+    name: str | None = None,
+    client: Client | None = None,
+    async_client: AsyncClient | None = None,
+    inline: bool = True,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    lease_timeout: float | None = None,
+    max_run_time: float | None = None,
+) -> _Decorator:
+    """Make a function a task of ``queue``.
+
+    ``name`` defaults to ``module.qualname``. ``inline=False`` makes workers always answer
+    pushes with 202 and report through callbacks. ``priority``, ``max_attempts``,
+    ``lease_timeout`` and ``max_run_time`` are defaults for every enqueue of this task.
+    """
+    given = {
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "lease_timeout": lease_timeout,
+        "max_run_time": max_run_time,
+    }
+    defaults = {k: v for k, v in given.items() if v is not None}
+    _checked_queue(queue)
+    options = {
+        "name": name,
+        "client": client,
+        "async_client": async_client,
+        "inline": inline,
+        "defaults": defaults,
+    }
+    return _Decorator(queue, options)

@@ -1,0 +1,1 @@
+"""Tests of the SDK (package ``tests.sdk``; the SDK itself is the top-level ``sdk``)."""

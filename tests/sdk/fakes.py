@@ -1,0 +1,159 @@
+"""Test doubles of the SDK tests: a fake gateway for callbacks, and signed pushes to a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from standardwebhooks import Webhook
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from ulid import ULID
+
+from sdk import Worker
+from sdk.wire import HEADER_LEASE
+
+SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
+OTHER_SECRET = "whsec_" + base64.b64encode(b"o" * 32).decode()
+GATEWAY = "http://gateway.test"
+LEASE = "lease-token-1"
+
+
+@dataclass
+class Callback:
+    task_id: str
+    kind: str
+    lease: str | None
+    body: Any
+
+
+@dataclass
+class FakeGateway:
+    """The gateway's callback routes: records every callback, answers as told."""
+
+    cancel: bool = False
+    status: dict[str, int] = field(default_factory=dict)
+    calls: list[Callback] = field(default_factory=list)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def kinds(self) -> list[str]:
+        return [call.kind for call in self.calls]
+
+    def of(self, kind: str) -> list[Callback]:
+        return [call for call in self.calls if call.kind == kind]
+
+    async def wait_for(self, kind: str, count: int = 1, within: float = 5.0) -> list[Callback]:
+        """The callbacks of ``kind`` once there are ``count`` of them (fails after ``within`` s)."""
+        async with asyncio.timeout(within):
+            while len(self.of(kind)) < count:
+                self._changed.clear()
+                await self._changed.wait()
+        return self.of(kind)
+
+    async def _callback(self, request: Request) -> Response:
+        kind = request.path_params["kind"]
+        self.calls.append(
+            Callback(
+                request.path_params["task_id"],
+                kind,
+                request.headers.get(HEADER_LEASE),
+                json.loads(await request.body()),
+            )
+        )
+        self._changed.set()
+        status = self.status.get(kind, 200)
+        if status != 200:
+            return JSONResponse({"title": "refused", "status": status}, status)
+        if kind == "heartbeat":
+            expires = datetime.now(UTC) + timedelta(seconds=30)
+            return JSONResponse(
+                {"cancel_requested": self.cancel, "lease_expires_at": expires.isoformat()}
+            )
+        return JSONResponse({"state": "running"})
+
+    def app(self) -> Starlette:
+        routes = [Route("/v1/callbacks/{task_id}/{kind}", self._callback, methods=["POST"])]
+        return Starlette(routes=routes)
+
+    def transport(self) -> httpx.ASGITransport:
+        return httpx.ASGITransport(app=self.app())
+
+
+def push_body(name: str, payload: Any = None, **fields: Any) -> dict[str, Any]:
+    """A push body as the gateway sends it; ``fields`` override the defaults."""
+    now = datetime.now(UTC)
+    body = {
+        "id": str(ULID()),
+        "queue": "default",
+        "name": name,
+        "payload": payload,
+        "attempt": 1,
+        "checkpoint": None,
+        "lease_expires_at": (now + timedelta(seconds=30)).isoformat(),
+        "deadline": (now + timedelta(hours=1)).isoformat(),
+    }
+    body.update(fields)
+    return body
+
+
+def signed_headers(
+    task_id: str, content: bytes, secret: str = SECRET, gateway: str = GATEWAY
+) -> dict[str, str]:
+    """The push headers, signed with ``secret`` by the Standard Webhooks reference code."""
+    now = datetime.now(UTC)
+    return {
+        "content-type": "application/json",
+        "webhook-id": task_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(secret).sign(task_id, now, content.decode()),
+        "jobgate-attempt": "1",
+        "jobgate-lease": LEASE,
+        "jobgate-callback": f"{gateway}/v1/callbacks/{task_id}",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    }
+
+
+@dataclass
+class Pusher:
+    """Sends pushes to a worker app, as the gateway would."""
+
+    http: httpx.AsyncClient
+    gateway: str = GATEWAY
+    path: str = "/"
+    body = staticmethod(push_body)
+    headers = staticmethod(signed_headers)
+
+    async def send(self, content: bytes, headers: dict[str, str]) -> httpx.Response:
+        return await self.http.post(self.path, content=content, headers=headers)
+
+    async def __call__(
+        self, name: str, payload: Any = None, *, secret: str = SECRET, **fields: Any
+    ) -> httpx.Response:
+        """Push task ``name``, signed with ``secret``."""
+        body = push_body(name, payload, **fields)
+        content = json.dumps(body).encode()
+        headers = signed_headers(body["id"], content, secret, self.gateway)
+        return await self.send(content, headers)
+
+
+Serve = Callable[[Worker], AbstractAsyncContextManager[Pusher]]
+MakeWorker = Callable[..., Worker]
+
+
+@asynccontextmanager
+async def serve_worker(worker: Worker) -> AsyncIterator[Pusher]:
+    transport = httpx.ASGITransport(app=worker)
+    async with (
+        worker.lifespan(),
+        httpx.AsyncClient(transport=transport, base_url="http://worker.test") as http,
+    ):
+        yield Pusher(http)

@@ -1,0 +1,62 @@
+"""The public surface: what ``from sdk import ...`` offers must not change by accident."""
+
+from __future__ import annotations
+
+import sdk
+
+EXPECTED = [
+    "ApiError",
+    "AsyncClient",
+    "AsyncContext",
+    "AsyncTaskHandle",
+    "Backoff",
+    "BackoffStrategy",
+    "Cancelled",
+    "Client",
+    "Context",
+    "Fail",
+    "JobgateError",
+    "QueuePolicy",
+    "Retry",
+    "Task",
+    "TaskCreate",
+    "TaskFailed",
+    "TaskFunction",
+    "TaskHandle",
+    "TaskState",
+    "TaskTimeout",
+    "Worker",
+    "task",
+]
+
+
+def test_all_is_the_expected_list() -> None:
+    assert sdk.__all__ == EXPECTED
+
+
+def test_every_name_is_importable_and_comes_from_sdk() -> None:
+    for name in sdk.__all__:
+        member = getattr(sdk, name)
+        assert member.__module__.startswith("sdk."), name
+
+
+def test_every_sdk_error_derives_from_one_base() -> None:
+    for name in ["ApiError", "TaskFailed", "TaskTimeout", "Retry", "Fail", "Cancelled"]:
+        assert issubclass(getattr(sdk, name), sdk.JobgateError), name
+    assert issubclass(sdk.TaskTimeout, TimeoutError)
+
+
+def test_sdk_never_imports_gateway() -> None:
+    import ast
+    from pathlib import Path
+
+    for path in Path(sdk.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            assert not any(n == "gateway" or n.startswith("gateway.") for n in names), path

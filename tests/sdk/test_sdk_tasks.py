@@ -1,0 +1,230 @@
+"""``@task``: direct calls, enqueue payloads, handles, and which client is used."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from sdk import (
+    AsyncClient,
+    AsyncContext,
+    AsyncTaskHandle,
+    Client,
+    Context,
+    TaskFailed,
+    TaskHandle,
+    TaskState,
+    TaskTimeout,
+    task,
+)
+
+URL = "http://gateway.test"
+TASK_ID = "01J00000000000000000000002"
+NOW = datetime(2030, 1, 1, tzinfo=UTC).isoformat()
+
+
+def task_json(state: str = "queued", **fields: Any) -> dict[str, Any]:
+    record = {
+        "id": TASK_ID,
+        "queue": "math",
+        "name": "add",
+        "state": state,
+        "max_attempts": 5,
+        "created_at": NOW,
+        "run_at": NOW,
+    }
+    return record | fields
+
+
+@pytest.fixture
+def gw() -> Iterator[respx.MockRouter]:
+    with respx.mock(base_url=URL, assert_all_called=False) as router:
+        router.post("/v1/queues/math/tasks", name="enqueue").respond(201, json=task_json())
+        yield router
+
+
+@pytest.fixture
+def client() -> Iterator[Client]:
+    with Client(URL, "key") as client:
+        yield client
+
+
+def make_add(client: Client | None = None) -> Any:
+    @task("math", name="add", client=client, priority=3)
+    def add(x: int, y: int = 0) -> int:
+        return x + y
+
+    return add
+
+
+def sent(router: respx.MockRouter) -> Any:
+    return json.loads(router.routes["enqueue"].calls.last.request.content)
+
+
+def answer_polls(router: respx.MockRouter, *states: dict[str, Any]) -> respx.Route:
+    answers = iter(states)
+    return router.get(f"/v1/tasks/{TASK_ID}").mock(
+        side_effect=lambda request: httpx.Response(200, json=next(answers))
+    )
+
+
+def test_calling_a_task_function_runs_it_here() -> None:
+    add = make_add()
+    assert add(2, y=3) == 5
+    assert add.name == "add"
+    assert add.queue == "math"
+
+
+def test_a_context_parameter_gets_a_detached_context_when_called_directly() -> None:
+    @task("math")
+    def needs_ctx(ctx: Context, x: int) -> list[Any]:
+        ctx.heartbeat(0.5)
+        ctx.checkpoint({"x": x})
+        ctx.log("hello")
+        return [ctx.attempt, ctx.previous_checkpoint, ctx.cancelled]
+
+    assert needs_ctx(7) == [1, None, False]
+
+
+async def test_an_async_task_called_directly_is_awaited() -> None:
+    @task("math")
+    async def double(ctx: AsyncContext, x: int) -> int:
+        await ctx.heartbeat()
+        return 2 * x
+
+    assert await double(4) == 8
+
+
+def test_name_defaults_to_module_and_qualname() -> None:
+    @task("math")
+    def local() -> None:
+        return None
+
+    assert local.name == f"{__name__}.test_name_defaults_to_module_and_qualname.local"
+
+
+def test_delay_enqueues_args_and_kwargs(gw: respx.MockRouter, client: Client) -> None:
+    add = make_add(client)
+    handle = add.delay(1, y=2)
+    assert isinstance(handle, TaskHandle)
+    assert handle.id == TASK_ID
+    assert sent(gw) == {"name": "add", "payload": {"args": [1], "kwargs": {"y": 2}}, "priority": 3}
+
+
+def test_apply_sends_options(gw: respx.MockRouter, client: Client) -> None:
+    add = make_add(client)
+    add.apply((1,), {"y": 2}, delay=10, priority=9, max_attempts=2)
+    assert sent(gw) == {
+        "name": "add",
+        "payload": {"args": [1], "kwargs": {"y": 2}},
+        "priority": 9,
+        "delay": 10.0,
+        "max_attempts": 2,
+    }
+    run_at = datetime(2031, 5, 1, 12, tzinfo=UTC)
+    add.apply([5], run_at=run_at, task_id=TASK_ID)
+    body = sent(gw)
+    assert body["run_at"] == "2031-05-01T12:00:00Z"
+    assert body["id"] == TASK_ID
+
+
+def test_arguments_are_checked_before_sending(gw: respx.MockRouter, client: Client) -> None:
+    add = make_add(client)
+    with pytest.raises(TypeError):
+        add.apply((1, 2, 3))
+    with pytest.raises(ValueError, match="JSON"):
+        add.apply((object(),))
+    assert not gw.routes["enqueue"].called
+
+
+def test_create_makes_batch_entries(gw: respx.MockRouter, client: Client) -> None:
+    add = make_add(client)
+    gw.post("/v1/queues/math/tasks/batch").respond(201, json={"tasks": [task_json()] * 2})
+    tasks = client.enqueue_batch(add.queue, [add.create((i,)) for i in range(2)])
+    assert len(tasks) == 2
+
+
+def test_result_returns_the_value(gw: respx.MockRouter, client: Client) -> None:
+    route = answer_polls(gw, task_json("running"), task_json("succeeded", result=3))
+    handle = make_add(client).delay(1, 2)
+    assert handle.result(timeout=30) == 3
+    assert route.call_count == 2
+    assert route.calls.last.request.url.params["wait"] != "0"
+
+
+@pytest.mark.parametrize("state", ["failed", "dead", "cancelled"])
+def test_result_raises_task_failed(gw: respx.MockRouter, client: Client, state: str) -> None:
+    answer_polls(gw, task_json(state, error="ValueError: bad"))
+    handle = make_add(client).delay(1)
+    with pytest.raises(TaskFailed, match=f"ended {state}: ValueError: bad") as caught:
+        handle.result()
+    assert caught.value.task.state is TaskState(state)
+
+
+def test_result_raises_task_timeout(gw: respx.MockRouter, client: Client) -> None:
+    answer_polls(gw, task_json("running"))
+    handle = make_add(client).delay(1)
+    with pytest.raises(TaskTimeout):
+        handle.result(timeout=0)
+
+
+def test_status_get_and_cancel(gw: respx.MockRouter, client: Client) -> None:
+    answer_polls(gw, task_json("running"), task_json("running", progress=0.5))
+    gw.post(f"/v1/tasks/{TASK_ID}/cancel").respond(200, json=task_json("cancelled"))
+    handle = make_add(client).delay(1)
+    assert handle.status() is TaskState.RUNNING
+    assert handle.get().progress == 0.5
+    assert handle.cancel().state is TaskState.CANCELLED
+
+
+def test_using_binds_a_client(gw: respx.MockRouter, client: Client) -> None:
+    add = make_add()
+    bound = add.using(client)
+    assert bound.client() is client
+    bound.delay(1)
+    assert gw.routes["enqueue"].called
+
+
+def test_without_a_client_one_is_made_from_env_once(
+    gw: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBGATE_URL", URL)
+    monkeypatch.setenv("JOBGATE_API_KEY", "env-key")
+    add = make_add()
+    add.delay(1)
+    first = add.client()
+    add.delay(2)
+    assert add.client() is first
+    request = gw.routes["enqueue"].calls.last.request
+    assert request.headers["authorization"] == "Bearer env-key"
+    first.close()
+
+
+async def test_async_variants(gw: respx.MockRouter) -> None:
+    answer_polls(gw, task_json("succeeded", result={"sum": 3}))
+    async with AsyncClient(URL, "key") as client:
+        add = make_add().using(client)
+        handle = await add.delay_async(1, y=2)
+        assert isinstance(handle, AsyncTaskHandle)
+        assert await handle.result(timeout=5) == {"sum": 3}
+        await add.apply_async([4], priority=1)
+    assert sent(gw) == {"name": "add", "payload": {"args": [4], "kwargs": {}}, "priority": 1}
+
+
+def test_invalid_options_fail_at_decoration() -> None:
+    with pytest.raises(ValueError, match="queue"):
+        task("bad queue name!")
+    with pytest.raises(ValueError, match="max_attempts"):
+
+        @task("math", max_attempts=0)
+        def never() -> None:
+            return None
+
+    with pytest.raises(ValueError, match="name"):
+        task("math")(lambda: None)  # "<lambda>" is no task name: pass name=

@@ -1,0 +1,250 @@
+"""The worker's answers to pushes: checks, and tasks that end within the inline window."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from sdk import AsyncContext, Context, Fail, Retry, TaskFunction, Worker, task
+from sdk.wire import PROBLEM_CONTENT_TYPE, ErrorIn, Problem
+from tests.sdk.fakes import OTHER_SECRET, FakeGateway, MakeWorker, Pusher, Serve
+
+ran: list[str] = []
+
+
+@task("default", name="add")
+def add(x: int, y: int = 1) -> int:
+    ran.append("add")
+    return x + y
+
+
+@task("default", name="greet")
+async def greet(who: str) -> dict[str, str]:
+    return {"greeting": f"hello {who}"}
+
+
+@task("default", name="retry_later")
+def retry_later() -> None:
+    raise Retry(delay=7.5, message="upstream busy")
+
+
+@task("default", name="give_up")
+async def give_up() -> None:
+    raise Fail("no such user")
+
+
+@task("default", name="crash")
+def crash() -> None:
+    raise KeyError("missing")
+
+
+@task("default", name="resume")
+def resume(ctx: Context) -> Any:
+    return {"seen": ctx.previous_checkpoint, "attempt": ctx.attempt, "id": ctx.id}
+
+
+@task("default", name="aresume")
+async def aresume(ctx: AsyncContext, extra: int) -> Any:
+    return [ctx.previous_checkpoint, extra]
+
+
+@task("default", name="unjsonable")
+def unjsonable() -> object:
+    return object()
+
+
+TASKS: list[TaskFunction[Any, Any]] = [
+    add,
+    greet,
+    retry_later,
+    give_up,
+    crash,
+    resume,
+    aresume,
+    unjsonable,
+]
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    ran.clear()
+
+
+def problem_of(response: Any) -> Problem:
+    assert response.headers["content-type"] == PROBLEM_CONTENT_TYPE
+    return Problem.model_validate_json(response.content)
+
+
+async def test_sync_task_answers_its_result_inline(
+    make_worker: MakeWorker, serve: Serve, gateway: FakeGateway
+) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("add", {"args": [2], "kwargs": {"y": 40}})
+    assert response.status_code == 200
+    assert response.json() == 42
+    assert gateway.calls == []  # inline: no callbacks
+
+
+async def test_async_task_answers_inline_and_null_payload_means_no_arguments(
+    make_worker: MakeWorker, serve: Serve
+) -> None:
+    @task("default", name="nothing")
+    async def nothing() -> None:
+        return None
+
+    async with serve(make_worker([*TASKS, nothing])) as push:
+        greeted = await push("greet", {"args": ["ada"]})
+        empty = await push("nothing", None)
+    assert (greeted.status_code, greeted.json()) == (200, {"greeting": "hello ada"})
+    assert (empty.status_code, empty.json()) == (200, None)
+
+
+async def test_retry_answers_500_with_retry_after(make_worker: MakeWorker, serve: Serve) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("retry_later")
+    assert response.status_code == 500
+    assert response.headers["retry-after"] == "8"
+    error = ErrorIn.model_validate_json(response.content)
+    assert error == ErrorIn(error="upstream busy", retryable=True, retry_delay=7.5)
+
+
+async def test_fail_answers_422_not_retryable(make_worker: MakeWorker, serve: Serve) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("give_up")
+    assert response.status_code == 422
+    assert response.json() == {"error": "no such user", "retryable": False}
+
+
+async def test_exception_answers_500_with_traceback(make_worker: MakeWorker, serve: Serve) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("crash")
+    assert response.status_code == 500
+    error = ErrorIn.model_validate_json(response.content)
+    assert error.error == "KeyError: 'missing'"
+    assert error.retryable is True
+    assert error.traceback is not None
+    assert "in crash" in error.traceback
+
+
+async def test_unserialisable_result_fails_without_retry(
+    make_worker: MakeWorker, serve: Serve
+) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("unjsonable")
+    assert response.status_code == 422
+    assert response.json()["retryable"] is False
+    assert "not JSON-serialisable" in response.json()["error"]
+
+
+async def test_previous_checkpoint_reaches_the_context(
+    make_worker: MakeWorker, serve: Serve
+) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        sync = await push("resume", checkpoint={"page": 3}, attempt=2)
+        asynchronous = await push("aresume", {"kwargs": {"extra": 5}}, checkpoint=[1, 2])
+    assert sync.status_code == 200
+    assert sync.json()["seen"] == {"page": 3}
+    assert sync.json()["attempt"] == 2
+    assert asynchronous.json() == [[1, 2], 5]
+
+
+async def test_bad_signature_is_401_and_the_task_never_runs(
+    make_worker: MakeWorker, serve: Serve
+) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("add", {"args": [1]}, secret=OTHER_SECRET)
+        body = push.body("add", {"args": [1]})
+        content = json.dumps(body).encode()
+        unsigned = push.headers(body["id"], content)
+        del unsigned["webhook-signature"]
+        missing = await push.send(content, unsigned)
+        tampered_headers = push.headers(body["id"], content)
+        tampered = await push.send(content.replace(b"[1]", b"[9]"), tampered_headers)
+    for answer in (response, missing, tampered):
+        assert answer.status_code == 401
+        assert problem_of(answer).title == "Invalid signature"
+    assert ran == []
+
+
+async def test_any_of_several_secrets_verifies(gateway: FakeGateway, serve: Serve) -> None:
+    worker = Worker(tasks=TASKS, secret=[OTHER_SECRET, "whsec_" + "c2VjcmV0" * 4])
+    async with serve(worker) as push:
+        response = await push("add", {"args": [1]}, secret=OTHER_SECRET)
+    assert response.status_code == 200
+
+
+async def test_unknown_task_is_404(make_worker: MakeWorker, serve: Serve) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("no.such.task")
+    assert response.status_code == 404
+    assert "no.such.task" in (problem_of(response).detail or "")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "just a string",
+        {"args": "not a list"},
+        {"args": [], "kwargs": {}, "extra": 1},
+        {"args": [1, 2, 3]},  # too many for add(x, y)
+        {"kwargs": {"z": 1}},  # no such parameter
+    ],
+)
+async def test_payload_not_fitting_the_function_is_422(
+    make_worker: MakeWorker, serve: Serve, payload: Any
+) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("add", payload)
+    assert response.status_code == 422
+    assert problem_of(response).status == 422
+    assert ran == []
+
+
+async def test_malformed_push_is_400(make_worker: MakeWorker, serve: Serve) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        body = push.body("add")
+        del body["lease_expires_at"]
+        content = json.dumps(body).encode()
+        bad_body = await push.send(content, push.headers(body["id"], content))
+        good = json.dumps(push.body("add", {"args": [1]})).encode()
+        headers = push.headers(json.loads(good)["id"], good)
+        del headers["jobgate-lease"]
+        no_lease = await push.send(good, headers)
+    assert bad_body.status_code == 400
+    assert [e.field for e in problem_of(bad_body).errors or []] == ["lease_expires_at"]
+    assert no_lease.status_code == 400
+    assert ran == []
+
+
+async def test_get_lists_the_tasks(make_worker: MakeWorker, serve: Serve) -> None:
+    async with serve(make_worker([add, greet])) as push:
+        response = await push.http.get("/")
+    assert response.json() == {"tasks": ["add", "greet"]}
+
+
+def test_two_tasks_with_one_name_are_refused() -> None:
+    with pytest.raises(ValueError, match="add"):
+        Worker(tasks=[add, add], secret=OTHER_SECRET)
+
+
+def test_a_bad_secret_is_refused_at_startup() -> None:
+    with pytest.raises(ValueError, match="signing secret"):
+        Worker(tasks=[add], secret="whsec_!!!")
+
+
+async def test_worker_mounted_in_another_app_with_its_lifespan() -> None:
+    worker = Worker(tasks=TASKS, secret=OTHER_SECRET)
+    host = Starlette(routes=[Mount("/jobs", app=worker)], lifespan=worker.lifespan)
+    transport = httpx.ASGITransport(app=host)
+    async with (
+        host.router.lifespan_context(host),
+        httpx.AsyncClient(transport=transport, base_url="http://host.test") as http,
+    ):
+        push = Pusher(http, path="/jobs/")
+        response = await push("add", {"args": [4]}, secret=OTHER_SECRET)
+    assert (response.status_code, response.json()) == (200, 5)
