@@ -2,11 +2,13 @@
 
 Policies and endpoints change rarely and are read for every push; a short cache keeps them off
 the hot path. A change made through this gateway drops the queue's entry at once; one made
-through another gateway is seen within ``ttl`` seconds.
+through another gateway is seen within ``ttl`` seconds. When an entry goes stale, one refresh
+runs while the other pushes keep using the stale entry (no stampede of reloads).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -27,23 +29,46 @@ class Directory:
         self._queues = queues
         self._ttl = ttl
         self._views: dict[str, QueueView] = {}
+        self._loading: dict[str, asyncio.Future[QueueView | None]] = {}
 
     def forget(self, queue: str) -> None:
+        """Drop what is known of the queue, including a read begun before the change."""
         self._views.pop(queue, None)
+        self._loading.pop(queue, None)
 
     async def view(self, queue: str, endpoint_id: str | None = None) -> QueueView | None:
-        """The queue's policy and endpoints; re-read when stale or missing ``endpoint_id``."""
+        """The queue's policy and endpoints; None when the queue is gone.
+
+        Read afresh when there is no entry or it lacks ``endpoint_id`` (a new endpoint); when
+        the entry is merely old, refreshed in the background and used meanwhile.
+        """
         view = self._views.get(queue)
-        now = time.monotonic()
-        if (
-            view is None
-            or now - view.read_at > self._ttl
-            or (endpoint_id is not None and endpoint_id not in view.endpoints)
-        ):
-            stored = await self._queues.get(queue)
-            if stored is None:
-                self.forget(queue)
-                return None
-            endpoints = {e.id: e for e, _ in await self._queues.endpoints(queue)}
-            view = self._views[queue] = QueueView(stored.policy, endpoints, now)
+        if view is None or (endpoint_id is not None and endpoint_id not in view.endpoints):
+            return await self._load(queue)
+        if time.monotonic() - view.read_at > self._ttl and queue not in self._loading:
+            asyncio.ensure_future(self._load(queue))
         return view
+
+    def _load(self, queue: str) -> asyncio.Future[QueueView | None]:
+        loading = self._loading.get(queue)
+        if loading is None:
+            loading = self._loading[queue] = asyncio.ensure_future(self._read(queue))
+        return loading
+
+    async def _read(self, queue: str) -> QueueView | None:
+        me = asyncio.current_task()
+        try:
+            stored = await self._queues.get(queue)
+            view = None
+            if stored is not None:
+                endpoints = {e.id: e for e, _ in await self._queues.endpoints(queue)}
+                view = QueueView(stored.policy, endpoints, time.monotonic())
+            if self._loading.get(queue) is me:  # not forgotten meanwhile
+                if view is None:
+                    self._views.pop(queue, None)
+                else:
+                    self._views[queue] = view
+            return view
+        finally:
+            if self._loading.get(queue) is me:
+                del self._loading[queue]

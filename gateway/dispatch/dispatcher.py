@@ -55,6 +55,7 @@ class Dispatcher:
         self._loops: dict[str, asyncio.Task[None]] = {}
         self._pushes: set[asyncio.Task[None]] = set()
         self._pending: dict[str, list[tuple[Finish, asyncio.Future[Finished]]]] = {}
+        self._writers: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
 
     # --- loops ----------------------------------------------------------------------------
@@ -157,31 +158,30 @@ class Dispatcher:
         self.wake(lease.queue)
 
     async def _submit(self, queue: str, finish: Finish) -> Finished:
-        """Queue a finish; ends waiting together are written in one round trip."""
+        """Queue a finish for the queue's writer: one round trip at a time per queue, carrying
+        every finish that arrived while the previous one was in flight."""
         future: asyncio.Future[Finished] = asyncio.get_running_loop().create_future()
-        batch = self._pending.get(queue)
-        if batch is None:
-            batch = self._pending[queue] = []
-            asyncio.get_running_loop().call_soon(self._flush_soon, queue)
+        batch = self._pending.setdefault(queue, [])
         batch.append((finish, future))
+        if queue not in self._writers:
+            writer = asyncio.create_task(self._write(queue), name=f"finish:{queue}")
+            self._writers[queue] = writer
         return await future
 
-    def _flush_soon(self, queue: str) -> None:
-        flush = asyncio.create_task(self._flush(queue), name=f"finish:{queue}")
-        self._pushes.add(flush)
-        flush.add_done_callback(self._pushes.discard)
-
-    async def _flush(self, queue: str) -> None:
-        batch = self._pending.pop(queue, [])
+    async def _write(self, queue: str) -> None:
         try:
-            results = await self._tasks.finish_many(
-                queue, [f for f, _ in batch], self._clock.now_ms()
-            )
-        except Exception as e:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(e)
-            return
-        for (_, future), result in zip(batch, results, strict=True):
-            if not future.done():
-                future.set_result(result)
+            while batch := self._pending.pop(queue, []):
+                try:
+                    results = await self._tasks.finish_many(
+                        queue, [f for f, _ in batch], self._clock.now_ms()
+                    )
+                except Exception as e:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(e)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            del self._writers[queue]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
 log = logging.getLogger(__name__)
@@ -14,9 +14,24 @@ class UnsafeRedis(Exception):
     """The Redis server is configured in a way that would lose tasks."""
 
 
+MAX_CONNECTIONS = 64
+POOL_TIMEOUT = 10.0
+
+
 async def connect(url: str) -> Redis:
-    """A client for ``url``, after checking the server does not evict keys."""
-    redis = Redis.from_url(url, decode_responses=True, health_check_interval=30)
+    """A client for ``url``, after checking the server does not evict keys.
+
+    The pool blocks for a free connection (up to ``POOL_TIMEOUT``) instead of failing when all
+    ``MAX_CONNECTIONS`` are busy: a burst of requests queues briefly rather than erroring.
+    """
+    pool = BlockingConnectionPool.from_url(
+        url,
+        decode_responses=True,
+        health_check_interval=30,
+        max_connections=MAX_CONNECTIONS,
+        timeout=POOL_TIMEOUT,
+    )
+    redis = Redis.from_pool(pool)
     try:
         policy = (await redis.config_get("maxmemory-policy")).get("maxmemory-policy")
     except ResponseError:
