@@ -46,7 +46,7 @@ class Directory:
         if view is None or (endpoint_id is not None and endpoint_id not in view.endpoints):
             return await self._load(queue)
         if time.monotonic() - view.read_at > self._ttl and queue not in self._loading:
-            asyncio.ensure_future(self._load(queue))
+            self._load(queue)  # starts a refresh; this call goes on with the old entry
         return view
 
     def _load(self, queue: str) -> asyncio.Future[QueueView | None]:
