@@ -1,0 +1,127 @@
+"""Real processes over loopback: gateways (``python -m gateway serve``) and SDK workers
+(uvicorn), each its own process so a test can kill one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.redis_server import free_port
+from sdk import Client
+
+ADMIN = "e2e-admin-key-0123456789"
+ROOT = Path(__file__).parents[2]
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+
+@dataclass
+class Cluster:
+    redis_url: str
+    tmp: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    gateways: list[str] = field(default_factory=list)
+    clients: list[Client] = field(default_factory=list)
+
+    def client(self, gateway: str) -> Client:
+        made = Client(gateway, ADMIN, timeout=70)
+        self.clients.append(made)
+        return made
+
+    def gateway(self, **env: str) -> str:
+        port = free_port()
+        environ = {
+            **os.environ,
+            "JOBGATE_REDIS_URL": self.redis_url,
+            "JOBGATE_PORT": str(port),
+            "JOBGATE_API_KEYS": json.dumps([{"key": ADMIN, "scopes": ["admin"]}]),
+            "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
+            "JOBGATE_RECOVER_INTERVAL": "0.05",
+            "JOBGATE_LOG_LEVEL": "warning",
+            **env,
+        }
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve"], env=environ, cwd=ROOT)
+        self.procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        wait_http(f"{url}/healthz", proc)
+        self.gateways.append(url)
+        return url
+
+    def worker(self, secret: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+        environ = {**os.environ, "JOBGATE_WORKER_SECRET": secret, "E2E_LOG": str(log)}
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "tests.e2e.worker_app:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env=environ,
+            cwd=ROOT,
+        )
+        self.procs.append(proc)
+        wait_http(f"http://127.0.0.1:{port}/", proc)
+        return proc
+
+    def api(self, gateway: int = 0) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.gateways[gateway],
+            headers={"authorization": f"Bearer {ADMIN}"},
+            timeout=70,
+        )
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def cluster(redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
+    found = Cluster(redis_url, tmp_path)
+    try:
+        yield found
+    finally:
+        found.stop()
+
+
+def pushes(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]

@@ -1,0 +1,119 @@
+"""End to end: real gateway and worker processes, a real Redis, the SDK on both sides."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.redis_server import free_port
+from sdk import Client, TaskCreate, TaskState
+
+from .conftest import Cluster, pushes
+
+pytestmark = pytest.mark.e2e
+
+ECHO = "tests.e2e.worker_app.echo"
+SLOW = "tests.e2e.worker_app.slow"
+LONG_INLINE = "tests.e2e.worker_app.long_inline"
+
+
+@dataclass
+class Setup:
+    client: Client
+    worker: Any
+    secret: str
+    port: int
+    log: Path
+
+
+def setup(cluster: Cluster, tmp_path: Path, **policy: Any) -> Setup:
+    gateway = cluster.gateway()
+    client = cluster.client(gateway)
+    client.put_queue("e2e", **policy)
+    port = free_port()
+    endpoint = client.add_endpoint("e2e", f"http://127.0.0.1:{port}/", concurrency=64)
+    log = tmp_path / "pushes.jsonl"
+    worker = cluster.worker(endpoint.secret, port, log)
+    return Setup(client, worker, endpoint.secret, port, log)
+
+
+def until(check: Any, timeout: float = 20, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_inline_and_accepted_tasks_succeed(cluster: Cluster, tmp_path: Path) -> None:
+    s = setup(cluster, tmp_path)
+    inline = s.client.enqueue("e2e", ECHO, {"args": [{"hi": 1}]})
+    accepted = s.client.enqueue("e2e", LONG_INLINE, {"args": [1.0]})
+    assert s.client.wait(inline.id, timeout=20).result == {"hi": 1}
+    done = s.client.wait(accepted.id, timeout=20)
+    assert (done.state, done.result) == (TaskState.SUCCEEDED, "called back")
+    assert [a.outcome for a in done.attempts] == ["succeeded"]
+    assert done.attempts[0].http_status is None  # no inline answer: it came by callback
+
+
+def test_killed_worker_task_is_redispatched_with_its_checkpoint(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # The lease outlasts the start of the replacement worker, so attempt 2 reaches it.
+    s = setup(cluster, tmp_path, lease_timeout=3.0)
+    task = s.client.enqueue("e2e", SLOW, {"args": [60]})
+    # Progress comes after the worker answered 202: the task runs on, under its lease.
+    until(lambda: s.client.get_task(task.id).progress == 0.5, what="attempt 1 accepted")
+    (first,) = pushes(s.log)
+    os.kill(s.worker.pid, signal.SIGKILL)
+    s.worker.wait()
+    # A new worker process takes the same port; the gateway retries once the lease expired.
+    cluster.worker(s.secret, s.port, s.log)
+    done = s.client.wait(task.id, timeout=30)
+    assert done.state is TaskState.SUCCEEDED
+    assert done.result == {"attempt": 2, "resumed_from": {"step": 1, "attempt": 1}}, [
+        (a.outcome, a.http_status, a.error) for a in done.attempts
+    ]
+    assert [a.outcome for a in done.attempts] == ["expired", "succeeded"]
+    assert [a.number for a in done.attempts] == [1, 2]
+    logs = [line.message for line in s.client.logs(task.id)]
+    assert logs == ["attempt 1 started", "attempt 2 started"]
+    # The killed attempt's lease is refused and changes nothing.
+    late = httpx.post(
+        f"{first['callback']}/result",
+        json={"result": "zombie"},
+        headers={"jobgate-lease": first["lease"]},
+    )
+    assert late.status_code == 409
+    assert s.client.get_task(task.id).result == done.result
+
+
+def test_two_gateways_dispatch_each_task_exactly_once(cluster: Cluster, tmp_path: Path) -> None:
+    s = setup(cluster, tmp_path, max_concurrency=200)
+    second = cluster.client(cluster.gateway())
+    ids = []
+    for client in (s.client, second):
+        for start in range(0, 500, 250):
+            batch = [TaskCreate(name=ECHO, payload={"args": [start + i]}) for i in range(250)]
+            ids += [t.id for t in client.enqueue_batch("e2e", batch)]
+    until(
+        lambda: s.client.get_queue("e2e").counts[TaskState.SUCCEEDED] == 1000,
+        timeout=60,
+        what="1,000 tasks to succeed",
+    )
+    received = Counter(p["id"] for p in pushes(s.log))
+    assert len(received) == 1000
+    assert set(received.values()) == {1}, "a task was pushed more than once"
+    for task_id in ids[::97]:
+        task = s.client.get_task(task_id)
+        assert [a.outcome for a in task.attempts] == ["succeeded"]

@@ -1,0 +1,66 @@
+"""The worker process of the end-to-end tests: an SDK ``Worker`` under uvicorn.
+
+Run as ``uvicorn tests.e2e.worker_app:app``. Environment: ``JOBGATE_WORKER_SECRET`` (the
+endpoint's signing secret) and ``E2E_LOG`` (a file where every push received is appended as a
+JSON line, with its headers, before the task runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from pydantic import JsonValue
+
+from sdk import AsyncContext, Worker, task
+
+
+@task(queue="e2e")
+def echo(value: JsonValue) -> JsonValue:
+    return value
+
+
+@task(queue="e2e")
+async def slow(seconds: float, ctx: AsyncContext) -> dict[str, Any]:
+    """Checkpoints, then works long enough to be killed; resumes from the checkpoint."""
+    resumed = ctx.previous_checkpoint
+    await ctx.checkpoint({"step": 1, "attempt": ctx.attempt})
+    await ctx.log(f"attempt {ctx.attempt} started")
+    if resumed is None:
+        await asyncio.sleep(1.0)  # past the inline window: the push was answered 202
+        await ctx.heartbeat(progress=0.5)
+        await asyncio.sleep(seconds)
+    return {"attempt": ctx.attempt, "resumed_from": resumed}
+
+
+@task(queue="e2e")
+async def long_inline(seconds: float) -> str:
+    """Outlasts the worker's inline window, so it answers 202 and calls back."""
+    await asyncio.sleep(seconds)
+    return "called back"
+
+
+worker = Worker(
+    tasks=[echo, slow, long_inline],
+    secret=os.environ["JOBGATE_WORKER_SECRET"],
+    inline_window=0.5,
+    heartbeat_interval=0.2,
+)
+LOG = os.environ.get("E2E_LOG")
+
+
+async def app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "http" and scope["method"] == "POST" and LOG:
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        record = {
+            "pid": os.getpid(),
+            "id": headers.get("webhook-id"),
+            "attempt": headers.get("jobgate-attempt"),
+            "lease": headers.get("jobgate-lease"),
+            "callback": headers.get("jobgate-callback"),
+        }
+        with open(LOG, "a") as log:  # noqa: ASYNC230 - a test log line, appended atomically
+            log.write(json.dumps(record) + "\n")
+    await worker(scope, receive, send)
