@@ -7,6 +7,7 @@ The worker here is a bare Starlette app (not the SDK) so each answer can be scri
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -284,3 +285,35 @@ def _seconds(stamp: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(stamp).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("constant", [0.2, 0.2, 0.2]),
+        ("linear", [0.1, 0.2, 0.3]),
+        ("exponential", [0.1, 0.2, 0.3]),  # 0.4 is capped at max_delay
+        ("exponential_jitter", [0.1, 0.2, 0.3]),  # upper bounds: uniform(0, bound)
+    ],
+)
+async def test_backoff_strategies_space_retries_as_documented(
+    rig: Rig, strategy: str, expected: list[float]
+) -> None:
+    base = 0.2 if strategy == "constant" else 0.1
+    await rig.queue(
+        "q",
+        max_attempts=4,
+        backoff={"strategy": strategy, "base_delay": base, "max_delay": 0.3},
+    )
+    rig.worker.script["failing"] = (500, {"error": "again"})
+    task = await rig.finished(await rig.enqueue("failing"))
+    attempts = task["attempts"]
+    gaps = [
+        _seconds(later["started_at"]) - _seconds(earlier["ended_at"])
+        for earlier, later in itertools.pairwise(attempts)
+    ]
+    assert len(gaps) == 3
+    # The recoverer runs every 50 ms, so a retry starts up to that much (plus a push) late.
+    for gap, delay in zip(gaps, expected, strict=True):
+        low = 0 if strategy == "exponential_jitter" else delay
+        assert low <= gap < delay + 0.25, (strategy, gaps)
