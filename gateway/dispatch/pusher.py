@@ -6,6 +6,7 @@ httpx on this path (bench/RESULTS.md); the SDK uses httpx.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import time
@@ -32,6 +33,11 @@ def push_body(lease: Lease) -> str:
         f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
         f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"}}'
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=seconds)
 
 
 def traceparent(lease: Lease) -> str:
@@ -84,7 +90,7 @@ class Pusher:
                 data=body.encode(),
                 headers=self.headers(lease, endpoint, body),
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=push_timeout),
+                timeout=_timeout(push_timeout),
             ) as response:
                 content = await response.content.read(MAX_ANSWER_BYTES)
                 return Answer(
