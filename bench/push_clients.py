@@ -29,7 +29,10 @@ import argparse
 import asyncio
 import gc
 import http.client
+import importlib.metadata
+import importlib.util
 import json
+import math
 import os
 import platform
 import signal
@@ -61,7 +64,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 HOST = "127.0.0.1"
 SERVERS = ("uvicorn", "hypercorn")
 REQUEST_TIMEOUT_S = 10.0
-MEASUREMENT_TIMEOUT_S = 120.0
+HARD_TIMEOUT_MARGIN_S = 60.0
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 MAX_ERRORS = 50
@@ -295,7 +298,8 @@ async def aiohttp_session(url: str, concurrency: int) -> AsyncIterator[AsyncPush
         async def protocol() -> str:
             async with session.post(url, data=BODY, headers=HEADERS) as resp:
                 await resp.read()
-                return f"HTTP/{resp.version.major}.{resp.version.minor}"
+                version = resp.version
+                return "?" if version is None else f"HTTP/{version.major}.{version.minor}"
 
         yield AsyncPusher(push, protocol)
 
@@ -350,6 +354,7 @@ CLIENT_OPTIONS: tuple[ClientOption, ...] = (
 
 @dataclass
 class Sample:
+    completed: int
     wall_s: float
     rps: float
     client_cpu_us: float
@@ -363,20 +368,28 @@ class Sample:
 
 @dataclass
 class DriveStats:
+    issued: int = 0
     errors: int = 0
     first_error: str | None = None
     latencies: list[float] = field(default_factory=list)
 
 
-async def drive(push: Callable[[], Awaitable[None]], concurrency: int, count: int) -> DriveStats:
-    """Issue ``count`` pushes from ``concurrency`` tasks; stop early after MAX_ERRORS errors."""
+async def drive(
+    push: Callable[[], Awaitable[None]], concurrency: int, count: int, max_seconds: float
+) -> DriveStats:
+    """Issue up to ``count`` pushes from ``concurrency`` tasks.
+
+    Stops issuing after ``max_seconds`` or after MAX_ERRORS errors, whichever comes first.
+    """
     stats = DriveStats()
     remaining = count
+    deadline = time.perf_counter() + max_seconds
 
     async def worker() -> None:
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
+            stats.issued += 1
             start = time.perf_counter()
             try:
                 await push()
@@ -386,7 +399,10 @@ async def drive(push: Callable[[], Awaitable[None]], concurrency: int, count: in
                 if stats.errors >= MAX_ERRORS:
                     remaining = 0
                 continue
-            stats.latencies.append(time.perf_counter() - start)
+            end = time.perf_counter()
+            stats.latencies.append(end - start)
+            if end > deadline:
+                remaining = 0
 
     async with asyncio.TaskGroup() as group:
         for _ in range(min(concurrency, count)):
@@ -394,20 +410,20 @@ async def drive(push: Callable[[], Awaitable[None]], concurrency: int, count: in
     return stats
 
 
-def summarize(
-    stats: DriveStats, wall: float, cpu: float, server_cpu: float, requests: int, proto: str
-) -> Sample:
+def summarize(stats: DriveStats, wall: float, cpu: float, server_cpu: float, proto: str) -> Sample:
     lat = sorted(stats.latencies)
     if len(lat) >= 2:
         cuts = statistics.quantiles(lat, n=100, method="inclusive")
         p50, p99 = cuts[49], cuts[98]
     else:
         p50 = p99 = lat[0] if lat else float("nan")
+    issued = max(stats.issued, 1)
     return Sample(
+        completed=len(lat),
         wall_s=wall,
         rps=len(lat) / wall,
-        client_cpu_us=cpu / requests * 1e6,
-        server_cpu_us=server_cpu / requests * 1e6,
+        client_cpu_us=cpu / issued * 1e6,
+        server_cpu_us=server_cpu / issued * 1e6,
         p50_us=p50 * 1e6,
         p99_us=p99 * 1e6,
         errors=stats.errors,
@@ -416,40 +432,47 @@ def summarize(
     )
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How much work one measurement may do."""
+
+    requests: int
+    warmup: int
+    max_seconds: float
+
+
 async def measure_async_once(
-    factory: AsyncFactory,
-    server: ServerHandle,
-    concurrency: int,
-    requests: int,
-    warmup: int,
+    factory: AsyncFactory, server: ServerHandle, concurrency: int, budget: Budget
 ) -> Sample:
     async with factory(server.url, concurrency) as pusher:
-        await drive(pusher.push, concurrency, warmup)  # opens the pool's connections
+        # Warm-up at full concurrency so the pool's connections are open before timing.
+        await drive(pusher.push, concurrency, budget.warmup, budget.max_seconds)
         proto = await pusher.protocol()
         gc.collect()
         srv0, cpu0, t0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
-        stats = await drive(pusher.push, concurrency, requests)
+        stats = await drive(pusher.push, concurrency, budget.requests, budget.max_seconds)
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
         srv = server.cpu_seconds() - srv0
-    return summarize(stats, wall, cpu, srv, requests, proto)
+    return summarize(stats, wall, cpu, srv, proto)
 
 
-def measure_sync_once(server: ServerHandle, requests: int, warmup: int) -> Sample:
+def measure_sync_once(server: ServerHandle, budget: Budget) -> Sample:
     with httpx.Client(timeout=REQUEST_TIMEOUT_S) as client:
 
         def push() -> None:
             resp = client.post(server.url, content=BODY, headers=HEADERS)
             check_answer(resp.status_code, resp.json())
 
-        for _ in range(warmup):
+        for _ in range(budget.warmup):
             push()
         proto = client.post(server.url, content=BODY, headers=HEADERS).http_version
         gc.collect()
         stats = DriveStats()
-        deadline = time.monotonic() + MEASUREMENT_TIMEOUT_S
         srv0, cpu0, t0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
-        for _ in range(requests):
+        deadline = t0 + budget.max_seconds
+        for _ in range(budget.requests):
+            stats.issued += 1
             start = time.perf_counter()
             try:
                 push()
@@ -459,38 +482,40 @@ def measure_sync_once(server: ServerHandle, requests: int, warmup: int) -> Sampl
                 if stats.errors >= MAX_ERRORS:
                     break
                 continue
-            stats.latencies.append(time.perf_counter() - start)
-            if time.monotonic() > deadline:
+            end = time.perf_counter()
+            stats.latencies.append(end - start)
+            if end > deadline:
                 break
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
         srv = server.cpu_seconds() - srv0
-    return summarize(stats, wall, cpu, srv, requests, proto)
+    return summarize(stats, wall, cpu, srv, proto)
 
 
-def measure(
-    option: ClientOption, server: ServerHandle, concurrency: int, requests: int, warmup: int
-) -> Sample:
+def measure(option: ClientOption, server: ServerHandle, concurrency: int, budget: Budget) -> Sample:
     if option.sync:
-        return measure_sync_once(server, requests, warmup)
+        return measure_sync_once(server, budget)
     assert option.async_factory is not None
-    coro = measure_async_once(option.async_factory, server, concurrency, requests, warmup)
+    coro = measure_async_once(option.async_factory, server, concurrency, budget)
+    hard_timeout = 2 * budget.max_seconds + HARD_TIMEOUT_MARGIN_S
     with asyncio.Runner(loop_factory=option.loop_factory) as runner:
-        return runner.run(asyncio.wait_for(coro, MEASUREMENT_TIMEOUT_S))
+        return runner.run(asyncio.wait_for(coro, hard_timeout))
 
 
-def failed_sample(exc: BaseException, requests: int) -> Sample:
+def failed_sample(exc: BaseException) -> Sample:
     nan = float("nan")
-    return Sample(nan, nan, nan, nan, nan, nan, requests, "-", first_error=repr(exc))
+    return Sample(0, nan, nan, nan, nan, nan, nan, 1, "-", first_error=repr(exc))
 
 
 def median_sample(samples: Sequence[Sample]) -> Sample:
     def med(attr: str) -> float:
-        values = [getattr(s, attr) for s in samples if getattr(s, attr) == getattr(s, attr)]
+        values = [float(getattr(s, attr)) for s in samples]
+        values = [v for v in values if not math.isnan(v)]
         return statistics.median(values) if values else float("nan")
 
     errors = [s.first_error for s in samples if s.first_error]
     return Sample(
+        completed=round(med("completed")),
         wall_s=med("wall_s"),
         rps=med("rps"),
         client_cpu_us=med("client_cpu_us"),
@@ -509,7 +534,7 @@ Key = tuple[str, str, int]  # server, client key, concurrency
 
 
 def fmt(value: float, digits: int = 0) -> str:
-    return "n/a" if value != value else f"{value:,.{digits}f}"
+    return "n/a" if math.isnan(value) else f"{value:,.{digits}f}"
 
 
 def render(
@@ -520,9 +545,9 @@ def render(
 ) -> str:
     labels = {o.key: o.label for o in options}
     lines = [
-        "| server | client | conc | wall s | req/s | client CPU µs/req | server CPU µs/req "
+        "| server | client | conc | n | wall s | req/s | client CPU µs/req | server CPU µs/req "
         "| p50 µs | p99 µs | errors | protocol |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for server in servers:
         for conc in concurrencies:
@@ -532,7 +557,7 @@ def render(
                     continue
                 lines.append(
                     f"| {server} | ({option.key}) {labels[option.key]} | {conc} "
-                    f"| {fmt(sample.wall_s, 2)} | {fmt(sample.rps)} "
+                    f"| {sample.completed} | {fmt(sample.wall_s, 2)} | {fmt(sample.rps)} "
                     f"| {fmt(sample.client_cpu_us)} | {fmt(sample.server_cpu_us)} "
                     f"| {fmt(sample.p50_us)} | {fmt(sample.p99_us)} "
                     f"| {sample.errors} | {sample.protocol} |"
@@ -549,12 +574,10 @@ def render(
         cells = []
         for server, conc in cols:
             sample = results.get((server, option.key, conc))
-            cells.append("–" if sample is None else fmt(sample.rps))
-        if any(cell != "–" for cell in cells):
+            cells.append("-" if sample is None else fmt(sample.rps))
+        if any(cell != "-" for cell in cells):
             lines.append(f"| ({option.key}) {option.label} | " + " | ".join(cells) + " |")
-    notes = [
-        f"- ({o.key}) {o.label}: skipped ({o.unavailable})" for o in options if o.unavailable
-    ]
+    notes = [f"- ({o.key}) {o.label}: skipped ({o.unavailable})" for o in options if o.unavailable]
     notes += [
         f"- {server} / ({key}) c={conc}: first error: {s.first_error}"
         for (server, key, conc), s in results.items()
@@ -570,7 +593,13 @@ def render(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--requests", type=int, default=5000, help="POSTs per measurement")
+    parser.add_argument("--requests", type=int, default=5000, help="max POSTs per measurement")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=3.0,
+        help="stop issuing POSTs after this long (bounds the slow options)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--servers", nargs="+", choices=SERVERS, default=list(SERVERS))
@@ -580,19 +609,75 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=[o.key for o in CLIENT_OPTIONS],
         default=[o.key for o in CLIENT_OPTIONS],
     )
-    parser.add_argument("--warmup", type=int, default=None, help="default: max(200, 2*conc)")
+    parser.add_argument("--warmup", type=int, default=None, help="default: max(100, 2*conc)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin client/server CPUs")
     parser.add_argument("--json", type=Path, default=None, help="also write raw samples here")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 300 requests, 1 repeat")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 300 requests, 1 repeat, 1 s cap"
+    )
     parser.add_argument("--serve", choices=SERVERS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
-        args.requests, args.repeats = 300, 1
+        args.requests, args.repeats, args.max_seconds = 300, 1, 1.0
     if args.requests < 1 or args.repeats < 1 or min(args.concurrency) < 1:
         parser.error("--requests, --repeats and --concurrency must be >= 1")
+    if args.max_seconds <= 0:
+        parser.error("--max-seconds must be > 0")
     return args
+
+
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def describe_run(
+    args: argparse.Namespace, pin: bool, elapsed: float, load: tuple[float, float, float]
+) -> str:
+    versions = ", ".join(
+        f"{dist} {importlib.metadata.version(dist)}"
+        for dist in ("httpx", "httpcore", "anyio", "aiohttp", "uvicorn", "hypercorn", "starlette")
+    )
+    return (
+        f"Python {platform.python_version()}; {versions}; "
+        f"sniffio {'installed' if has_module('sniffio') else 'NOT installed'}\n\n"
+        f"Up to {args.requests} POSTs or {args.max_seconds:g} s per measurement, "
+        f"{args.repeats} repeats (median), body {len(BODY)} B, "
+        f"CPU pinning {'on (client CPU 0, server CPU 1)' if pin else 'off'}, "
+        f"1-min load average at start {load[0]:.2f}, total {elapsed:.0f} s"
+    )
+
+
+def run_all(
+    args: argparse.Namespace, options: Sequence[ClientOption], pin: bool
+) -> dict[Key, list[Sample]]:
+    started = time.perf_counter()
+    raw: dict[Key, list[Sample]] = {}
+    concurrencies = sorted(set(args.concurrency))
+    for server_name in args.servers:
+        with running_server(server_name, 1 if pin else None) as server:
+            for rep in range(1, args.repeats + 1):
+                for conc in concurrencies:
+                    for option in options:
+                        if not option.applies(server_name, conc):
+                            continue
+                        warmup = args.warmup if args.warmup is not None else max(100, 2 * conc)
+                        budget = Budget(args.requests, warmup, args.max_seconds)
+                        try:
+                            sample = measure(option, server, conc, budget)
+                        except Exception as exc:
+                            sample = failed_sample(exc)
+                        raw.setdefault((server_name, option.key, conc), []).append(sample)
+                        print(
+                            f"[{time.perf_counter() - started:6.1f}s] {server_name} rep {rep} "
+                            f"({option.key}) c={conc}: n={sample.completed} "
+                            f"{fmt(sample.rps)} req/s {fmt(sample.client_cpu_us)} µs CPU/req "
+                            f"errors={sample.errors}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+    return raw
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -605,39 +690,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if pin:
         os.sched_setaffinity(0, {0})
     options = [o for o in CLIENT_OPTIONS if o.key in args.clients]
-    concurrencies: list[int] = sorted(set(args.concurrency))
+    load = os.getloadavg()
     started = time.perf_counter()
-    raw: dict[Key, list[Sample]] = {}
-
-    for server_name in args.servers:
-        with running_server(server_name, 1 if pin else None) as server:
-            for rep in range(args.repeats):
-                for conc in concurrencies:
-                    for option in options:
-                        if not option.applies(server_name, conc):
-                            continue
-                        warmup = args.warmup if args.warmup is not None else max(200, 2 * conc)
-                        try:
-                            sample = measure(option, server, conc, args.requests, warmup)
-                        except Exception as exc:
-                            sample = failed_sample(exc, args.requests)
-                        raw.setdefault((server_name, option.key, conc), []).append(sample)
-                        print(
-                            f"[{time.perf_counter() - started:6.1f}s] {server_name} rep {rep + 1} "
-                            f"({option.key}) c={conc}: {fmt(sample.rps)} req/s, "
-                            f"{fmt(sample.client_cpu_us)} µs CPU/req, errors={sample.errors}",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-
+    raw = run_all(args, options, pin)
     results = {key: median_sample(samples) for key, samples in raw.items()}
-    print(
-        f"Python {platform.python_version()}, httpx {httpx.__version__}, "
-        f"aiohttp {aiohttp.__version__}, {args.requests} requests x {args.repeats} repeats "
-        f"(median), body {len(BODY)} B, CPU pinning {'on' if pin else 'off'}, "
-        f"total {time.perf_counter() - started:.0f}s\n"
-    )
-    print(render(results, options, args.servers, concurrencies))
+
+    print(describe_run(args, pin, time.perf_counter() - started, load))
+    print()
+    print(render(results, options, args.servers, sorted(set(args.concurrency))))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         dump = {"|".join(map(str, k)): [asdict(s) for s in v] for k, v in raw.items()}
