@@ -131,8 +131,9 @@ def list_queues() -> Call[list[Queue]]:
     return Call("GET", "/v1/queues", lambda r: QueueList.model_validate_json(r.content).items)
 
 
-def delete_queue(name: str) -> Call[None]:
-    return Call("DELETE", f"/v1/queues/{_seg(name)}", _nothing)
+def delete_queue(name: str, force: bool = False) -> Call[None]:
+    params: Params | None = {"force": "true"} if force else None
+    return Call("DELETE", f"/v1/queues/{_seg(name)}", _nothing, params=params)
 
 
 # --- endpoints --------------------------------------------------------------------------------

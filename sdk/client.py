@@ -142,8 +142,9 @@ class Client(_Base):
     def list_queues(self) -> list[Queue]:
         return self._send(api.list_queues())
 
-    def delete_queue(self, name: str) -> None:
-        self._send(api.delete_queue(name))
+    def delete_queue(self, name: str, *, force: bool = False) -> None:
+        """Delete a queue and its tasks; ``force`` also when some are unfinished (lost)."""
+        self._send(api.delete_queue(name, force))
 
     # endpoints
 
@@ -256,8 +257,9 @@ class AsyncClient(_Base):
     async def list_queues(self) -> list[Queue]:
         return await self._send(api.list_queues())
 
-    async def delete_queue(self, name: str) -> None:
-        await self._send(api.delete_queue(name))
+    async def delete_queue(self, name: str, *, force: bool = False) -> None:
+        """Delete a queue and its tasks; ``force`` also when some are unfinished (lost)."""
+        await self._send(api.delete_queue(name, force))
 
     async def add_endpoint(
         self, queue: str, url: str, concurrency: int = 10, capabilities: list[str] | None = None

@@ -1,0 +1,95 @@
+# Jobgate's developer commands (GNU make). `make help` lists them.
+#
+# The virtualenv (.venv) is made on first use and re-synced whenever pyproject.toml changes;
+# redis-server is installed with apt-get when missing and make runs as root.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+PYTEST_ARGS ?=
+DEV_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help dev test lint bench openapi clean venv redis-server
+
+help:
+	@echo "Jobgate: make <target>"
+	@echo
+	@echo "  dev           run a local gateway with its own Redis (data in .jobgate/);"
+	@echo "                prints the URL and an admin API key. Extra flags: DEV_ARGS=..."
+	@echo "  test          lint, then the test suite (needs redis-server). Extra: PYTEST_ARGS=..."
+	@echo "  lint          ruff check, ruff format --check, mypy --strict on gateway and sdk"
+	@echo "  bench         run the benchmark harness (bench/run.sh)"
+	@echo "  openapi       regenerate openapi.yaml from the code"
+	@echo "  clean         remove .venv, caches and build output (keeps .jobgate/, the dev data)"
+	@echo
+	@echo "  venv          create .venv and install jobgate with its test tools"
+	@echo "  redis-server  check for redis-server; install it with apt-get when root"
+	@echo
+	@echo "Python: PYTHON=$(PYTHON) (3.11 or newer)."
+
+dev: venv redis-server
+	$(BIN)/jobgate dev $(DEV_ARGS)
+
+test: venv redis-server lint
+	@status=0; $(BIN)/python -m pytest tests $(PYTEST_ARGS) || status=$$?; \
+	if [ $$status -eq 5 ]; then \
+		echo "make test: pytest collected no tests (exit code 5); treating that as success."; \
+		exit 0; \
+	fi; \
+	exit $$status
+
+lint: venv
+	$(BIN)/ruff check
+	$(BIN)/ruff format --check
+	$(BIN)/mypy gateway sdk
+
+bench: venv redis-server
+	@if [ -f bench/run.sh ]; then \
+		bash bench/run.sh; \
+	else \
+		echo "make bench: bench/run.sh does not exist yet; nothing to run."; \
+	fi
+
+openapi: venv
+	$(BIN)/jobgate openapi --output openapi.yaml
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info bench/out .pytest_cache .mypy_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# --- setup -------------------------------------------------------------------------------------
+
+venv: $(INSTALLED)
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+		echo "Jobgate needs Python 3.11 or newer, and '$(PYTHON)' is not." >&2; \
+		echo "Install one (e.g. apt-get install python3.11 python3.11-venv) and run" >&2; \
+		echo "  make PYTHON=python3.11 <target>" >&2; \
+		exit 1; \
+	}
+	$(PYTHON) -m venv $(VENV) || { \
+		rm -rf $(VENV); \
+		echo "Could not create $(VENV). On Debian/Ubuntu: apt-get install python3-venv" >&2; \
+		exit 1; \
+	}
+
+# The stamp is newer than pyproject.toml once the install has succeeded.
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+redis-server:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "redis-server is missing: installing it with apt-get"; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
+		else \
+			echo "redis-server is missing. Jobgate's dev gateway and tests run a local Redis;" >&2; \
+			echo "install it (Debian/Ubuntu: sudo apt-get install redis-server," >&2; \
+			echo "macOS: brew install redis) and run make again." >&2; \
+			exit 1; \
+		fi; \
+	fi

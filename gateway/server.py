@@ -1,0 +1,237 @@
+"""Run the gateway under Hypercorn.
+
+::
+
+    serve(Settings())                          # blocks; Ctrl-C or SIGTERM stops it gracefully
+    await serve_async(settings, shutdown=ev)   # in a running loop; returns once ``ev`` is set
+
+The gateway listens on ``host:port`` over TCP: HTTP/1.1 and HTTP/2 (h2c without TLS, ALPN
+with it). When ``certfile`` and ``keyfile`` are set it serves TLS only, and HTTP/3 over QUIC
+(aioquic) on UDP ``quic_port`` (the TCP port number when unset); Hypercorn then adds an
+``alt-svc: h3=":<udp port>"; ma=3600`` header to every response so clients can switch.
+
+The sockets are bound before the app starts, so a port in use fails at once with a
+:class:`ServerError` instead of after the app has connected to Redis, and port ``0`` (a free
+port) is resolved before the app is built, so its callback URL names the real port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import cast
+
+from hypercorn.app_wrappers import ASGIWrapper
+from hypercorn.asyncio.run import worker_serve
+from hypercorn.config import Config, Sockets
+from hypercorn.typing import ASGIFramework
+from hypercorn.utils import LifespanFailureError, LifespanTimeoutError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.app import create_app
+from gateway.settings import Settings
+
+__all__ = ["Listening", "ServerError", "configure_logging", "serve", "serve_async"]
+
+log = logging.getLogger(__name__)
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+class ServerError(Exception):
+    """The gateway could not run: a port in use, a bad certificate, the app's lifespan failed."""
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where a started gateway can be reached."""
+
+    url: str
+    """Base URL over TCP, e.g. ``http://127.0.0.1:8787``."""
+    quic_port: int | None
+    """UDP port of HTTP/3, or ``None`` without TLS."""
+
+
+def configure_logging(level: str) -> None:
+    """Send every log record at ``level`` or above to stderr (for the process's entry point)."""
+    value = _log_level(level)
+    logging.basicConfig(level=value, format=_LOG_FORMAT)
+    # APScheduler logs each run of every job at INFO: several lines a second from the recoverer.
+    logging.getLogger("apscheduler").setLevel(max(value, logging.WARNING))
+
+
+def serve(settings: Settings) -> None:
+    """Run the gateway until SIGINT or SIGTERM, then shut it down gracefully."""
+    configure_logging(settings.log_level)
+    asyncio.run(serve_async(settings))
+
+
+async def serve_async(
+    settings: Settings,
+    shutdown: asyncio.Event | None = None,
+    *,
+    on_ready: Callable[[Listening], None] | None = None,
+) -> None:
+    """Serve the gateway until ``shutdown`` is set (or, when ``None``, until SIGINT/SIGTERM).
+
+    ``on_ready`` is called once the app has started (Redis connected, loops running) and the
+    sockets accept connections. Raises :class:`ServerError` when the server cannot start.
+    """
+    config = _hypercorn_config(settings)
+    sockets = _bind(config)
+    app: _StartupSignal | None = None
+    try:
+        bound = settings.model_copy(update={"port": _tcp_port(sockets)})
+        listening = Listening(_base_url(bound), _quic_port(sockets))
+        app = _StartupSignal(create_app(bound), partial(on_ready, listening) if on_ready else None)
+        # Starlette's ASGI types are looser than Hypercorn's TypedDicts; the protocol is the same.
+        wrapped = ASGIWrapper(cast(ASGIFramework, app))
+        with _until_signalled(shutdown) as stop:
+            # hypercorn.asyncio.serve(), with the sockets bound above (as Hypercorn's run() does).
+            await worker_serve(wrapped, config, sockets=sockets, shutdown_trigger=stop.wait)
+    except (LifespanFailureError, LifespanTimeoutError) as e:
+        doing = "shut down cleanly" if app is not None and app.started else "start"
+        raise ServerError(f"the gateway could not {doing}: {_reason(e)}") from None
+    finally:
+        # Once serving, the sockets are Hypercorn's: its servers close the TCP ones, and its QUIC
+        # endpoints keep theirs (closing one under a live transport would confuse the loop).
+        if app is None or not app.started:
+            for sock in (*sockets.secure_sockets, *sockets.insecure_sockets, *sockets.quic_sockets):
+                sock.close()
+
+
+def _log_level(level: str) -> int:
+    value = logging.getLevelName(level.upper())
+    if not isinstance(value, int):
+        raise ServerError(f"unknown log level {level!r}: use debug, info, warning or error")
+    return value
+
+
+def _hypercorn_config(settings: Settings) -> Config:
+    config = Config()
+    config.bind = [_address(settings.host, settings.port)]
+    # Log through the logging tree (see configure_logging), not handlers of Hypercorn's own.
+    config.errorlog = logging.getLogger("hypercorn.error")
+    # One line per request: worth it when debugging, noise at the gateway's request rates.
+    debug = _log_level(settings.log_level) <= logging.DEBUG
+    config.accesslog = logging.getLogger("hypercorn.access") if debug else None
+    if (settings.certfile is None) != (settings.keyfile is None):
+        raise ServerError("TLS needs both JOBGATE_CERTFILE and JOBGATE_KEYFILE")
+    if settings.certfile is not None and settings.keyfile is not None:
+        config.certfile = str(settings.certfile)
+        config.keyfile = str(settings.keyfile)
+        quic_port = settings.port if settings.quic_port is None else settings.quic_port
+        config.quic_bind = [_address(settings.host, quic_port)]
+        _check_tls(config)
+    return config
+
+
+def _check_tls(config: Config) -> None:
+    try:
+        config.create_ssl_context()
+    except (OSError, ssl.SSLError) as e:
+        raise ServerError(f"cannot load the TLS certificate or key: {e}") from None
+
+
+def _bind(config: Config) -> Sockets:
+    """Bind (and listen on) every socket; connections made before the app is up wait."""
+    try:
+        sockets = config.create_sockets()
+    except OSError as e:
+        binds = ", ".join(config.bind + config.quic_bind)
+        raise ServerError(f"cannot listen on {binds}: {e.strerror or e}") from None
+    for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
+        sock.listen(config.backlog)
+    return sockets
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _tcp_port(sockets: Sockets) -> int:
+    port: int = (sockets.secure_sockets or sockets.insecure_sockets)[0].getsockname()[1]
+    return port
+
+
+def _quic_port(sockets: Sockets) -> int | None:
+    if not sockets.quic_sockets:
+        return None
+    port: int = sockets.quic_sockets[0].getsockname()[1]
+    return port
+
+
+def _base_url(settings: Settings) -> str:
+    scheme = "https" if settings.certfile else "http"
+    host = "localhost" if settings.host in _WILDCARD_HOSTS else settings.host
+    return f"{scheme}://{_address(host, settings.port)}"
+
+
+@contextmanager
+def _until_signalled(shutdown: asyncio.Event | None) -> Iterator[asyncio.Event]:
+    """``shutdown``, or when ``None`` an event set by SIGINT/SIGTERM while the block runs."""
+    if shutdown is not None:
+        yield shutdown
+        return
+    stop = asyncio.Event()
+    if threading.current_thread() is not threading.main_thread():  # no signals here
+        yield stop
+        return
+
+    def on_signal() -> None:
+        if stop.is_set():
+            log.warning("already shutting down: waiting for requests in flight to finish")
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in _SIGNALS:
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        yield stop
+    finally:
+        for sig in _SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+def _reason(error: LifespanFailureError | LifespanTimeoutError) -> str:
+    if isinstance(error, LifespanTimeoutError):
+        return "the app's lifespan timed out"
+    # Starlette reports a failed lifespan from inside its ``except`` block, so the app's own
+    # exception is the context of Hypercorn's; its message only holds the formatted traceback.
+    cause = error.__context__
+    if cause is not None:
+        return f"{type(cause).__name__}: {cause}".splitlines()[0]
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1].strip(" '\"") if lines else "unknown error"
+
+
+class _StartupSignal:
+    """Wraps an ASGI app; calls ``on_startup`` once its lifespan startup has completed."""
+
+    def __init__(self, app: ASGIApp, on_startup: Callable[[], None] | None) -> None:
+        self._app = app
+        self._on_startup = on_startup
+        self.started = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self._app(scope, receive, send)
+            return
+
+        async def watch(message: Message) -> None:
+            await send(message)
+            if message["type"] == "lifespan.startup.complete":
+                self.started = True
+                if self._on_startup is not None:
+                    self._on_startup()
+
+        await self._app(scope, receive, watch)
