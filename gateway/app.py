@@ -23,7 +23,7 @@ from gateway.api.problems import EXCEPTION_HANDLERS
 from gateway.api.routing import routes
 from gateway.auth import Authenticator
 from gateway.clock import RedisClock
-from gateway.dispatch.directory import Directory
+from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.notify import Notifier
@@ -67,7 +67,7 @@ def create_app(settings: Settings) -> Starlette:
 
         def changed(queue: str) -> None:
             directory.forget(queue)
-            dispatcher.wake(queue)
+            dispatcher.changed(queue)
 
         notifier = Notifier(redis, on_wake=dispatcher.wake)
         services = Services(
@@ -78,7 +78,7 @@ def create_app(settings: Settings) -> Starlette:
                 allow_private_endpoints=settings.allow_private_endpoints,
                 on_change=changed,
             ),
-            tasks=TaskService(tasks, queues, clock, notifier, on_ready=dispatcher.wake),
+            tasks=TaskService(tasks, queues, directory, clock, notifier, on_ready=dispatcher.wake),
             callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
             auth=Authenticator(settings.api_keys),
             max_body_bytes=settings.max_body_bytes,
@@ -98,7 +98,7 @@ def create_app(settings: Settings) -> Starlette:
         await notifier.start()
         scheduler.start()
         for queue in await queues.names():
-            dispatcher.wake(queue)
+            dispatcher.changed(queue)
         try:
             yield {"services": services}
         finally:

@@ -12,7 +12,6 @@ becomes running, so each attempt is pushed once.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import random
@@ -21,7 +20,7 @@ from collections.abc import Callable
 
 from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
-from gateway.dispatch.directory import Directory
+from gateway.directory import Directory
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Verdict, judge
 from gateway.store.records import Lease
@@ -31,16 +30,6 @@ from sdk.wire import AttemptOutcome
 log = logging.getLogger(__name__)
 
 IDLE_TICK = 5.0
-TOKEN_BYTES = 18
-
-
-def lease_tokens(count: int) -> list[str]:
-    """Fresh, unguessable lease tokens (144 random bits each), from one call to the OS."""
-    raw = secrets.token_bytes(TOKEN_BYTES * count)
-    return [
-        base64.urlsafe_b64encode(raw[i : i + TOKEN_BYTES]).decode()
-        for i in range(0, len(raw), TOKEN_BYTES)
-    ]
 
 
 class Dispatcher:
@@ -62,7 +51,7 @@ class Dispatcher:
         self._batch = batch
         self._rng = rng or random.Random()
         self._on_finished = on_finished
-        self._wakes: dict[str, asyncio.Event] = {}
+        self._events: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self._loops: dict[str, asyncio.Task[None]] = {}
         self._pushes: set[asyncio.Task[None]] = set()
         self._pending: dict[str, list[tuple[Finish, asyncio.Future[Finished]]]] = {}
@@ -72,21 +61,29 @@ class Dispatcher:
     # --- loops ----------------------------------------------------------------------------
 
     def wake(self, queue: str) -> None:
-        """Tell the queue's loop there may be work; start the loop if it is not running."""
+        """Tell the queue's loop there may be work (new tasks, or room freed)."""
+        self._signal(queue, change=False)
+
+    def changed(self, queue: str) -> None:
+        """Tell the queue's loop its policy or endpoints changed (it may be unpaused)."""
+        self._signal(queue, change=True)
+
+    def _signal(self, queue: str, *, change: bool) -> None:
         if self._stopping:
             return
-        event = self._wakes.get(queue)
-        if event is None:
-            event = self._wakes[queue] = asyncio.Event()
-        event.set()
+        work, changes = self._events.setdefault(queue, (asyncio.Event(), asyncio.Event()))
+        work.set()
+        if change:
+            changes.set()
         if queue not in self._loops:
             self._loops[queue] = asyncio.create_task(self._run(queue), name=f"dispatch:{queue}")
 
     async def _run(self, queue: str) -> None:
-        event = self._wakes[queue]
+        work, changes = self._events[queue]
         try:
             while not self._stopping:
-                event.clear()
+                work.clear()
+                changes.clear()
                 try:
                     status = await self.step(queue)
                 except asyncio.CancelledError:
@@ -98,15 +95,18 @@ class Dispatcher:
                     return
                 if status is ClaimStatus.OK:
                     continue
+                # A paused queue ignores new work until its policy changes.
+                awaited = changes if status is ClaimStatus.PAUSED else work
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), IDLE_TICK)
+                    await asyncio.wait_for(awaited.wait(), IDLE_TICK)
         finally:
             self._loops.pop(queue, None)
 
     async def step(self, queue: str) -> ClaimStatus:
         """Claim one batch and start pushing it; returns the claim's status."""
-        tokens = lease_tokens(self._batch)
-        claim = await self._tasks.claim(queue, tokens, self._clock.now_ms())
+        claim = await self._tasks.claim(
+            queue, self._batch, secrets.token_hex(16), self._clock.now_ms()
+        )
         for lease in claim.leases:
             push = asyncio.create_task(self._deliver(lease), name=f"push:{lease.task_id}")
             self._pushes.add(push)

@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from ulid import ULID
 
 from gateway.clock import Clock
-from gateway.errors import FieldProblem, TaskFinished, TaskNotFound, ValidationFailed
+from gateway.directory import Directory
+from gateway.errors import (
+    FieldProblem,
+    QueueNotFound,
+    TaskFinished,
+    TaskNotFound,
+    ValidationFailed,
+)
 from gateway.notify import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.records import (
@@ -69,6 +76,7 @@ class TaskService:
         self,
         tasks: TaskStore,
         queues: QueueStore,
+        directory: Directory,
         clock: Clock,
         notifier: Notifier,
         *,
@@ -76,6 +84,7 @@ class TaskService:
     ) -> None:
         self._tasks = tasks
         self._queues = queues
+        self._directory = directory
         self._clock = clock
         self._notifier = notifier
         self._on_ready = on_ready
@@ -93,14 +102,18 @@ class TaskService:
                 seen[spec.id] = i
         if problems:
             raise ValidationFailed(problems)
-        stored = await self._queues.require(queue)
+        # The policy only shapes the answer (max_attempts): a second-old copy will do, and the
+        # enqueue script itself refuses a queue that does not exist.
+        view = await self._directory.view(queue)
+        if view is None:
+            raise QueueNotFound(queue)
         now = self._clock.now_ms()
         new = [_new_task(spec, now) for spec in specs]
         states = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
         if TaskState.QUEUED in states:
             self._on_ready(queue)
         return [
-            _created_view(queue, spec, n, state, stored.policy)
+            _created_view(queue, spec, n, state, view.policy)
             for spec, n, state in zip(specs, new, states, strict=True)
         ]
 

@@ -269,8 +269,9 @@ class TaskStore:
         counts[TaskState.WAITING] = 0
         return counts
 
-    async def claim(self, queue: str, tokens: Sequence[str], now_ms: int) -> Claim:
-        """Lease up to ``len(tokens)`` ready tasks, one token each."""
+    async def claim(self, queue: str, count: int, seed: str, now_ms: int) -> Claim:
+        """Lease up to ``count`` ready tasks; ``seed`` (secret, random, fresh for every call)
+        is what the script derives their lease tokens from."""
         k = QueueKeys.of(queue)
         reply = await self._scripts.call(
             "claim",
@@ -284,7 +285,7 @@ class TaskStore:
                 k.inflight,
                 k.ready,
             ],
-            [now_ms, *tokens],
+            [now_ms, count, seed],
         )
         status = ClaimStatus(reply[0])
         leases = []

@@ -67,8 +67,7 @@ async def enqueue(s: Stores, *, run_at: int | None = None, queue: str = Q) -> st
 
 
 async def claim(s: Stores, n: int = 1, queue: str = Q) -> list[Lease]:
-    tokens = [secrets.token_hex(8) for _ in range(n)]
-    return (await s.tasks.claim(queue, tokens, s.clock.now_ms())).leases
+    return (await s.tasks.claim(queue, n, secrets.token_hex(16), s.clock.now_ms())).leases
 
 
 async def record(s: Stores, task_id: str, queue: str = Q) -> dict[str, object]:

@@ -28,8 +28,8 @@ def new_task(now: int, *, priority: int = 0, run_at: int | None = None, **kw: ob
     )
 
 
-def tokens(n: int) -> list[str]:
-    return [secrets.token_hex(8) for _ in range(n)]
+def seed() -> str:
+    return secrets.token_hex(16)
 
 
 async def setup_queue(s: Stores, policy: QueuePolicy | None = None, concurrency: int = 10) -> None:
@@ -63,7 +63,7 @@ async def test_claim_orders_by_priority_then_run_at_then_fifo(stores: Stores) ->
     high = new_task(now, priority=7)
     for t in (low, first, second, earlier, high):
         await stores.tasks.enqueue("q", [t], now)
-    claim = await stores.tasks.claim("q", tokens(5), now)
+    claim = await stores.tasks.claim("q", 5, seed(), now)
     assert claim.status is ClaimStatus.OK
     assert [lease.task_id for lease in claim.leases] == [
         high.id,
@@ -78,9 +78,9 @@ async def test_claim_respects_queue_and_endpoint_concurrency(stores: Stores) -> 
     await setup_queue(stores, QueuePolicy(max_concurrency=3), concurrency=2)
     now = stores.clock.now_ms()
     await stores.tasks.enqueue("q", [new_task(now) for _ in range(5)], now)
-    claim = await stores.tasks.claim("q", tokens(5), now)
+    claim = await stores.tasks.claim("q", 5, seed(), now)
     assert len(claim.leases) == 2
-    assert (await stores.tasks.claim("q", tokens(5), now)).status is ClaimStatus.NOENDPOINT
+    assert (await stores.tasks.claim("q", 5, seed(), now)).status is ClaimStatus.NOENDPOINT
     await stores.queues.add_endpoint(
         EndpointRecord(
             id="ep2",
@@ -92,9 +92,9 @@ async def test_claim_respects_queue_and_endpoint_concurrency(stores: Stores) -> 
             created_ms=now,
         )
     )
-    claim2 = await stores.tasks.claim("q", tokens(5), now)
+    claim2 = await stores.tasks.claim("q", 5, seed(), now)
     assert [lease.endpoint_id for lease in claim2.leases] == ["ep2"]
-    assert (await stores.tasks.claim("q", tokens(5), now)).status is ClaimStatus.FULL
+    assert (await stores.tasks.claim("q", 5, seed(), now)).status is ClaimStatus.FULL
 
 
 async def test_success_is_fenced_by_the_lease_token(stores: Stores) -> None:
@@ -102,7 +102,7 @@ async def test_success_is_fenced_by_the_lease_token(stores: Stores) -> None:
     now = stores.clock.now_ms()
     task = new_task(now)
     await stores.tasks.enqueue("q", [task], now)
-    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
     wrong = Finish(task.id, "not-the-token", AttemptOutcome.SUCCEEDED, text='"x"')
     assert (await stores.tasks.finish("q", wrong, now)).fence is Fence.STALE
     right = Finish(task.id, lease.token, AttemptOutcome.SUCCEEDED, http_status=200, text='"ok"')
@@ -128,7 +128,7 @@ async def test_expired_lease_retries_with_delay_then_dead_letters(stores: Stores
     now = stores.clock.now_ms()
     task = new_task(now)
     await stores.tasks.enqueue("q", [task], now)
-    await stores.tasks.claim("q", tokens(1), now)
+    await stores.tasks.claim("q", 1, seed(), now)
     assert await stores.tasks.expired("q", now + 9_999, 10) == []
     (exp,) = await stores.tasks.expired("q", now + 10_000, 10)
     done = await stores.tasks.finish(
@@ -137,7 +137,7 @@ async def test_expired_lease_retries_with_delay_then_dead_letters(stores: Stores
     assert (done.state, done.due_ms) == (TaskState.SCHEDULED, now + 10_500)
     assert await stores.tasks.promote("q", now + 10_499, 100) == 0
     assert await stores.tasks.promote("q", now + 10_500, 100) == 1
-    (lease,) = (await stores.tasks.claim("q", tokens(1), now + 10_600)).leases
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now + 10_600)).leases
     assert lease.attempt == 2
     (exp,) = await stores.tasks.expired("q", now + 30_000, 10)
     done = await stores.tasks.finish(
@@ -151,7 +151,7 @@ async def test_heartbeat_extends_lease_but_not_past_the_deadline(stores: Stores)
     now = stores.clock.now_ms()
     task = new_task(now)
     await stores.tasks.enqueue("q", [task], now)
-    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
     assert lease.expires_ms == now + 10_000
     hb = await stores.tasks.heartbeat("q", task.id, lease.token, now + 8_000)
     assert (hb.fence, hb.expires_ms) == (Fence.OK, now + 18_000)
@@ -171,18 +171,18 @@ async def test_busy_and_gone_do_not_spend_attempts(stores: Stores) -> None:
     now = stores.clock.now_ms()
     task = new_task(now)
     await stores.tasks.enqueue("q", [task], now)
-    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
     busy = Finish(task.id, lease.token, AttemptOutcome.BUSY, http_status=503, delay_ms=1000)
     assert (await stores.tasks.finish("q", busy, now)).state is TaskState.SCHEDULED
     await stores.tasks.promote("q", now + 1000, 10)
-    (lease,) = (await stores.tasks.claim("q", tokens(1), now + 1000)).leases
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now + 1000)).leases
     assert lease.attempt == 1
     gone = Finish(task.id, lease.token, AttemptOutcome.GONE, http_status=410)
     assert (await stores.tasks.finish("q", gone, now + 1001)).state is TaskState.QUEUED
     endpoint = await stores.queues.endpoint("q", "ep1")
     assert endpoint is not None
     assert not endpoint.enabled
-    assert (await stores.tasks.claim("q", tokens(1), now + 1002)).status is ClaimStatus.NOENDPOINT
+    assert (await stores.tasks.claim("q", 1, seed(), now + 1002)).status is ClaimStatus.NOENDPOINT
 
 
 async def test_cancel(stores: Stores) -> None:
@@ -190,7 +190,7 @@ async def test_cancel(stores: Stores) -> None:
     now = stores.clock.now_ms()
     queued, running, later = new_task(now), new_task(now), new_task(now, run_at=now + 60_000)
     await stores.tasks.enqueue("q", [running], now)
-    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
     await stores.tasks.enqueue("q", [queued, later], now)
     assert await stores.tasks.cancel("q", queued.id, now) is CancelResult.CANCELLED
     assert await stores.tasks.cancel("q", later.id, now) is CancelResult.CANCELLED
@@ -204,7 +204,7 @@ async def test_cancel(stores: Stores) -> None:
     )
     assert done.state is TaskState.CANCELLED
     assert await stores.tasks.cancel("q", running.id, now) is CancelResult.FINISHED
-    assert (await stores.tasks.claim("q", tokens(1), now)).status is ClaimStatus.EMPTY
+    assert (await stores.tasks.claim("q", 1, seed(), now)).status is ClaimStatus.EMPTY
 
 
 async def test_duplicate_ids_are_refused_across_queues(stores: Stores) -> None:
@@ -226,7 +226,7 @@ async def test_sweep_and_delete_leave_no_keys(stores: Stores) -> None:
     now = stores.clock.now_ms()
     task = new_task(now)
     await stores.tasks.enqueue("q", [task], now)
-    (lease,) = (await stores.tasks.claim("q", tokens(1), now)).leases
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
     await stores.tasks.append_log("q", task.id, lease.token, ['{"message":"hi"}'], 60_000)
     await stores.tasks.finish(
         "q", Finish(task.id, lease.token, AttemptOutcome.SUCCEEDED, text="1"), now

@@ -2,7 +2,9 @@
 -- flight that still has room. Push and pull share this script.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] checkpoint   KEYS[5] running
 -- KEYS[6] endpoints    KEYS[7] inflight   KEYS[8] ready
--- ARGV[1] now ms   ARGV[2..] one fresh lease token per task wanted
+-- ARGV[1] now ms   ARGV[2] most tasks wanted   ARGV[3] a fresh secret random seed
+-- Lease token i of this claim is sha1(seed:i): unguessable without the seed, which never leaves
+-- the gateway, so holding one token reveals nothing of the others.
 -- Returns {'OK', {id, endpoint id, record JSON, payload, checkpoint or nil}, ...}
 --      or {'NOQUEUE'} | {'PAUSED'} | {'FULL'} (queue concurrency reached) | {'EMPTY'}
 --      or {'NOENDPOINT'} (no enabled endpoint with room)
@@ -37,7 +39,7 @@ local now = tonumber(ARGV[1])
 local lease_default = ms(policy.lease_timeout)
 local run_default = ms(policy.max_run_time)
 local out = {'OK'}
-for i = 1, math.min(#ARGV - 1, room) do
+for i = 1, math.min(tonumber(ARGV[2]), room) do
   local best = nil
   for _, e in ipairs(endpoints) do
     if e.busy < e.limit and (best == nil or e.busy < best.busy) then
@@ -57,7 +59,7 @@ for i = 1, math.min(#ARGV - 1, room) do
     t.m = nil
     t.att = t.att + 1
     t.state = 'running'
-    t.lease = ARGV[1 + i]
+    t.lease = redis.sha1hex(ARGV[3] .. ':' .. i)
     t.ep = best.id
     t.started = now
     t.hb = nil

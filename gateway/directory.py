@@ -1,4 +1,4 @@
-"""What the dispatcher needs to know of queues and endpoints, cached for a second.
+"""What the hot paths (enqueue, push) need to know of queues and endpoints, cached for a second.
 
 Policies and endpoints change rarely and are read for every push; a short cache keeps them off
 the hot path. A change made through this gateway drops the queue's entry at once; one made

@@ -1,0 +1,269 @@
+"""End-to-end benchmark: producer → gateway → worker → result, everything on this machine.
+
+Starts a managed Redis (AOF, appendfsync everysec), one or more gateway processes and an SDK
+worker under uvicorn, then measures, each ``--repeat`` times (the median is reported):
+
+- enqueue rate, one task per request: sequential (sync client) and 64 in flight (async client);
+- enqueue rate in batches of 500;
+- end to end: ``--tasks`` no-op tasks enqueued in batches while dispatch runs, until every one
+  has succeeded;
+- latency from "enqueue sent" to "worker started the task" on an idle system, p50 and p99.
+
+Run: ``.venv/bin/python bench/e2e.py`` (``--quick`` for a smoke run). Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gateway.redis_server import ManagedRedis, free_port
+from sdk import AsyncClient, Client, TaskCreate, TaskState
+
+ROOT = Path(__file__).parents[1]
+KEY = "bench-admin-key-0123456789"
+NOOP = "bench.worker_app.noop"
+STAMP = "bench.worker_app.stamp"
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{url}: process exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise SystemExit(f"{url} did not answer in {timeout}s")
+
+
+@contextmanager
+def system(
+    gateways: int, worker_concurrency: int
+) -> Iterator[tuple[list[str], Callable[[], dict[str, float]]]]:
+    """Redis, gateways and a worker; yields the gateway URLs and a CPU-seconds reader."""
+    procs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as redis:
+        try:
+            urls = []
+            env = {
+                **os.environ,
+                "JOBGATE_REDIS_URL": redis.url,
+                "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
+                "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
+                "JOBGATE_LOG_LEVEL": "warning",
+            }
+            for _ in range(gateways):
+                port = free_port()
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "gateway", "serve"],
+                    env={**env, "JOBGATE_PORT": str(port)},
+                    cwd=ROOT,
+                )
+                procs.append(proc)
+                urls.append(f"http://127.0.0.1:{port}")
+                wait_http(urls[-1] + "/healthz", proc)
+            with Client(urls[0], KEY) as client:
+                client.put_queue("bench", max_concurrency=1000, paused=True)
+                port = free_port()
+                endpoint = client.add_endpoint(
+                    "bench", f"http://127.0.0.1:{port}/", concurrency=worker_concurrency
+                )
+            worker = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "bench.worker_app:app",
+                    "--port",
+                    str(port),
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                    "--loop",
+                    "uvloop",
+                    "--http",
+                    "httptools",
+                ],
+                env={**os.environ, "JOBGATE_WORKER_SECRET": endpoint.secret},
+                cwd=ROOT,
+            )
+            procs.append(worker)
+            wait_http(f"http://127.0.0.1:{port}/", worker)
+            pids = {"redis": redis.process.pid if redis.process else 0, "worker": worker.pid}
+            pids.update({f"gateway{i}": p.pid for i, p in enumerate(procs[:gateways])})
+
+            def cpu() -> dict[str, float]:
+                return {name: _cpu_seconds(pid) for name, pid in pids.items()}
+
+            yield urls, cpu
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(15)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fresh_queue(client: Client, name: str) -> str:
+    """A paused queue with no endpoint: enqueues are measured without dispatch competing."""
+    client.put_queue(name, paused=True)
+    return name
+
+
+def enqueue_sequential(url: str, count: int, queue: str) -> float:
+    with Client(url, KEY) as client:
+        start = time.perf_counter()
+        for _ in range(count):
+            client.enqueue(queue, NOOP)
+        return count / (time.perf_counter() - start)
+
+
+def enqueue_concurrent(urls: list[str], count: int, queue: str, in_flight: int = 64) -> float:
+    async def run() -> float:
+        clients = [AsyncClient(url, KEY, timeout=60) for url in urls]
+        sem = asyncio.Semaphore(in_flight)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await clients[i % len(clients)].enqueue(queue, NOOP)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(count)))
+        elapsed = time.perf_counter() - start
+        for c in clients:
+            await c.aclose()
+        return count / elapsed
+
+    return asyncio.run(run())
+
+
+def enqueue_batches(urls: list[str], count: int, queue: str, size: int = 500) -> float:
+    clients = [Client(url, KEY, timeout=60) for url in urls]
+    batch = [TaskCreate(name=NOOP)] * size
+    start = time.perf_counter()
+    for i in range(0, count, size):
+        clients[(i // size) % len(clients)].enqueue_batch(queue, batch[: min(size, count - i)])
+    elapsed = time.perf_counter() - start
+    for c in clients:
+        c.close()
+    return count / elapsed
+
+
+def end_to_end(urls: list[str], count: int) -> float:
+    """Tasks per second from the first enqueue until every task succeeded."""
+    with Client(urls[0], KEY, timeout=60) as client:
+        client.patch_queue("bench", paused=False)
+        start = time.perf_counter()
+        enqueue_batches(urls, count, "bench")
+        deadline = time.monotonic() + 300
+        while client.get_queue("bench").counts[TaskState.SUCCEEDED] < count:
+            if time.monotonic() > deadline:
+                raise SystemExit("end-to-end run did not finish in 300 s")
+            time.sleep(0.02)
+        return count / (time.perf_counter() - start)
+
+
+def latency(url: str, samples: int) -> tuple[float, float]:
+    """p50 and p99 ms from just before the enqueue request to the worker starting the task."""
+    found = []
+    with Client(url, KEY, timeout=60) as client:
+        client.patch_queue("bench", paused=False)
+        for _ in range(samples):
+            sent = time.time()
+            task = client.enqueue("bench", STAMP)
+            started = client.wait(task.id, timeout=30).result
+            assert isinstance(started, float)
+            found.append((started - sent) * 1000)
+    found.sort()
+    return statistics.median(found), found[min(len(found) - 1, round(0.99 * len(found)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--gateways", type=int, default=1)
+    parser.add_argument("--latency-samples", type=int, default=300)
+    parser.add_argument("--quick", action="store_true", help="small counts, one repeat")
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.repeat, args.latency_samples = 1000, 1, 50
+    results: dict[str, list[float]] = {}
+    cpu_per_task: dict[str, list[float]] = {}
+
+    def record(name: str, value: float) -> None:
+        results.setdefault(name, []).append(value)
+        print(f"  {name}: {value:,.1f}", flush=True)
+
+    for run in range(args.repeat):
+        print(f"run {run + 1}/{args.repeat}", flush=True)
+        with (
+            system(args.gateways, worker_concurrency=128) as (urls, cpu),
+            Client(urls[0], KEY) as admin,
+        ):
+            one = fresh_queue(admin, "enqueue-one")
+            record(
+                "enqueue, 1 per request, sequential (tasks/s)",
+                enqueue_sequential(urls[0], min(2000, args.tasks), one),
+            )
+            many = fresh_queue(admin, "enqueue-many")
+            record(
+                "enqueue, 1 per request, 64 in flight (tasks/s)",
+                enqueue_concurrent(urls, min(5000, args.tasks), many),
+            )
+            batched = fresh_queue(admin, "enqueue-batch")
+            record("enqueue, batches of 500 (tasks/s)", enqueue_batches(urls, args.tasks, batched))
+            before = cpu()
+            record(
+                f"end to end, {args.tasks:,} no-op tasks (tasks/s)", end_to_end(urls, args.tasks)
+            )
+            after = cpu()
+            for name in after:
+                cpu_per_task.setdefault(name, []).append(
+                    (after[name] - before[name]) / args.tasks * 1e6
+                )
+            p50, p99 = latency(urls[0], args.latency_samples)
+            record("enqueue to worker start, idle, p50 (ms)", p50)
+            record("enqueue to worker start, idle, p99 (ms)", p99)
+
+    print()
+    print(
+        f"Median of {args.repeat} run(s); {args.gateways} gateway process(es); "
+        f"{args.tasks:,} tasks end to end.\n"
+    )
+    print("| measurement | median | runs |")
+    print("| --- | --: | --- |")
+    for name, values in results.items():
+        runs = ", ".join(f"{v:,.1f}" for v in values)
+        print(f"| {name} | {statistics.median(values):,.1f} | {runs} |")
+    print()
+    print("CPU per task during the end-to-end run (µs, median):")
+    print()
+    print("| process | µs per task |")
+    print("| --- | --: |")
+    for name, values in cpu_per_task.items():
+        print(f"| {name} | {statistics.median(values):,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
