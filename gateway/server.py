@@ -124,6 +124,9 @@ def _hypercorn_config(settings: Settings) -> Config:
     # One line per request: worth it when debugging, noise at the gateway's request rates.
     debug = _log_level(settings.log_level) <= logging.DEBUG
     config.accesslog = logging.getLogger("hypercorn.access") if debug else None
+    # Hypercorn closes a connection after 1,000 requests by default, and over HTTP/2 it does so
+    # with streams still in flight, which clients see as failed requests (bench/RESULTS.md).
+    config.keep_alive_max_requests = 1_000_000
     if (settings.certfile is None) != (settings.keyfile is None):
         raise ServerError("TLS needs both JOBGATE_CERTFILE and JOBGATE_KEYFILE")
     if settings.certfile is not None and settings.keyfile is not None:

@@ -317,3 +317,13 @@ async def test_backoff_strategies_space_retries_as_documented(
     for gap, delay in zip(gaps, expected, strict=True):
         low = 0 if strategy == "exponential_jitter" else delay
         assert low <= gap < delay + 0.25, (strategy, gaps)
+
+
+async def test_sdk_async_client_over_its_default_transport(rig: Rig) -> None:
+    from sdk import AsyncClient, TaskState
+
+    async with AsyncClient(rig.gateway_url, ADMIN) as client:
+        tasks = await asyncio.gather(*(client.enqueue("q", "hello", i) for i in range(20)))
+        done = await asyncio.gather(*(client.wait(t.id, timeout=10) for t in tasks))
+    assert {t.state for t in done} == {TaskState.SUCCEEDED}
+    assert sorted(t.result["echo"] for t in done) == list(range(20))  # type: ignore[index]

@@ -285,7 +285,7 @@ async def test_async_client_shares_the_request_shapes(gw: respx.MockRouter) -> N
     polled = gw.get(f"/v1/tasks/{TASK_ID}").mock(
         side_effect=lambda request: httpx.Response(200, json=next(answers))
     )
-    async with AsyncClient(URL, KEY) as client:
+    async with AsyncClient(URL, KEY, transport=httpx.AsyncHTTPTransport()) as client:
         task = await client.enqueue("emails", "send", [1])
         finished = await client.wait(task.id, timeout=30)
     assert enqueued.calls.last.request.headers["authorization"] == f"Bearer {KEY}"
@@ -298,6 +298,6 @@ async def test_async_client_raises_api_error(gw: respx.MockRouter) -> None:
     gw.delete("/v1/queues/nope").respond(
         404, json={"title": "Not Found", "status": 404, "detail": "no queue 'nope'"}
     )
-    async with AsyncClient(URL, KEY) as client:
+    async with AsyncClient(URL, KEY, transport=httpx.AsyncHTTPTransport()) as client:
         with pytest.raises(ApiError, match="no queue 'nope'"):
             await client.delete_queue("nope")

@@ -208,7 +208,7 @@ def test_without_a_client_one_is_made_from_env_once(
 
 async def test_async_variants(gw: respx.MockRouter) -> None:
     answer_polls(gw, task_json("succeeded", result={"sum": 3}))
-    async with AsyncClient(URL, "key") as client:
+    async with AsyncClient(URL, "key", transport=httpx.AsyncHTTPTransport()) as client:
         add = make_add().using(client)
         handle = await add.delay_async(1, y=2)
         assert isinstance(handle, AsyncTaskHandle)
