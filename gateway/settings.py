@@ -79,4 +79,13 @@ class Settings(BaseSettings):
 
     @property
     def callback_base(self) -> str:
-        return self.public_url or f"http://{self.host}:{self.port}"
+        """Where workers call back: ``public_url``, else this server's own address (https when
+        TLS is on; loopback for a wildcard bind, so set ``public_url`` when workers run on other
+        machines)."""
+        if self.public_url:
+            return self.public_url
+        scheme = "https" if self.certfile else "http"
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.port}"
