@@ -43,6 +43,7 @@ from pydantic import (
 
 __all__ = [
     "HEADER_ATTEMPT",
+    "HEADER_BATCH",
     "HEADER_CALLBACK",
     "HEADER_LEASE",
     "PROBLEM_CONTENT_TYPE",
@@ -50,8 +51,11 @@ __all__ = [
     "AttemptOutcome",
     "Backoff",
     "BackoffStrategy",
+    "BatchAnswer",
     "BatchCreate",
     "BatchCreated",
+    "BatchItem",
+    "BatchResult",
     "CallbackAck",
     "CheckpointIn",
     "Endpoint",
@@ -66,6 +70,7 @@ __all__ = [
     "LogLine",
     "LogPage",
     "Problem",
+    "PushBatch",
     "PushBody",
     "Queue",
     "QueueList",
@@ -82,6 +87,7 @@ __all__ = [
 HEADER_LEASE = "jobgate-lease"
 HEADER_CALLBACK = "jobgate-callback"
 HEADER_ATTEMPT = "jobgate-attempt"
+HEADER_BATCH = "jobgate-batch"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -249,8 +255,15 @@ class EndpointCreate(_Input):
     """Body of ``POST /v1/queues/{queue}/endpoints``."""
 
     url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")]
-    concurrency: int = Field(10, ge=1, le=10_000, description="Pushes in flight at once.")
+    concurrency: int = Field(10, ge=1, le=10_000, description="Tasks in flight at once.")
     capabilities: list[Capability] = Field(default_factory=list, max_length=32)
+    batch_size: int = Field(
+        1,
+        ge=1,
+        le=500,
+        description="Most tasks one push carries. Above 1 the endpoint receives every push as "
+        "a PushBatch and answers a BatchAnswer.",
+    )
 
 
 class Endpoint(_Output):
@@ -259,6 +272,7 @@ class Endpoint(_Output):
     url: str
     concurrency: int
     capabilities: list[str]
+    batch_size: int = 1
     enabled: bool
     disabled_reason: str | None = None
     created_at: datetime
@@ -421,6 +435,42 @@ class ErrorIn(_Input):
     traceback: Annotated[str, Field(max_length=262_144)] | None = None
     retryable: bool = True
     retry_delay: Seconds | None = None
+
+
+class BatchItem(PushBody):
+    """One task of a batch push: its push body, and what a single push carries in headers."""
+
+    lease: str = Field(description="The lease token of this task's attempt.")
+    callback: str = Field(description="The callback base URL of this task.")
+
+
+class PushBatch(_Output):
+    """What the gateway POSTs to an endpoint whose ``batch_size`` is above 1 (with the
+    ``jobgate-batch`` header giving the count). The signature covers the whole body."""
+
+    tasks: list[BatchItem]
+
+
+class BatchResult(_Output):
+    """A worker's answer for one task of a batch: the status a single push would have got."""
+
+    id: str
+    status: int = Field(
+        ge=100,
+        le=599,
+        description="200 done (result), 202 accepted (callbacks follow), 429/503 busy, "
+        "410 gone, other 4xx failed, 5xx retried; as for a single push.",
+    )
+    result: JsonValue = None
+    error: ErrorIn | None = None
+    retry_after: Seconds | None = None
+
+
+class BatchAnswer(_Output):
+    """The worker's 200 answer to a batch push: one result per task; a task left out is
+    retried like a push that got no answer."""
+
+    results: list[BatchResult]
 
 
 class CallbackAck(_Output):

@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
-from gateway.directory import Directory
+from gateway.directory import Directory, QueueView
 from gateway.dispatch.pusher import Pusher
-from gateway.dispatch.verdict import Verdict, judge
-from gateway.store.records import Lease
+from gateway.dispatch.verdict import Answer, Verdict, judge
+from gateway.store.records import EndpointRecord, Lease
 from gateway.store.tasks import ClaimStatus, Finish, Finished, TaskStore
 from sdk.wire import AttemptOutcome
 
@@ -107,8 +107,13 @@ class Dispatcher:
         claim = await self._tasks.claim(
             queue, self._batch, secrets.token_hex(16), self._clock.now_ms()
         )
+        by_endpoint: dict[str, list[Lease]] = {}
         for lease in claim.leases:
-            push = asyncio.create_task(self._deliver(lease), name=f"push:{lease.task_id}")
+            by_endpoint.setdefault(lease.endpoint_id, []).append(lease)
+        for endpoint_id, leases in by_endpoint.items():
+            push = asyncio.create_task(
+                self._deliver(queue, endpoint_id, leases), name=f"push:{queue}:{endpoint_id}"
+            )
             self._pushes.add(push)
             push.add_done_callback(self._pushes.discard)
         return claim.status
@@ -126,31 +131,53 @@ class Dispatcher:
                 push.cancel()
             await asyncio.gather(*cut, return_exceptions=True)
 
-    # --- one push -------------------------------------------------------------------------
+    # --- pushing -------------------------------------------------------------------------
 
-    async def _deliver(self, lease: Lease) -> None:
+    async def _deliver(self, queue: str, endpoint_id: str, leases: list[Lease]) -> None:
+        """Push the leases one by one, or in batches when the endpoint takes them."""
         try:
-            view = await self._directory.view(lease.queue, lease.endpoint_id)
-            endpoint = view.endpoints.get(lease.endpoint_id) if view else None
+            view = await self._directory.view(queue, endpoint_id)
+            endpoint = view.endpoints.get(endpoint_id) if view else None
             if view is None or endpoint is None:
-                # Deleted between claim and push: give the task back untouched.
-                verdict = Verdict(AttemptOutcome.GONE, None, "endpoint was removed")
-                await self._record(lease, verdict, 0)
+                # Deleted between claim and push: give the tasks back untouched.
+                gone = Verdict(AttemptOutcome.GONE, None, "endpoint was removed")
+                await asyncio.gather(*(self._record(lease, gone, 0) for lease in leases))
                 return
-            answer = await self._pusher.push(lease, endpoint, view.policy.push_timeout)
-            verdict = judge(answer)
-            if verdict.outcome is None:
-                return  # accepted: the worker calls back
-            delay = 0
-            if verdict.outcome in (AttemptOutcome.ERROR, AttemptOutcome.BUSY):
-                delay = retry_delay_ms(
-                    lease.attempt, view.policy.backoff, self._rng, verdict.requested_delay
-                )
-            await self._record(lease, verdict, delay)
+            size = endpoint.batch_size
+            if size == 1:
+                pushes = [self._push_one(lease, endpoint, view) for lease in leases]
+            else:
+                chunks = (leases[i : i + size] for i in range(0, len(leases), size))
+                pushes = [self._push_batch(chunk, endpoint, view) for chunk in chunks]
+            await asyncio.gather(*pushes)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("push of task %s failed; its lease will expire", lease.task_id)
+            log.exception("pushes to endpoint %s failed; their leases will expire", endpoint_id)
+
+    async def _push_one(self, lease: Lease, endpoint: EndpointRecord, view: QueueView) -> None:
+        answer = await self._pusher.push(lease, endpoint, view.policy.push_timeout)
+        await self._settle(lease, answer, view)
+
+    async def _push_batch(
+        self, leases: list[Lease], endpoint: EndpointRecord, view: QueueView
+    ) -> None:
+        answers = await self._pusher.push_batch(leases, endpoint, view.policy.push_timeout)
+        await asyncio.gather(
+            *(self._settle(lease, a, view) for lease, a in zip(leases, answers, strict=True))
+        )
+
+    async def _settle(self, lease: Lease, answer: Answer, view: QueueView) -> None:
+        """Read one task's answer by the table and record it (unless accepted: 202)."""
+        verdict = judge(answer)
+        if verdict.outcome is None:
+            return  # accepted: the worker calls back
+        delay = 0
+        if verdict.outcome in (AttemptOutcome.ERROR, AttemptOutcome.BUSY):
+            delay = retry_delay_ms(
+                lease.attempt, view.policy.backoff, self._rng, verdict.requested_delay
+            )
+        await self._record(lease, verdict, delay)
 
     async def _record(self, lease: Lease, verdict: Verdict, delay_ms: int) -> None:
         assert verdict.outcome is not None

@@ -10,29 +10,47 @@ import functools
 import json
 import secrets
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import aiohttp
 from standardwebhooks import Webhook
 
-from gateway.dispatch.verdict import Answer
+from gateway.dispatch.verdict import Answer, batch_answers
 from gateway.ssrf import AddressRefused, GuardedResolver
 from gateway.store.records import EndpointRecord, Lease, to_datetime
-from sdk.wire import HEADER_ATTEMPT, HEADER_CALLBACK, HEADER_LEASE
+from sdk.wire import HEADER_ATTEMPT, HEADER_BATCH, HEADER_CALLBACK, HEADER_LEASE
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
-def push_body(lease: Lease) -> str:
+def push_body(lease: Lease, extra: str = "") -> str:
     """The PushBody JSON, assembled around the stored payload and checkpoint without re-parsing
-    them (tests check it against the ``PushBody`` model)."""
+    them (tests check it against the ``PushBody`` model). ``extra`` adds fields (batch items)."""
     return (
         f'{{"id":{json.dumps(lease.task_id)},"queue":{json.dumps(lease.queue)},'
         f'"name":{json.dumps(lease.name)},"payload":{lease.payload_json},'
         f'"attempt":{lease.attempt},"checkpoint":{lease.checkpoint_json or "null"},'
         f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
-        f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"}}'
+        f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"{extra}}}'
     )
+
+
+def callback_url(base: str, lease: Lease) -> str:
+    return f"{base}/v1/callbacks/{lease.queue}/{lease.task_id}"
+
+
+def batch_body(leases: Sequence[Lease], callback_base: str) -> str:
+    """The PushBatch JSON: each task's push body with its lease token and callback URL."""
+    items = ",".join(
+        push_body(
+            lease,
+            f',"lease":{json.dumps(lease.token)},'
+            f'"callback":{json.dumps(callback_url(callback_base, lease))}',
+        )
+        for lease in leases
+    )
+    return f'{{"tasks":[{items}]}}'
 
 
 @functools.lru_cache(maxsize=64)
@@ -68,34 +86,60 @@ class Pusher:
             signer = self._signers[secret] = Webhook(secret)
         return signer
 
-    def headers(self, lease: Lease, endpoint: EndpointRecord, body: str) -> dict[str, str]:
+    def callback(self, lease: Lease) -> str:
+        return callback_url(self._callback_base, lease)
+
+    def _signed(self, message_id: str, endpoint: EndpointRecord, body: str) -> dict[str, str]:
         now = datetime.fromtimestamp(int(time.time()), tz=UTC)
-        signature = self._signer(endpoint.secrets[0]).sign(lease.task_id, now, body)
         return {
             "content-type": "application/json",
-            "webhook-id": lease.task_id,
+            "webhook-id": message_id,
             "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": signature,
+            "webhook-signature": self._signer(endpoint.secrets[0]).sign(message_id, now, body),
+        }
+
+    def headers(self, lease: Lease, endpoint: EndpointRecord, body: str) -> dict[str, str]:
+        """Headers of a single push; ``webhook-id`` is the task id, the same on every attempt."""
+        return {
+            **self._signed(lease.task_id, endpoint, body),
             HEADER_ATTEMPT: str(lease.attempt),
             HEADER_LEASE: lease.token,
-            HEADER_CALLBACK: f"{self._callback_base}/v1/callbacks/{lease.queue}/{lease.task_id}",
+            HEADER_CALLBACK: self.callback(lease),
             "traceparent": traceparent(lease),
         }
 
     async def push(self, lease: Lease, endpoint: EndpointRecord, push_timeout: float) -> Answer:
+        """One task, one POST."""
         body = push_body(lease)
+        return await self._post(endpoint, body, self.headers(lease, endpoint, body), push_timeout)
+
+    async def push_batch(
+        self, leases: Sequence[Lease], endpoint: EndpointRecord, push_timeout: float
+    ) -> list[Answer]:
+        """Several tasks in one POST (a ``PushBatch``); one answer per lease, in order."""
+        body = batch_body(leases, self._callback_base)
+        headers = {
+            **self._signed(f"batch_{secrets.token_hex(12)}", endpoint, body),
+            HEADER_BATCH: str(len(leases)),
+            "traceparent": traceparent(leases[0]),
+        }
+        answer = await self._post(endpoint, body, headers, push_timeout)
+        return batch_answers(answer, [lease.task_id for lease in leases])
+
+    async def _post(
+        self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
+    ) -> Answer:
         try:
             async with self._session.post(
                 endpoint.url,
                 data=body.encode(),
-                headers=self.headers(lease, endpoint, body),
+                headers=headers,
                 allow_redirects=False,
                 timeout=_timeout(push_timeout),
             ) as response:
-                content = await response.content.read(MAX_ANSWER_BYTES)
                 return Answer(
                     response.status,
-                    content,
+                    await _read_capped(response),
                     response.headers.get("content-type", ""),
                     response.headers.get("retry-after"),
                 )
@@ -105,3 +149,14 @@ class Pusher:
             return Answer(None, failure=str(e))
         except (aiohttp.ClientError, OSError) as e:
             return Answer(None, failure=f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    """The answer's body, at most MAX_ANSWER_BYTES of it (a result that big is cut)."""
+    body = bytearray()
+    while len(body) < MAX_ANSWER_BYTES:
+        chunk = await response.content.read(MAX_ANSWER_BYTES - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return bytes(body)

@@ -18,13 +18,14 @@ retry_delay); a worker saying ``retryable: false`` turns a retry into a failure.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from pydantic import ValidationError
 
-from sdk.wire import AttemptOutcome, ErrorIn
+from sdk.wire import AttemptOutcome, BatchAnswer, ErrorIn
 
 MAX_ERROR_TEXT = 4096
 
@@ -54,8 +55,12 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -92,6 +97,37 @@ def _error(answer: Answer, outcome: AttemptOutcome, fallback: str) -> Verdict:
     elif answer.body:
         text = f"{fallback}: {answer.body[:MAX_ERROR_TEXT].decode('utf-8', 'replace')}"
     return Verdict(outcome, answer.status, text, traceback, delay)
+
+
+def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
+    """Split the answer to a batch push into what each task would have got alone.
+
+    A ``200`` carries a ``BatchAnswer``; each of its results becomes that task's answer. Any
+    other answer (an error status, a timeout) is every task's answer. A task missing from the
+    results, or a 200 that is not a BatchAnswer, counts as no answer: retried.
+    """
+    if answer.status != 200:
+        return [answer] * len(task_ids)
+    try:
+        parsed = BatchAnswer.model_validate_json(answer.body)
+    except ValidationError:
+        return [Answer(None, failure="the answer to a batch push is not a BatchAnswer")] * len(
+            task_ids
+        )
+    results = {r.id: r for r in parsed.results}
+    answers = []
+    for task_id in task_ids:
+        r = results.get(task_id)
+        if r is None:
+            answers.append(Answer(None, failure="the task is missing from the batch answer"))
+            continue
+        if 200 <= r.status < 300:
+            body = json.dumps(r.result).encode()
+        else:
+            body = b"" if r.error is None else r.error.model_dump_json().encode()
+        retry_after = None if r.retry_after is None else repr(r.retry_after)
+        answers.append(Answer(r.status, body, "application/json", retry_after))
+    return answers
 
 
 def judge(answer: Answer) -> Verdict:

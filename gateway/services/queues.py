@@ -94,6 +94,7 @@ class QueueService:
             url=spec.url,
             concurrency=spec.concurrency,
             capabilities=spec.capabilities,
+            batch_size=spec.batch_size,
             secrets=[secret],
             created_ms=self._clock.now_ms(),
         )

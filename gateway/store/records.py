@@ -94,6 +94,7 @@ class EndpointRecord(BaseModel):
     concurrency: int
     capabilities: list[str]
     secrets: list[str]
+    batch_size: int = 1
     enabled: bool = True
     disabled_reason: str | None = None
     created_ms: int
@@ -111,6 +112,7 @@ class EndpointRecord(BaseModel):
             url=self.url,
             concurrency=self.concurrency,
             capabilities=self.capabilities,
+            batch_size=self.batch_size,
             enabled=self.enabled,
             disabled_reason=self.disabled_reason,
             created_at=to_datetime(self.created_ms),

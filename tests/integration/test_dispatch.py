@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
-from sdk.wire import PushBody
+from sdk.wire import PushBatch, PushBody
 from tests.support import serve, until
 
 ADMIN = "admin-key-0123456789"
@@ -36,6 +36,7 @@ class Worker:
     received: list[tuple[dict[str, str], PushBody]] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     script: dict[str, Any] = field(default_factory=dict)
+    batches: list[int] = field(default_factory=list)
 
     async def handle(self, request: Request) -> Response:
         body = await request.body()
@@ -44,14 +45,30 @@ class Worker:
             Webhook(self.secret).verify(body, headers)
         except Exception:
             return JSONResponse({"error": "bad signature"}, status_code=401)
+        if "jobgate-batch" in headers:
+            return self.answer_batch(headers, PushBatch.model_validate_json(body))
         push = PushBody.model_validate_json(body)
         self.received.append((headers, push))
         self.arrived.set()
-        answer = self.script.get(push.name, (200, {"echo": push.payload}))
-        if callable(answer):
-            answer = answer(push)
-        status, content, *extra = answer
+        status, content, *extra = self.answer(push)
         return JSONResponse(content, status_code=status, headers=extra[0] if extra else None)
+
+    def answer(self, push: PushBody) -> Any:
+        answer = self.script.get(push.name, (200, {"echo": push.payload}))
+        return answer(push) if callable(answer) else answer
+
+    def answer_batch(self, headers: dict[str, str], batch: PushBatch) -> Response:
+        self.batches.append(len(batch.tasks))
+        results = []
+        for item in batch.tasks:
+            self.received.append((headers, item))
+            status, content, *_ = self.answer(item)
+            if status < 300:
+                results.append({"id": item.id, "status": status, "result": content})
+            else:
+                results.append({"id": item.id, "status": status, "error": content})
+        self.arrived.set()
+        return JSONResponse({"results": results})
 
     def pushes(self, task_id: str) -> list[tuple[dict[str, str], PushBody]]:
         return [(h, p) for h, p in self.received if p.id == task_id]
@@ -327,3 +344,26 @@ async def test_sdk_async_client_over_its_default_transport(rig: Rig) -> None:
         done = await asyncio.gather(*(client.wait(t.id, timeout=10) for t in tasks))
     assert {t.state for t in done} == {TaskState.SUCCEEDED}
     assert sorted(t.result["echo"] for t in done) == list(range(20))  # type: ignore[index]
+
+
+async def test_batched_pushes_carry_many_tasks_and_are_answered_per_task(rig: Rig) -> None:
+    await rig.queue("bulk", max_attempts=1)
+    worker_url = (await rig.api.get("/v1/queues/q/endpoints")).json()["items"][0]["url"]
+    r = await rig.api.post(
+        "/v1/queues/bulk/endpoints", json={"url": worker_url, "batch_size": 10, "concurrency": 50}
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["batch_size"] == 10
+    rig.worker.secret = r.json()["secret"]
+    rig.worker.script["refused"] = (422, {"error": "no", "retryable": False})
+    await rig.api.patch("/v1/queues/bulk", json={"paused": True})
+    batch = [{"name": "hello", "payload": i} for i in range(24)] + [{"name": "refused"}]
+    created = await rig.api.post("/v1/queues/bulk/tasks/batch", json={"tasks": batch})
+    ids = [t["id"] for t in created.json()["tasks"]]
+    await rig.api.patch("/v1/queues/bulk", json={"paused": False})
+    done = [await rig.finished(task_id) for task_id in ids]
+    assert [t["result"] for t in done[:24]] == [{"echo": i} for i in range(24)]
+    assert (done[24]["state"], done[24]["error"]) == ("dead", "no")
+    assert sum(rig.worker.batches) == 25
+    assert max(rig.worker.batches) == 10
+    assert len(rig.worker.batches) < 25  # many tasks shared a push
