@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
@@ -32,18 +32,7 @@ ScriptName = Literal[
     "delete_queue",
     "patch_queue",
 ]
-SCRIPT_NAMES: tuple[ScriptName, ...] = (
-    "enqueue",
-    "claim",
-    "heartbeat",
-    "append_log",
-    "finish",
-    "cancel",
-    "promote",
-    "sweep",
-    "delete_queue",
-    "patch_queue",
-)
+SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 
 Arg = str | int | float | bytes
 Reply = Any

@@ -3,12 +3,9 @@
 -- ARGV[1] task id   ARGV[2] lease token   ARGV[3] max lines kept   ARGV[4] log expiry ms
 -- ARGV[5..] log lines (JSON)
 -- Returns {'OK', lines kept} | {'NOTASK'} | {'STALE', state}
-local t = load_task(KEYS[1], ARGV[1])
+local t, refusal = fenced(KEYS[1], ARGV[1], ARGV[2])
 if not t then
-  return {'NOTASK'}
-end
-if t.state ~= 'running' or t.lease ~= ARGV[2] then
-  return {'STALE', t.state}
+  return refusal
 end
 for i = 5, #ARGV do
   redis.call('RPUSH', KEYS[2], ARGV[i])

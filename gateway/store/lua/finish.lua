@@ -12,17 +12,14 @@
 -- Returns {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired, but a heartbeat extended the lease meanwhile)
 local id = ARGV[1]
-local t = load_task(KEYS[2], id)
-if not t or t.state ~= 'running' then
-  -- Nothing running has this id: an entry left in the running index is garbage, and would
-  -- otherwise stop expiry scans that read the index in order.
-  redis.call('ZREM', KEYS[5], id)
-end
+local t, refusal = fenced(KEYS[2], id, ARGV[2])
 if not t then
-  return {'NOTASK'}
-end
-if t.state ~= 'running' or t.lease ~= ARGV[2] then
-  return {'STALE', t.state}
+  if refusal[1] == 'NOTASK' or refusal[2] ~= 'running' then
+    -- Nothing running has this id: an entry left in the running index is garbage, and would
+    -- otherwise stop expiry scans that read the index in order.
+    redis.call('ZREM', KEYS[5], id)
+  end
+  return refusal
 end
 local now = tonumber(ARGV[3])
 local outcome = ARGV[4]

@@ -5,12 +5,9 @@
 -- ARGV[5] progress or ''   ARGV[6] checkpoint JSON or ''
 -- Returns {'OK', cancel requested 0|1, lease expiry ms} | {'NOTASK'} | {'STALE', state}
 local id = ARGV[1]
-local t = load_task(KEYS[2], id)
+local t, refusal = fenced(KEYS[2], id, ARGV[2])
 if not t then
-  return {'NOTASK'}
-end
-if t.state ~= 'running' or t.lease ~= ARGV[2] then
-  return {'STALE', t.state}
+  return refusal
 end
 local now = tonumber(ARGV[3])
 local extension = tonumber(ARGV[4])

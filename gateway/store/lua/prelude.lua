@@ -26,6 +26,19 @@ local function load_task(meta_key, id)
   return cjson.decode(raw)
 end
 
+-- A running task's record when ``token`` is its current lease. Otherwise nil, and the reply
+-- for the caller: {'NOTASK'}, or {'STALE', state} (the task moved on; nothing may change).
+local function fenced(meta_key, id, token)
+  local t = load_task(meta_key, id)
+  if not t then
+    return nil, {'NOTASK'}
+  end
+  if t.state ~= 'running' or t.lease ~= token then
+    return nil, {'STALE', t.state}
+  end
+  return t, nil
+end
+
 local function save_task(meta_key, id, t)
   local encoded = cjson.encode(t)
   redis.call('HSET', meta_key, id, encoded)
