@@ -12,7 +12,8 @@ from sdk import Worker, task
 
 
 @task(queue="bench")
-def noop() -> None:
+async def noop() -> None:
+    """Async, so the worker runs it on its event loop: a no-op needs no thread."""
     return None
 
 
