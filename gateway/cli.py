@@ -212,7 +212,6 @@ def _banner(listening: Listening, api_key: str, redis_server: ManagedRedis) -> s
         "Jobgate dev gateway is up.\n"
         "\n"
         f"  Gateway:   {listening.url}\n"
-        f"  Admin UI:  {listening.url}/admin\n"
         f"  API key:   {api_key}  (admin)\n"
         f"{http3}"
         f"  Redis:     {redis_server.url}  (data in {redis_server.data_dir})\n"

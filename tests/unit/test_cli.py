@@ -181,7 +181,8 @@ def test_dev_shows_an_admin_key_from_the_environment() -> None:
 def test_dev_banner_has_urls_key_and_exports(tmp_path: Path) -> None:
     redis_server = ManagedRedis(tmp_path, port=6390)
     banner = cli._banner(Listening("http://127.0.0.1:8787", None), "k" * 32, redis_server)
-    assert "http://127.0.0.1:8787/admin" in banner
+    assert "Gateway:   http://127.0.0.1:8787\n" in banner
+    assert "/admin" not in banner  # no admin UI yet: the banner must not promise one
     assert f"export JOBGATE_URL=http://127.0.0.1:8787 JOBGATE_API_KEY={'k' * 32}" in banner
     assert "redis://127.0.0.1:6390/0" in banner
     assert "HTTP/3" not in banner
