@@ -1,9 +1,10 @@
 """One attempt of a task on this worker: run it, keep its lease alive, report how it ended.
 
 An :class:`Attempt` starts the task function at once — an ``async def`` as an asyncio task, a
-plain function in a worker thread — together with its automatic heartbeats. The worker then
-either waits for it within the inline window and answers the push with its verdict, or hands it
-to :meth:`Attempt.supervise`, which waits for the end and sends the verdict as a callback.
+plain function in a worker thread — together with its automatic heartbeats. The worker
+(:mod:`sdk.runner`) then waits for its :attr:`~Attempt.future` within the inline window and,
+if it :meth:`~Attempt.ended`, answers the push with its verdict; else it hands it to
+:meth:`Attempt.supervise`, which waits for the end and sends the verdict as a callback.
 """
 
 from __future__ import annotations
@@ -75,15 +76,11 @@ class Attempt:
         else:
             self._future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
         self._heartbeats = asyncio.create_task(self._beat())
+        self._future.add_done_callback(lambda _: self._stop_heartbeats())  # none after the end
 
-    async def finished_within(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` for the function to end; True if it has."""
-        if seconds > 0:
-            await asyncio.wait({self.future}, timeout=seconds)
-        if self.future.done():
-            self._stop_heartbeats()
-            return True
-        return False
+    def ended(self) -> bool:
+        """True once the function has ended."""
+        return self.future.done()
 
     def verdict(self) -> Verdict | None:
         """How the attempt ended; ``None`` when it must end quietly (lease lost)."""

@@ -150,10 +150,21 @@ class Client(_Base):
     # endpoints
 
     def add_endpoint(
-        self, queue: str, url: str, concurrency: int = 10, capabilities: list[str] | None = None
+        self,
+        queue: str,
+        url: str,
+        concurrency: int = 10,
+        capabilities: list[str] | None = None,
+        batch_size: int = 1,
     ) -> EndpointCreated:
-        """Register a worker URL; the answer holds its signing secret, shown this once."""
-        body = EndpointCreate(url=url, concurrency=concurrency, capabilities=capabilities or [])
+        """Register a worker URL; the answer holds its signing secret, shown this once.
+
+        With ``batch_size`` above 1 the endpoint gets every push as a batch of up to that many
+        tasks (an SDK :class:`~sdk.worker.Worker` serves both kinds).
+        """
+        body = EndpointCreate(
+            url=url, concurrency=concurrency, capabilities=capabilities or [], batch_size=batch_size
+        )
         return self._send(api.add_endpoint(queue, body))
 
     def list_endpoints(self, queue: str) -> list[Endpoint]:
@@ -269,9 +280,16 @@ class AsyncClient(_Base):
         await self._send(api.delete_queue(name, force))
 
     async def add_endpoint(
-        self, queue: str, url: str, concurrency: int = 10, capabilities: list[str] | None = None
+        self,
+        queue: str,
+        url: str,
+        concurrency: int = 10,
+        capabilities: list[str] | None = None,
+        batch_size: int = 1,
     ) -> EndpointCreated:
-        body = EndpointCreate(url=url, concurrency=concurrency, capabilities=capabilities or [])
+        body = EndpointCreate(
+            url=url, concurrency=concurrency, capabilities=capabilities or [], batch_size=batch_size
+        )
         return await self._send(api.add_endpoint(queue, body))
 
     async def list_endpoints(self, queue: str) -> list[Endpoint]:

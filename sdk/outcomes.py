@@ -1,7 +1,9 @@
-"""How the end of a task function becomes the worker's answer: a :class:`Verdict`.
+"""What the worker says about one task of a push: a :class:`Verdict`, a :class:`Refusal` or
+:data:`ACCEPTED` — together an :data:`Outcome`.
 
-The same verdict is sent two ways: as the HTTP answer to the push when the task finished
-within the inline window, or as the final callback when it ran on in the background.
+A :class:`Verdict` is how a task function ended. The same verdict is sent two ways: as the
+answer for the task when it finished within the inline window, or as the final callback when it
+ran on in the background (it was then answered :data:`ACCEPTED`, 202).
 
 =========================  ======  ===================================================
 the task function          inline  callback
@@ -14,23 +16,40 @@ was stopped by shutdown    503     ``error``, retryable (busy: no attempt is spe
 raised anything else       500     ``error`` with the traceback, retryable
 lost its lease             409     nothing: the task runs elsewhere now
 =========================  ======  ===================================================
+
+A :class:`Refusal` is a task that did not run — the worker is busy or shutting down (503 with
+Retry-After), has no such task (404), cannot call it with the payload (422) — or the 409 of a
+lost lease. How an outcome is written into a single push's answer or into one
+:class:`~sdk.wire.BatchResult` of a batch is :mod:`sdk.pushes`' business.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeAlias
 
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from sdk.errors import Cancelled, Fail, LeaseLost, Retry
-from sdk.wire import ErrorIn, ResultIn
+from sdk.wire import ErrorIn, FieldError, Problem, ResultIn
 
-__all__ = ["Stop", "Verdict", "verdict_of"]
+__all__ = [
+    "ACCEPTED",
+    "BUSY",
+    "LEASE_LOST",
+    "SHUTTING_DOWN",
+    "Accepted",
+    "Outcome",
+    "Refusal",
+    "Stop",
+    "Verdict",
+    "field_errors",
+    "verdict_of",
+]
 
 _MAX_ERROR = 65_536
 _MAX_TRACEBACK = 262_144
@@ -50,7 +69,11 @@ class Verdict:
 
     status: int
     final: ResultIn | ErrorIn
-    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds the gateway should wait before the next attempt, when the task said so."""
+        return self.final.retry_delay if isinstance(self.final, ErrorIn) else None
 
     @property
     def body(self) -> bytes:
@@ -64,6 +87,57 @@ CANCELLED = Verdict(422, ErrorIn(error="cancelled", retryable=False))
 SHUT_DOWN = Verdict(
     503, ErrorIn(error="the worker shut down before the task finished", retryable=True)
 )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A task the worker did not run, or whose end it must not report: a problem document."""
+
+    status: int
+    title: str
+    detail: str | None = None
+    errors: tuple[FieldError, ...] = ()
+    retry_after: float | None = None
+
+    @property
+    def problem(self) -> Problem:
+        """The answer to a single push (RFC 9457)."""
+        return Problem(
+            title=self.title,
+            status=self.status,
+            detail=self.detail,
+            errors=list(self.errors) or None,
+        )
+
+    @property
+    def error(self) -> ErrorIn:
+        """The error of a batch result: the problem in one line; only "busy" is retryable."""
+        parts = [self.title, self.detail, *(f"{e.field}: {e.reason}" for e in self.errors)]
+        text = "; ".join(part for part in parts if part)
+        return ErrorIn(error=text[:_MAX_ERROR], retryable=self.status >= 500)
+
+
+def field_errors(error: ValidationError, prefix: str = "") -> tuple[FieldError, ...]:
+    """A validation error as the field list of a refusal (``prefix`` starts every field)."""
+    return tuple(
+        FieldError(field=".".join([prefix, *map(str, e["loc"])]).strip("."), reason=e["msg"])
+        for e in error.errors(include_url=False)
+    )
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The task runs on after the answer: its verdict comes as a callback."""
+
+    status: int = 202
+
+
+Outcome: TypeAlias = Verdict | Refusal | Accepted
+
+ACCEPTED = Accepted()
+BUSY = Refusal(503, "Worker busy", "max_concurrency tasks run here already", retry_after=1.0)
+SHUTTING_DOWN = Refusal(503, "Worker shutting down", retry_after=1.0)
+LEASE_LOST = Refusal(409, "Lease lost", "the task was dispatched again; this attempt stopped")
 
 
 def _error(exc: BaseException) -> str:
@@ -93,8 +167,7 @@ def failure(exc: BaseException) -> Verdict | None:
         return CANCELLED
     if isinstance(exc, Retry):
         error = ErrorIn(error=exc.message[:_MAX_ERROR], retryable=True, retry_delay=exc.delay)
-        headers = {} if exc.delay is None else {"retry-after": str(math.ceil(exc.delay))}
-        return Verdict(500, error, headers)
+        return Verdict(500, error)
     if isinstance(exc, Fail):
         return Verdict(422, ErrorIn(error=exc.reason[:_MAX_ERROR], retryable=False))
     error = ErrorIn(error=_error(exc), traceback=_traceback(exc), retryable=True)

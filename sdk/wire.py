@@ -21,6 +21,11 @@ The push protocol (gateway → worker)::
     traceparent: <W3C trace context>
     body: PushBody
 
+An endpoint registered with ``batch_size`` above 1 gets every push as a batch instead: the
+same Standard Webhooks headers (``webhook-id`` naming the batch), ``jobgate-batch: <count>``,
+and a :class:`PushBatch` body whose items carry their own lease and callback; it answers 200
+with a :class:`BatchAnswer`, one :class:`BatchResult` per task.
+
 Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the lease token in the
 ``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``.
 """

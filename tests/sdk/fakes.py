@@ -20,7 +20,7 @@ from starlette.routing import Route
 from ulid import ULID
 
 from sdk import Worker
-from sdk.wire import HEADER_LEASE
+from sdk.wire import HEADER_ATTEMPT, HEADER_BATCH, HEADER_CALLBACK, HEADER_LEASE, BatchAnswer
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 OTHER_SECRET = "whsec_" + base64.b64encode(b"o" * 32).decode()
@@ -88,7 +88,10 @@ class FakeGateway:
         return httpx.ASGITransport(app=self.app())
 
 
-def push_body(name: str, payload: Any = None, **fields: Any) -> dict[str, Any]:
+JsonDict = dict[str, Any]
+
+
+def push_body(name: str, payload: Any = None, **fields: Any) -> JsonDict:
     """A push body as the gateway sends it; ``fields`` override the defaults."""
     now = datetime.now(UTC)
     body = {
@@ -105,21 +108,41 @@ def push_body(name: str, payload: Any = None, **fields: Any) -> dict[str, Any]:
     return body
 
 
-def signed_headers(
-    task_id: str, content: bytes, secret: str = SECRET, gateway: str = GATEWAY
-) -> dict[str, str]:
-    """The push headers, signed with ``secret`` by the Standard Webhooks reference code."""
+def webhook_headers(message_id: str, content: bytes, secret: str = SECRET) -> dict[str, str]:
+    """Standard Webhooks headers, signed with ``secret`` by the reference code."""
     now = datetime.now(UTC)
     return {
         "content-type": "application/json",
-        "webhook-id": task_id,
+        "webhook-id": message_id,
         "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": Webhook(secret).sign(task_id, now, content.decode()),
-        "jobgate-attempt": "1",
-        "jobgate-lease": LEASE,
-        "jobgate-callback": f"{gateway}/v1/callbacks/{task_id}",
+        "webhook-signature": Webhook(secret).sign(message_id, now, content.decode()),
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     }
+
+
+def signed_headers(
+    task_id: str, content: bytes, secret: str = SECRET, gateway: str = GATEWAY
+) -> dict[str, str]:
+    """The headers of a single push: signed, with the attempt, lease and callback."""
+    return {
+        **webhook_headers(task_id, content, secret),
+        HEADER_ATTEMPT: "1",
+        HEADER_LEASE: LEASE,
+        HEADER_CALLBACK: f"{gateway}/v1/callbacks/{task_id}",
+    }
+
+
+def batch_item(name: str, payload: Any = None, gateway: str = GATEWAY, **fields: Any) -> JsonDict:
+    """One task of a batch push: a push body with its own lease token and callback URL."""
+    body = push_body(name, payload, **fields)
+    body.setdefault("lease", f"lease-of-{body['id']}")
+    body.setdefault("callback", f"{gateway}/v1/callbacks/{body['id']}")
+    return body
+
+
+def batch_headers(content: bytes, count: int, secret: str = SECRET) -> dict[str, str]:
+    """The headers of a batch push: signed under an id of the batch, with the task count."""
+    return {**webhook_headers(f"batch_{ULID()}", content, secret), HEADER_BATCH: str(count)}
 
 
 @dataclass
@@ -143,6 +166,22 @@ class Pusher:
         content = json.dumps(body).encode()
         headers = signed_headers(body["id"], content, secret, self.gateway)
         return await self.send(content, headers)
+
+    def item(self, name: str, payload: Any = None, **fields: Any) -> JsonDict:
+        """A task for :meth:`batch`, calling back to this pusher's gateway."""
+        return batch_item(name, payload, self.gateway, **fields)
+
+    async def batch(self, *items: JsonDict, secret: str = SECRET) -> httpx.Response:
+        """Push ``items`` (made by :meth:`item`) as one batch, signed with ``secret``."""
+        content = json.dumps({"tasks": list(items)}).encode()
+        return await self.send(content, batch_headers(content, len(items), secret))
+
+
+def batch_answer(response: httpx.Response) -> BatchAnswer:
+    """The worker's answer to a batch push: 200 with a BatchAnswer."""
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    return BatchAnswer.model_validate_json(response.content)
 
 
 Serve = Callable[[Worker], AbstractAsyncContextManager[Pusher]]

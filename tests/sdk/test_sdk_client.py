@@ -118,13 +118,14 @@ def test_queue_and_endpoint_routes(gw: respx.MockRouter, client: Client) -> None
     assert client.get_queue("a").name == "a"
     client.delete_queue("a")
     created = client.add_endpoint(
-        "a", "https://worker.test/jobs", concurrency=4, capabilities=["gpu"]
+        "a", "https://worker.test/jobs", concurrency=4, capabilities=["gpu"], batch_size=20
     )
     assert created.secret == "whsec_x"
     assert sent(added) == {
         "url": "https://worker.test/jobs",
         "concurrency": 4,
         "capabilities": ["gpu"],
+        "batch_size": 20,
     }
     assert [e.id for e in client.list_endpoints("a")] == ["ep1"]
     client.delete_endpoint("a", "ep1")

@@ -1,0 +1,129 @@
+"""A push as HTTP: reading a request into :class:`~sdk.runner.Delivery` items, and answering.
+
+Two shapes arrive, told apart by the ``jobgate-batch`` header (not by sniffing the body: the
+header is the contract's marker of a batch, and with it a malformed body gets the problem of the
+shape it claims to be):
+
+- a **single push** — body :class:`~sdk.wire.PushBody`, ``webhook-id`` equal to the task id, the
+  lease and callback in the ``jobgate-lease`` and ``jobgate-callback`` headers. It is answered
+  with the one task's outcome: the status, and as body the result, an
+  :class:`~sdk.wire.ErrorIn` or a problem (Retry-After when the outcome has a delay).
+- a **batch push** (endpoints registered with ``batch_size`` above 1 receive every push so, even
+  of one task) — body :class:`~sdk.wire.PushBatch`, ``webhook-id`` an id of the batch,
+  ``jobgate-batch`` the number of tasks, each item carrying its own lease and callback. It is
+  answered 200 with a :class:`~sdk.wire.BatchAnswer`: one :class:`~sdk.wire.BatchResult` per
+  task, in the batch's order, whose ``status`` is what a single push of that task would have
+  been answered and whose ``error``/``retry_after`` carry the body and Retry-After.
+
+A request that is neither (bad JSON, missing field, missing header, a count that differs from
+the body) is answered 400 as a whole, and none of its tasks runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from starlette.responses import Response
+
+from sdk.outcomes import Accepted, Outcome, Refusal, field_errors
+from sdk.runner import Delivery
+from sdk.wire import (
+    HEADER_BATCH,
+    HEADER_CALLBACK,
+    HEADER_LEASE,
+    PROBLEM_CONTENT_TYPE,
+    BatchAnswer,
+    BatchResult,
+    PushBatch,
+    PushBody,
+    ResultIn,
+)
+
+__all__ = ["Push", "read_push", "response_of"]
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Push:
+    """One request from the gateway: the tasks it delivers, and how it must be answered."""
+
+    deliveries: tuple[Delivery, ...]
+    batch: bool
+
+    def answer(self, outcomes: Sequence[Outcome]) -> Response:
+        """The HTTP answer, from one outcome per delivery (in the same order)."""
+        if not self.batch:
+            [outcome] = outcomes
+            return response_of(outcome)
+        results = [
+            batch_result(delivery.push.id, outcome)
+            for delivery, outcome in zip(self.deliveries, outcomes, strict=True)
+        ]
+        return Response(BatchAnswer(results=results).model_dump_json(), 200, media_type=JSON)
+
+
+def read_push(body: bytes, headers: Mapping[str, str]) -> Push | Refusal:
+    """The push in a request whose signature has been verified, or the 400 refusing it."""
+    count = headers.get(HEADER_BATCH)
+    return _single(body, headers) if count is None else _batch(body, count)
+
+
+def _single(body: bytes, headers: Mapping[str, str]) -> Push | Refusal:
+    try:
+        push = PushBody.model_validate_json(body)
+    except ValidationError as e:
+        return Refusal(400, "Invalid push body", errors=field_errors(e))
+    if headers.get("webhook-id") != push.id:
+        return Refusal(400, "Invalid push", "webhook-id differs from the task id")
+    lease = headers.get(HEADER_LEASE)
+    callback = headers.get(HEADER_CALLBACK)
+    if not lease or not callback:
+        detail = f"the {HEADER_LEASE} and {HEADER_CALLBACK} headers are required"
+        return Refusal(400, "Missing headers", detail)
+    return Push((Delivery(push, lease, callback),), batch=False)
+
+
+def _batch(body: bytes, count: str) -> Push | Refusal:
+    try:
+        batch = PushBatch.model_validate_json(body)
+    except ValidationError as e:
+        return Refusal(400, "Invalid batch push body", errors=field_errors(e))
+    if count.strip() != str(len(batch.tasks)):  # the gateway writes the plain count
+        detail = f"the {HEADER_BATCH} header says {count!r}, the body has {len(batch.tasks)} tasks"
+        return Refusal(400, "Invalid batch push", detail)
+    deliveries = tuple(Delivery(item, item.lease, item.callback) for item in batch.tasks)
+    return Push(deliveries, batch=True)
+
+
+def _retry_after(seconds: float | None) -> dict[str, str]:
+    return {} if seconds is None else {"retry-after": str(math.ceil(seconds))}
+
+
+def response_of(outcome: Outcome) -> Response:
+    """The answer to a single push (or a whole-request refusal)."""
+    if isinstance(outcome, Accepted):
+        return Response(status_code=outcome.status)
+    headers = _retry_after(outcome.retry_after)
+    if isinstance(outcome, Refusal):
+        content = outcome.problem.model_dump_json(exclude_none=True)
+        return Response(content, outcome.status, headers, media_type=PROBLEM_CONTENT_TYPE)
+    return Response(outcome.body, outcome.status, headers, media_type=JSON)
+
+
+def batch_result(task_id: str, outcome: Outcome) -> BatchResult:
+    """One task's line of a batch answer: what :func:`response_of` would say, as fields."""
+    if isinstance(outcome, Accepted):
+        return BatchResult(id=task_id, status=outcome.status)
+    if isinstance(outcome, Refusal):
+        error = outcome.error
+    elif isinstance(outcome.final, ResultIn):
+        return BatchResult(id=task_id, status=outcome.status, result=outcome.final.result)
+    else:
+        error = outcome.final
+    return BatchResult(
+        id=task_id, status=outcome.status, error=error, retry_after=outcome.retry_after
+    )

@@ -1,0 +1,216 @@
+"""The tasks running on one worker: admit the tasks of a push, run them, report each one.
+
+A single push and a batch push go through the same :meth:`Runner.run`, as a list of
+:class:`Delivery` (one task, its lease token and its callback URL) — a single push is simply a
+list of one. For each task, in order:
+
+- no free slot (``max_concurrency`` tasks run already, counting those just admitted from this
+  push) or the worker is shutting down: :data:`~sdk.outcomes.BUSY` /
+  :data:`~sdk.outcomes.SHUTTING_DOWN`, 503 with Retry-After;
+- no task function has its name: 404;
+- its payload is not ``{"args": [...], "kwargs": {...}}`` fitting the function: 422;
+- else its :class:`~sdk.attempt.Attempt` starts at once (``async def`` on the event loop, plain
+  functions in the thread pool), so all tasks of a batch run concurrently.
+
+Then the runner waits up to ``inline_window`` — one window for the whole push, not one per task
+— for the started attempts (an attempt of a task declared ``inline=False`` is not waited for).
+Those that ended are answered with their :class:`~sdk.outcomes.Verdict`; the others with
+:data:`~sdk.outcomes.ACCEPTED` (202) and handed to :meth:`~sdk.attempt.Attempt.supervise`, which
+keeps their lease alive and sends their verdict to their own callback URL, fenced by their own
+lease. If the push goes away while it waits, every attempt of it reports by callback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from sdk.attempt import Attempt
+from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
+from sdk.outcomes import (
+    ACCEPTED,
+    BUSY,
+    LEASE_LOST,
+    SHUTTING_DOWN,
+    Outcome,
+    Refusal,
+    Stop,
+    field_errors,
+)
+from sdk.tasks import TaskFunction
+from sdk.wire import PushBody, TaskArgs
+
+__all__ = ["Delivery", "Runner"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One task as the gateway delivered it: its push body, lease token and callback URL.
+
+    A single push carries the lease and callback in headers, a batch in each of its items.
+    """
+
+    push: PushBody
+    lease: str
+    callback: str
+
+
+class Runner:
+    """The attempts running on one worker, and the callback client they share.
+
+    The options are :class:`~sdk.worker.Worker`'s; ``open`` and ``close`` bracket its lifespan.
+    """
+
+    def __init__(
+        self,
+        tasks: Iterable[TaskFunction[Any, Any]],
+        *,
+        inline_window: float = 5.0,
+        heartbeat_interval: float | None = None,
+        max_concurrency: int | None = None,
+        shutdown_grace: float = 30.0,
+        callback_timeout: float = 10.0,
+        final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.tasks: dict[str, TaskFunction[Any, Any]] = {}
+        for fn in tasks:
+            if fn.name in self.tasks:
+                raise ValueError(f"two task functions are named {fn.name!r}")
+            self.tasks[fn.name] = fn
+        self.inline_window = inline_window
+        self.heartbeat_interval = heartbeat_interval
+        self.max_concurrency = max_concurrency
+        self.shutdown_grace = shutdown_grace
+        self._closing = False
+        self._callback_timeout = callback_timeout
+        self._final_retry_delays = tuple(final_retry_delays)
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._attempts: set[Attempt] = set()
+        self._supervisors: set[asyncio.Task[None]] = set()
+
+    @property
+    def running(self) -> int:
+        """Tasks running here now."""
+        return len(self._attempts)
+
+    def open(self) -> None:
+        """Open the callback client and accept tasks."""
+        self._closing = False
+        self._client()
+
+    async def close(self) -> None:
+        """End the running tasks (:meth:`shutdown`), then close the callback client."""
+        await self.shutdown()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def shutdown(self) -> None:
+        """Refuse new tasks (503); wait ``shutdown_grace`` for background tasks, then stop the
+        rest and report them as retryable errors."""
+        self._closing = True
+        if self._supervisors:
+            await asyncio.wait(self._supervisors, timeout=self.shutdown_grace)
+        for attempt in list(self._attempts):
+            log.warning("task %s stopped by shutdown, handed back", attempt.push.id)
+            attempt.stop(Stop.SHUTDOWN)
+        if self._supervisors:
+            await asyncio.wait(self._supervisors)
+
+    async def run(self, deliveries: Sequence[Delivery]) -> list[Outcome]:
+        """Admit and start the tasks of one push, wait the inline window: one outcome each."""
+        free = self._free_slots()
+        admitted: list[Attempt | Refusal] = []
+        for delivery in deliveries:
+            if free <= 0:
+                admitted.append(SHUTTING_DOWN if self._closing else BUSY)
+                continue
+            started = self._start(delivery)
+            if isinstance(started, Attempt):
+                free -= 1
+            admitted.append(started)
+        await self._wait_inline([a for a in admitted if isinstance(a, Attempt)])
+        return [a if isinstance(a, Refusal) else self._outcome(a) for a in admitted]
+
+    def _free_slots(self) -> float:
+        if self._closing:
+            return 0
+        if self.max_concurrency is None:
+            return math.inf
+        return self.max_concurrency - self.running
+
+    def _start(self, delivery: Delivery) -> Attempt | Refusal:
+        push = delivery.push
+        fn = self.tasks.get(push.name)
+        if fn is None:
+            return Refusal(404, "Unknown task", f"this worker has no task named {push.name!r}")
+        try:
+            call = TaskArgs.model_validate(push.payload if push.payload is not None else {})
+        except ValidationError as e:
+            detail = 'the payload must be {"args": [...], "kwargs": {...}}'
+            return Refusal(422, "Invalid payload", detail, field_errors(e, "payload"))
+        channel = CallbackChannel(
+            self._client(),
+            delivery.callback,
+            delivery.lease,
+            push.lease_expires_at,
+            self._final_retry_delays,
+        )
+        attempt = Attempt(fn, push, channel, self.heartbeat_interval)
+        try:
+            args, kwargs = fn.signature.layout(call.args, call.kwargs, attempt.context())
+        except TypeError as e:
+            return Refusal(422, "Arguments do not fit the task", str(e))
+        attempt.start(args, kwargs)
+        self._attempts.add(attempt)
+        return attempt
+
+    async def _wait_inline(self, attempts: list[Attempt]) -> None:
+        """Wait up to the inline window for all ``attempts`` at once (not for those of tasks
+        declared ``inline=False``, which always answer 202 and call back)."""
+        waited = [attempt.future for attempt in attempts if attempt.fn.inline]
+        if not waited or self.inline_window <= 0:
+            return
+        try:
+            await asyncio.wait(waited, timeout=self.inline_window)
+        except asyncio.CancelledError:  # the push went away: carry on, report by callback
+            for attempt in attempts:
+                self._supervise(attempt)
+            raise
+
+    def _outcome(self, attempt: Attempt) -> Outcome:
+        if not (attempt.fn.inline and attempt.ended()):
+            self._supervise(attempt)
+            return ACCEPTED
+        self._attempts.discard(attempt)
+        verdict = attempt.verdict()
+        return LEASE_LOST if verdict is None else verdict
+
+    def _supervise(self, attempt: Attempt) -> None:
+        supervisor = asyncio.create_task(attempt.supervise())
+        self._supervisors.add(supervisor)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._supervisors.discard(task)
+            self._attempts.discard(attempt)
+            if not task.cancelled() and task.exception() is not None:
+                log.error("task %s: supervision failed", attempt.push.id, exc_info=task.exception())
+
+        supervisor.add_done_callback(done)
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            timeout = httpx.Timeout(self._callback_timeout)
+            self._http = httpx.AsyncClient(timeout=timeout, transport=self._transport)
+        return self._http
