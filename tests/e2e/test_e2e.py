@@ -117,3 +117,26 @@ def test_two_gateways_dispatch_each_task_exactly_once(cluster: Cluster, tmp_path
     for task_id in ids[::97]:
         task = s.client.get_task(task_id)
         assert [a.outcome for a in task.attempts] == ["succeeded"]
+
+
+def test_batched_pushes_to_an_sdk_worker(cluster: Cluster, tmp_path: Path) -> None:
+    gateway = cluster.gateway()
+    client = cluster.client(gateway)
+    client.put_queue("e2e", paused=True)
+    port = free_port()
+    endpoint = client.add_endpoint(
+        "e2e", f"http://127.0.0.1:{port}/", concurrency=64, batch_size=16
+    )
+    log = tmp_path / "pushes.jsonl"
+    cluster.worker(endpoint.secret, port, log)
+    tasks = client.enqueue_batch(
+        "e2e",
+        [TaskCreate(name=ECHO, payload={"args": [i]}) for i in range(40)]
+        + [TaskCreate(name=LONG_INLINE, payload={"args": [1.0]})],
+    )
+    client.patch_queue("e2e", paused=False)
+    done = [client.wait(t.id, timeout=30) for t in tasks]
+    assert [t.result for t in done[:40]] == list(range(40))
+    assert done[40].result == "called back"
+    assert {t.state for t in done} == {TaskState.SUCCEEDED}
+    assert len(pushes(log)) < 41  # one line per POST: tasks shared pushes
