@@ -35,6 +35,7 @@ from sdk import AsyncClient, Client, TaskCreate, TaskState
 ROOT = Path(__file__).parents[1]
 KEY = "bench-admin-key-0123456789"
 NOOP = "bench.worker_app.noop"
+BATCH_SIZE = 32
 STAMP = "bench.worker_app.stamp"
 
 
@@ -77,12 +78,18 @@ def system(
                 procs.append(proc)
                 urls.append(f"http://127.0.0.1:{port}")
                 wait_http(urls[-1] + "/healthz", proc)
+            port = free_port()
+            secrets = []
             with Client(urls[0], KEY) as client:
-                client.put_queue("bench", max_concurrency=1000, paused=True)
-                port = free_port()
-                endpoint = client.add_endpoint(
-                    "bench", f"http://127.0.0.1:{port}/", concurrency=worker_concurrency
-                )
+                for queue, batch_size in (("bench", 1), ("bench-batch", BATCH_SIZE)):
+                    client.put_queue(queue, max_concurrency=1000, paused=True)
+                    endpoint = client.add_endpoint(
+                        queue,
+                        f"http://127.0.0.1:{port}/",
+                        concurrency=worker_concurrency,
+                        batch_size=batch_size,
+                    )
+                    secrets.append(endpoint.secret)
             worker = subprocess.Popen(
                 [
                     sys.executable,
@@ -99,7 +106,7 @@ def system(
                     "--http",
                     "httptools",
                 ],
-                env={**os.environ, "JOBGATE_WORKER_SECRET": endpoint.secret},
+                env={**os.environ, "JOBGATE_WORKER_SECRET": ",".join(secrets)},
                 cwd=ROOT,
             )
             procs.append(worker)
@@ -168,14 +175,14 @@ def enqueue_batches(urls: list[str], count: int, queue: str, size: int = 500) ->
     return count / elapsed
 
 
-def end_to_end(urls: list[str], count: int) -> float:
+def end_to_end(urls: list[str], count: int, queue: str) -> float:
     """Tasks per second from the first enqueue until every task succeeded."""
     with Client(urls[0], KEY, timeout=60) as client:
-        client.patch_queue("bench", paused=False)
+        client.patch_queue(queue, paused=False)
         start = time.perf_counter()
-        enqueue_batches(urls, count, "bench")
+        enqueue_batches(urls, count, queue)
         deadline = time.monotonic() + 300
-        while client.get_queue("bench").counts[TaskState.SUCCEEDED] < count:
+        while client.get_queue(queue).counts[TaskState.SUCCEEDED] < count:
             if time.monotonic() > deadline:
                 raise SystemExit("end-to-end run did not finish in 300 s")
             time.sleep(0.02)
@@ -209,6 +216,7 @@ def main() -> None:
         args.tasks, args.repeat, args.latency_samples = 1000, 1, 50
     results: dict[str, list[float]] = {}
     cpu_per_task: dict[str, list[float]] = {}
+    cpu_batched: dict[str, list[float]] = {}
 
     def record(name: str, value: float) -> None:
         results.setdefault(name, []).append(value)
@@ -234,12 +242,23 @@ def main() -> None:
             record("enqueue, batches of 500 (tasks/s)", enqueue_batches(urls, args.tasks, batched))
             before = cpu()
             record(
-                f"end to end, {args.tasks:,} no-op tasks (tasks/s)", end_to_end(urls, args.tasks)
+                f"end to end, {args.tasks:,} no-op tasks, one push each (tasks/s)",
+                end_to_end(urls, args.tasks, "bench"),
             )
             after = cpu()
             for name in after:
                 cpu_per_task.setdefault(name, []).append(
                     (after[name] - before[name]) / args.tasks * 1e6
+                )
+            batched = cpu()
+            record(
+                f"end to end, {args.tasks:,} no-op tasks, pushes of up to {BATCH_SIZE} (tasks/s)",
+                end_to_end(urls, args.tasks, "bench-batch"),
+            )
+            after = cpu()
+            for name in after:
+                cpu_batched.setdefault(name, []).append(
+                    (after[name] - batched[name]) / args.tasks * 1e6
                 )
             p50, p99 = latency(urls[0], args.latency_samples)
             record("enqueue to worker start, idle, p50 (ms)", p50)
@@ -256,12 +275,15 @@ def main() -> None:
         runs = ", ".join(f"{v:,.1f}" for v in values)
         print(f"| {name} | {statistics.median(values):,.1f} | {runs} |")
     print()
-    print("CPU per task during the end-to-end run (µs, median):")
+    print("CPU per task during the end-to-end runs (µs, median):")
     print()
-    print("| process | µs per task |")
-    print("| --- | --: |")
+    print(f"| process | one push each | pushes of up to {BATCH_SIZE} |")
+    print("| --- | --: | --: |")
     for name, values in cpu_per_task.items():
-        print(f"| {name} | {statistics.median(values):,.0f} |")
+        print(
+            f"| {name} | {statistics.median(values):,.0f} "
+            f"| {statistics.median(cpu_batched[name]):,.0f} |"
+        )
 
 
 if __name__ == "__main__":

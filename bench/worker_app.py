@@ -1,6 +1,6 @@
 """The benchmark's worker: an SDK Worker with a no-op task and a timestamp task.
 
-``uvicorn bench.worker_app:app`` with ``JOBGATE_WORKER_SECRET`` set.
+``uvicorn bench.worker_app:app`` with ``JOBGATE_WORKER_SECRET`` set (comma-separated secrets).
 """
 
 from __future__ import annotations
@@ -23,4 +23,5 @@ def stamp() -> float:
     return time.time()
 
 
-app = Worker(tasks=[noop, stamp], secret=os.environ["JOBGATE_WORKER_SECRET"])
+# One secret per endpoint registered for this worker, comma-separated.
+app = Worker(tasks=[noop, stamp], secret=os.environ["JOBGATE_WORKER_SECRET"].split(","))
