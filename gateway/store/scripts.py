@@ -5,15 +5,15 @@ Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i
 EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or a failover).
 
 redis-py's own ``Script`` objects check ``SCRIPT EXISTS`` before every pipeline, one extra round
-trip on the hot path; :meth:`Scripts.call_many` pipelines EVALSHA directly and reloads only when
-a command actually answers NOSCRIPT.
+trip on the hot path; callers that pipeline a script (the enqueue) use :meth:`Scripts.sha` and
+fall back to :meth:`Scripts.call` when Redis answers NOSCRIPT. Scripts that change many tasks
+take them all in one call (``finish``) rather than being pipelined one per task.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal, get_args
 
@@ -36,14 +36,6 @@ SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 
 Arg = str | int | float | bytes
 Reply = Any
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One script invocation: its keys and arguments."""
-
-    keys: Sequence[str]
-    args: Sequence[Arg]
 
 
 def _read(name: str) -> str:
@@ -82,26 +74,3 @@ class Scripts:
         except NoScriptError:
             await self.load()
             return await self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
-
-    async def call_many(self, name: ScriptName, calls: Sequence[Call]) -> list[Reply]:
-        """Run many invocations in one round trip; each is atomic, the batch is not."""
-        if not calls:
-            return []
-        replies = await self._pipeline(name, calls)
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if missing:
-            await self.load()
-            retried = await self._pipeline(name, [calls[i] for i in missing])
-            for i, reply in zip(missing, retried, strict=True):
-                replies[i] = reply
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return replies
-
-    async def _pipeline(self, name: ScriptName, calls: Sequence[Call]) -> list[Reply]:
-        sha = self._sha[name]
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for call in calls:
-                pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
-            return list(await pipe.execute(raise_on_error=False))

@@ -17,7 +17,7 @@ from gateway.errors import QueueNotFound, TaskExists
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.records import Lease, NewTask
-from gateway.store.scripts import Call, Scripts
+from gateway.store.scripts import Scripts
 from sdk.wire import AttemptOutcome, TaskState
 
 LOG_LINES_KEPT = 1000
@@ -111,17 +111,15 @@ def _finish_keys(k: QueueKeys) -> list[str]:
     ]
 
 
-def _finish_args(f: Finish, now_ms: int) -> list[str | int]:
+def _finish_args(f: Finish) -> list[str | int]:
     return [
         f.task_id,
         f.token,
-        now_ms,
         f.outcome.value,
         "" if f.http_status is None else f.http_status,
         f.text,
         f.traceback,
         f.delay_ms,
-        keys.done_channel(f.task_id),
     ]
 
 
@@ -355,18 +353,21 @@ class TaskStore:
         return cast(list[str], await self._redis.lrange(QueueKeys.of(queue).log(task_id), 0, -1))
 
     async def finish(self, queue: str, finish: Finish, now_ms: int) -> Finished:
-        reply = await self._scripts.call(
-            "finish", _finish_keys(QueueKeys.of(queue)), _finish_args(finish, now_ms)
-        )
-        return _finished(reply)
+        (done,) = await self.finish_many(queue, [finish], now_ms)
+        return done
 
     async def finish_many(
         self, queue: str, finishes: Sequence[Finish], now_ms: int
     ) -> list[Finished]:
-        """End many attempts of one queue in one round trip; each end is atomic on its own."""
-        script_keys = _finish_keys(QueueKeys.of(queue))
-        calls = [Call(script_keys, _finish_args(f, now_ms)) for f in finishes]
-        return [_finished(reply) for reply in await self._scripts.call_many("finish", calls)]
+        """End many attempts of one queue in one script call; each end is decided on its own
+        (fenced by its own token), so one stale lease does not stop the others."""
+        if not finishes:
+            return []
+        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX]
+        for f in finishes:
+            args += _finish_args(f)
+        replies = await self._scripts.call("finish", _finish_keys(QueueKeys.of(queue)), args)
+        return [_finished(reply) for reply in replies]
 
     async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
         k = QueueKeys.of(queue)

@@ -240,3 +240,27 @@ async def test_sweep_and_delete_leave_no_keys(stores: Stores) -> None:
     ids = await stores.queues.delete("q", force=True)
     await stores.tasks.forget("q", ids)
     assert await stores.redis.keys("*") == []
+
+
+async def test_finishes_in_one_call_are_fenced_one_by_one(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    a, b = new_task(now), new_task(now)
+    await stores.tasks.enqueue("q", [a, b], now)
+    leases = {
+        lease.task_id: lease for lease in (await stores.tasks.claim("q", 2, seed(), now)).leases
+    }
+    done = await stores.tasks.finish_many(
+        "q",
+        [
+            Finish(a.id, "stale-token", AttemptOutcome.SUCCEEDED, text="1"),
+            Finish(b.id, leases[b.id].token, AttemptOutcome.SUCCEEDED, text="2"),
+            Finish(a.id, leases[a.id].token, AttemptOutcome.FAILED, text="no"),
+        ],
+        now,
+    )
+    assert [(d.fence, d.state) for d in done] == [
+        (Fence.STALE, TaskState.RUNNING),
+        (Fence.OK, TaskState.SUCCEEDED),
+        (Fence.OK, TaskState.DEAD),
+    ]

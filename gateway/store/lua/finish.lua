@@ -1,109 +1,121 @@
--- End the current attempt of a running task, fenced by its lease token, and move the task on:
+-- End the current attempt of running tasks, each fenced by its lease token, and move each on:
 -- succeeded; retried after a delay; back to the queue untouched; failed (or dead); cancelled.
+-- Many ends in one call (a batch of answers); each is decided on its own.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] result   KEYS[4] attempts   KEYS[5] running
 -- KEYS[6] inflight     KEYS[7] ready   KEYS[8] scheduled   KEYS[9] seq   KEYS[10] endpoints
 -- KEYS[11] done:succeeded   KEYS[12] done:failed   KEYS[13] done:dead   KEYS[14] done:cancelled
--- ARGV[1] task id   ARGV[2] lease token   ARGV[3] now ms
--- ARGV[4] outcome: succeeded | error (retryable) | failed (not retryable) | busy (429/503) |
---         gone (410) | expired (lease ran out)
--- ARGV[5] HTTP status or ''   ARGV[6] result JSON when succeeded, else error text or ''
--- ARGV[7] traceback or ''   ARGV[8] delay ms before the retry (error, busy, expired)
--- ARGV[9] done channel of this task
--- Returns {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
+-- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)
+-- ARGV[3..] seven values per task:
+--   task id, lease token,
+--   outcome: succeeded | error (retryable) | failed (not retryable) | busy (429/503) |
+--            gone (410) | expired (lease ran out),
+--   HTTP status or '', result JSON when succeeded else error text or '', traceback or '',
+--   delay ms before the retry (error, busy, expired)
+-- Returns, per task: {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired, but a heartbeat extended the lease meanwhile)
-local id = ARGV[1]
-local t, refusal = fenced(KEYS[2], id, ARGV[2])
-if not t then
-  if refusal[1] == 'NOTASK' or refusal[2] ~= 'running' then
-    -- Nothing running has this id: an entry left in the running index is garbage, and would
-    -- otherwise stop expiry scans that read the index in order.
-    redis.call('ZREM', KEYS[5], id)
-  end
-  return refusal
-end
-local now = tonumber(ARGV[3])
-local outcome = ARGV[4]
-if outcome == 'expired' and t.exp > now then
-  return {'ALIVE'}
-end
+local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
+local CHANNEL = ARGV[2]
 
-redis.call('ZREM', KEYS[5], id)
-local endpoint = redis.call('HGET', KEYS[10], t.ep)
-if endpoint then
-  redis.call('HINCRBY', KEYS[6], t.ep, -1)
-end
-
-local attempt = {n = t.att, ep = t.ep, started = t.started, ended = now, outcome = outcome}
-if ARGV[5] ~= '' then
-  attempt.status = tonumber(ARGV[5])
-end
-if outcome ~= 'succeeded' and ARGV[6] ~= '' then
-  attempt.error = ARGV[6]
-  t.error = ARGV[6]
-end
-if ARGV[7] ~= '' then
-  attempt.tb = ARGV[7]
-end
-t.hist = t.hist + 1
-redis.call('HSET', KEYS[4], id .. ':' .. t.hist, cjson.encode(attempt))
-
-local next_state
-if outcome == 'succeeded' then
-  next_state = 'succeeded'
-elseif t.cancel then
-  next_state = 'cancelled'
-elseif outcome == 'failed' then
-  next_state = 'failed'
-elseif outcome == 'gone' then
-  next_state = 'requeue'
-elseif outcome == 'busy' and now - t.first < ms(policy.max_retry_duration) then
-  next_state = 'retry'
-elseif t.att >= (t.max_att or policy.max_attempts) then
-  next_state = 'failed'
-else
-  next_state = 'retry'
-end
-if next_state == 'failed' and policy.dead_letter then
-  next_state = 'dead'
-end
--- A busy worker or a vanished endpoint does not spend an attempt.
-if outcome == 'gone' or (outcome == 'busy' and next_state == 'retry') then
-  t.att = t.att - 1
-end
-if outcome == 'gone' and endpoint then
-  local ep = cjson.decode(endpoint)
-  ep.enabled = false
-  ep.disabled_reason = 'answered 410 Gone'
-  redis.call('HSET', KEYS[10], t.ep, cjson.encode(ep))
-end
-
-t.lease = nil
-t.exp = nil
-t.deadline = nil
-t.ep = nil
-local due = ''
-if next_state == 'retry' or next_state == 'requeue' then
-  local delay = tonumber(ARGV[8]) or 0
-  if next_state == 'retry' then
-    t.run_at = now + delay
+local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
+  local t, refusal = fenced(KEYS[2], id, token)
+  if not t then
+    if refusal[1] == 'NOTASK' or refusal[2] ~= 'running' then
+      -- Nothing running has this id: an entry left in the running index is garbage, and would
+      -- otherwise stop expiry scans that read the index in order.
+      redis.call('ZREM', KEYS[5], id)
+    end
+    return refusal
   end
-  if t.run_at > now then
-    t.state = 'scheduled'
-    redis.call('ZADD', KEYS[8], int(t.run_at), id)
-    due = int(t.run_at)
+  if outcome == 'expired' and t.exp > now then
+    return {'ALIVE'}
+  end
+
+  redis.call('ZREM', KEYS[5], id)
+  local endpoint = redis.call('HGET', KEYS[10], t.ep)
+  if endpoint then
+    redis.call('HINCRBY', KEYS[6], t.ep, -1)
+  end
+
+  local attempt = {n = t.att, ep = t.ep, started = t.started, ended = now, outcome = outcome}
+  if status ~= '' then
+    attempt.status = tonumber(status)
+  end
+  if outcome ~= 'succeeded' and text ~= '' then
+    attempt.error = text
+    t.error = text
+  end
+  if traceback ~= '' then
+    attempt.tb = traceback
+  end
+  t.hist = t.hist + 1
+  redis.call('HSET', KEYS[4], id .. ':' .. t.hist, cjson.encode(attempt))
+
+  local next_state
+  if outcome == 'succeeded' then
+    next_state = 'succeeded'
+  elseif t.cancel then
+    next_state = 'cancelled'
+  elseif outcome == 'failed' then
+    next_state = 'failed'
+  elseif outcome == 'gone' then
+    next_state = 'requeue'
+  elseif outcome == 'busy' and now - t.first < ms(policy.max_retry_duration) then
+    next_state = 'retry'
+  elseif t.att >= (t.max_att or policy.max_attempts) then
+    next_state = 'failed'
   else
-    make_ready(KEYS[7], KEYS[9], id, t)
+    next_state = 'retry'
   end
-else
-  t.state = next_state
-  t.finished = now
-  if next_state == 'succeeded' then
-    redis.call('HSET', KEYS[3], id, ARGV[6])
+  if next_state == 'failed' and policy.dead_letter then
+    next_state = 'dead'
   end
-  local index = {succeeded = KEYS[11], failed = KEYS[12], dead = KEYS[13], cancelled = KEYS[14]}
-  redis.call('ZADD', index[next_state], int(now), id)
-  redis.call('PUBLISH', ARGV[9], next_state)
+  -- A busy worker or a vanished endpoint does not spend an attempt.
+  if outcome == 'gone' or (outcome == 'busy' and next_state == 'retry') then
+    t.att = t.att - 1
+  end
+  if outcome == 'gone' and endpoint then
+    local ep = cjson.decode(endpoint)
+    ep.enabled = false
+    ep.disabled_reason = 'answered 410 Gone'
+    redis.call('HSET', KEYS[10], t.ep, cjson.encode(ep))
+  end
+
+  t.lease = nil
+  t.exp = nil
+  t.deadline = nil
+  t.ep = nil
+  local due = ''
+  if next_state == 'retry' or next_state == 'requeue' then
+    local delay = tonumber(delay_ms) or 0
+    if next_state == 'retry' then
+      t.run_at = now + delay
+    end
+    if t.run_at > now then
+      t.state = 'scheduled'
+      redis.call('ZADD', KEYS[8], int(t.run_at), id)
+      due = int(t.run_at)
+    else
+      make_ready(KEYS[7], KEYS[9], id, t)
+    end
+  else
+    t.state = next_state
+    t.finished = now
+    if next_state == 'succeeded' then
+      redis.call('HSET', KEYS[3], id, text)
+    end
+    local index = {succeeded = KEYS[11], failed = KEYS[12], dead = KEYS[13], cancelled = KEYS[14]}
+    redis.call('ZADD', index[next_state], int(now), id)
+    redis.call('PUBLISH', CHANNEL .. id, next_state)
+  end
+  save_task(KEYS[2], id, t)
+  return {'OK', t.state, due}
 end
-save_task(KEYS[2], id, t)
-return {'OK', t.state, due}
+
+local replies = {}
+for i = 3, #ARGV, 7 do
+  replies[#replies + 1] = finish_one(
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  )
+end
+return replies
