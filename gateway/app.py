@@ -26,14 +26,14 @@ from gateway.clock import RedisClock
 from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
-from gateway.notify import Notifier
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.callbacks import CallbackService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
 from gateway.settings import Settings
-from gateway.store.connection import connect
+from gateway.store.connection import connect, server_time_ms
+from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
@@ -49,8 +49,8 @@ def create_app(settings: Settings) -> Starlette:
         redis = await connect(settings.redis_url)
         scripts = Scripts(redis)
         await scripts.load()
-        clock = RedisClock()
-        await clock.sync(redis)
+        clock = RedisClock(lambda: server_time_ms(redis))
+        await clock.sync()
         tasks = TaskStore(redis, scripts)
         queues = QueueStore(redis, scripts)
         directory = Directory(queues)
@@ -89,7 +89,6 @@ def create_app(settings: Settings) -> Starlette:
         scheduler.add_job(
             clock.sync,
             "interval",
-            args=[redis],
             seconds=settings.clock_sync_interval,
             id="clock-sync",
             max_instances=1,

@@ -8,9 +8,8 @@ Redis's ``TIME`` and re-measures it periodically. Tests use :class:`ManualClock`
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Protocol
-
-from redis.asyncio import Redis
 
 
 class Clock(Protocol):
@@ -20,17 +19,18 @@ class Clock(Protocol):
 
 
 class RedisClock:
-    """This host's clock corrected by its measured offset from the Redis server's ``TIME``."""
+    """This host's clock corrected by its measured offset from the Redis server's ``TIME``
+    (read by ``server_ms``, which the store provides)."""
 
-    def __init__(self) -> None:
+    def __init__(self, server_ms: Callable[[], Awaitable[float]]) -> None:
+        self._server_ms = server_ms
         self._offset_ms = 0.0
 
-    async def sync(self, redis: Redis) -> None:
+    async def sync(self) -> None:
         """Measure the offset, halving the round trip as NTP does."""
         before = time.time()
-        seconds, micros = await redis.time()
+        server_ms = await self._server_ms()
         after = time.time()
-        server_ms = seconds * 1000 + micros / 1000
         self._offset_ms = server_ms - (before + after) * 500
 
     @property

@@ -18,7 +18,7 @@ from gateway.errors import (
     TaskNotFound,
     ValidationFailed,
 )
-from gateway.notify import Notifier
+from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.records import (
     NewTask,

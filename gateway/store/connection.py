@@ -18,6 +18,12 @@ MAX_CONNECTIONS = 64
 POOL_TIMEOUT = 10.0
 
 
+async def server_time_ms(redis: Redis) -> float:
+    """The Redis server's clock, in milliseconds since the epoch."""
+    seconds, micros = await redis.time()
+    return float(seconds * 1000 + micros / 1000)
+
+
 async def connect(url: str) -> Redis:
     """A client for ``url``, after checking the server does not evict keys.
 
