@@ -22,7 +22,7 @@ import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 from sdk.binding import Signature
 from sdk.client import AsyncClient, Client
@@ -34,6 +34,20 @@ __all__ = ["AsyncTaskHandle", "TaskFunction", "TaskHandle", "task"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """What :meth:`TaskFunction.apply` and :meth:`TaskFunction.create` take beside the
+    arguments: ``delay`` (seconds) or ``run_at`` postpone the run; the rest override the
+    decorator's defaults and the queue's policy for this run."""
+
+    delay: float | None
+    run_at: datetime | None
+    priority: int | None
+    max_attempts: int | None
+    lease_timeout: float | None
+    max_run_time: float | None
+    task_id: str | None
 
 
 def _result_of(task: Task) -> Any:
@@ -188,14 +202,7 @@ class TaskFunction(Generic[P, R]):
         self,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
-        *,
-        delay: float | None = None,
-        run_at: datetime | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        lease_timeout: float | None = None,
-        max_run_time: float | None = None,
-        task_id: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> TaskCreate:
         """The enqueue request :meth:`apply` sends; also for ``Client.enqueue_batch``.
 
@@ -203,18 +210,11 @@ class TaskFunction(Generic[P, R]):
         """
         kwargs = dict(kwargs or {})
         self.signature.check(args, kwargs)
-        given = {
-            "id": task_id,
-            "delay": delay,
-            "run_at": run_at,
-            "priority": priority,
-            "max_attempts": max_attempts,
-            "lease_timeout": lease_timeout,
-            "max_run_time": max_run_time,
-        }
-        options = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
+        given: dict[str, Any] = dict(options)
+        given["id"] = given.pop("task_id", None)
+        chosen = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
         payload = TaskArgs(args=list(args), kwargs=kwargs).model_dump(mode="json")
-        return TaskCreate.model_validate({"name": self.name, "payload": payload, **options})
+        return TaskCreate.model_validate({"name": self.name, "payload": payload, **chosen})
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle:
         """Enqueue a run with these arguments."""
@@ -224,27 +224,10 @@ class TaskFunction(Generic[P, R]):
         self,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
-        *,
-        delay: float | None = None,
-        run_at: datetime | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        lease_timeout: float | None = None,
-        max_run_time: float | None = None,
-        task_id: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> TaskHandle:
         """Enqueue a run with options; ``delay`` / ``run_at`` postpone it."""
-        body = self.create(
-            args,
-            kwargs,
-            delay=delay,
-            run_at=run_at,
-            priority=priority,
-            max_attempts=max_attempts,
-            lease_timeout=lease_timeout,
-            max_run_time=max_run_time,
-            task_id=task_id,
-        )
+        body = self.create(args, kwargs, **options)
         client = self.client()
         return TaskHandle(client.enqueue(self.queue, **body.model_dump(exclude_none=True)), client)
 
@@ -256,27 +239,10 @@ class TaskFunction(Generic[P, R]):
         self,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
-        *,
-        delay: float | None = None,
-        run_at: datetime | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        lease_timeout: float | None = None,
-        max_run_time: float | None = None,
-        task_id: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> AsyncTaskHandle:
         """:meth:`apply` through an :class:`~sdk.client.AsyncClient`."""
-        body = self.create(
-            args,
-            kwargs,
-            delay=delay,
-            run_at=run_at,
-            priority=priority,
-            max_attempts=max_attempts,
-            lease_timeout=lease_timeout,
-            max_run_time=max_run_time,
-            task_id=task_id,
-        )
+        body = self.create(args, kwargs, **options)
         client = self.async_client()
         created = await client.enqueue(self.queue, **body.model_dump(exclude_none=True))
         return AsyncTaskHandle(created, client)
