@@ -27,7 +27,7 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 from pydantic import ValidationError
@@ -62,6 +62,18 @@ class Delivery:
     push: PushBody
     lease: str
     callback: str
+
+
+class RunnerOptions(TypedDict, total=False):
+    """The options of :class:`~sdk.worker.Worker` (defaults: :class:`Runner`'s signature)."""
+
+    inline_window: float
+    heartbeat_interval: float | None
+    max_concurrency: int | None
+    shutdown_grace: float
+    callback_timeout: float
+    final_retry_delays: Sequence[float]
+    transport: httpx.AsyncBaseTransport | None
 
 
 class Runner:

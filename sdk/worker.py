@@ -34,20 +34,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from sdk.callbacks import FINAL_RETRY_DELAYS
 from sdk.errors import SignatureError
 from sdk.outcomes import Refusal
 from sdk.pushes import read_push, response_of
-from sdk.runner import Runner
+from sdk.runner import Runner, RunnerOptions
 from sdk.signatures import Verifier
 from sdk.tasks import TaskFunction
 
@@ -72,25 +70,9 @@ class Worker:
         self,
         tasks: Iterable[TaskFunction[Any, Any]],
         secret: str | Sequence[str],
-        *,
-        inline_window: float = 5.0,
-        heartbeat_interval: float | None = None,
-        max_concurrency: int | None = None,
-        shutdown_grace: float = 30.0,
-        callback_timeout: float = 10.0,
-        final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
-        transport: httpx.AsyncBaseTransport | None = None,
+        **options: Unpack[RunnerOptions],
     ) -> None:
-        self.runner = Runner(
-            tasks,
-            inline_window=inline_window,
-            heartbeat_interval=heartbeat_interval,
-            max_concurrency=max_concurrency,
-            shutdown_grace=shutdown_grace,
-            callback_timeout=callback_timeout,
-            final_retry_delays=final_retry_delays,
-            transport=transport,
-        )
+        self.runner = Runner(tasks, **options)
         self._verifier = Verifier(secret)
         self.app = Starlette(
             routes=[
