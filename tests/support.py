@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -10,18 +11,26 @@ from typing import Any, TypeVar
 
 import uvicorn
 
-from gateway.redis_server import free_port
-
 T = TypeVar("T")
 
 
+def bind() -> socket.socket:
+    """A listening-ready socket on a free loopback port, bound now: no other process can take
+    the port between choosing it and serving on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 @asynccontextmanager
-async def serve(app: Any, port: int | None = None) -> AsyncIterator[str]:
+async def serve(app: Any, sock: socket.socket | None = None) -> AsyncIterator[str]:
     """Serve an ASGI app on 127.0.0.1 in this event loop; yields its base URL."""
-    port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    sock = sock or bind()
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await until(lambda: server.started, timeout=10, what="server start")
         yield f"http://127.0.0.1:{port}"

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
 from sdk.wire import PushBatch, PushBody
-from tests.support import serve, until
+from tests.support import bind, serve, until
 
 ADMIN = "admin-key-0123456789"
 
@@ -109,9 +109,8 @@ async def rig(redis_url: str) -> AsyncIterator[Rig]:
     worker = Worker()
     worker_app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
     async with serve(worker_app) as worker_url:
-        from gateway.redis_server import free_port
-
-        port = free_port()
+        sock = bind()
+        port = sock.getsockname()[1]
         settings = Settings(
             redis_url=redis_url,
             port=port,
@@ -120,7 +119,7 @@ async def rig(redis_url: str) -> AsyncIterator[Rig]:
             recover_interval=0.05,
         )
         async with (
-            serve(create_app(settings), port) as gateway_url,
+            serve(create_app(settings), sock) as gateway_url,
             httpx.AsyncClient(
                 base_url=gateway_url, headers={"authorization": f"Bearer {ADMIN}"}
             ) as api,
