@@ -238,28 +238,25 @@ def main() -> None:
                 "enqueue, 1 per request, 64 in flight (tasks/s)",
                 enqueue_concurrent(urls, min(5000, args.tasks), many),
             )
-            batched = fresh_queue(admin, "enqueue-batch")
-            record("enqueue, batches of 500 (tasks/s)", enqueue_batches(urls, args.tasks, batched))
-            before = cpu()
+            in_batches = fresh_queue(admin, "enqueue-batch")
             record(
-                f"end to end, {args.tasks:,} no-op tasks, one push each (tasks/s)",
-                end_to_end(urls, args.tasks, "bench"),
+                "enqueue, batches of 500 (tasks/s)", enqueue_batches(urls, args.tasks, in_batches)
             )
-            after = cpu()
-            for name in after:
-                cpu_per_task.setdefault(name, []).append(
-                    (after[name] - before[name]) / args.tasks * 1e6
+
+            def end_to_end_with_cpu(label: str, queue: str, into: dict[str, list[float]]) -> None:
+                before = cpu()
+                record(
+                    f"end to end, {args.tasks:,} no-op tasks, {label} (tasks/s)",
+                    end_to_end(urls, args.tasks, queue),
                 )
-            batched = cpu()
-            record(
-                f"end to end, {args.tasks:,} no-op tasks, pushes of up to {BATCH_SIZE} (tasks/s)",
-                end_to_end(urls, args.tasks, "bench-batch"),
-            )
-            after = cpu()
-            for name in after:
-                cpu_batched.setdefault(name, []).append(
-                    (after[name] - batched[name]) / args.tasks * 1e6
-                )
+                after = cpu()
+                for name in after:
+                    into.setdefault(name, []).append(
+                        (after[name] - before[name]) / args.tasks * 1e6
+                    )
+
+            end_to_end_with_cpu("one push each", "bench", cpu_per_task)
+            end_to_end_with_cpu(f"pushes of up to {BATCH_SIZE}", "bench-batch", cpu_batched)
             p50, p99 = latency(urls[0], args.latency_samples)
             record("enqueue to worker start, idle, p50 (ms)", p50)
             record("enqueue to worker start, idle, p99 (ms)", p99)
