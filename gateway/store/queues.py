@@ -97,10 +97,6 @@ class QueueStore:
         records.sort(key=lambda e: (e.created_ms, e.id))
         return [(e, int(inflight.get(e.id, 0))) for e in records]
 
-    async def endpoint(self, queue: str, endpoint_id: str) -> EndpointRecord | None:
-        raw = await self._redis.hget(QueueKeys.of(queue).endpoints, endpoint_id)
-        return None if raw is None else EndpointRecord.model_validate(json.loads(raw))
-
     async def delete_endpoint(self, queue: str, endpoint_id: str) -> bool:
         """Forget an endpoint; pushes in flight to it still finish normally."""
         k = QueueKeys.of(queue)

@@ -179,8 +179,8 @@ async def test_busy_and_gone_do_not_spend_attempts(stores: Stores) -> None:
     assert lease.attempt == 1
     gone = Finish(task.id, lease.token, AttemptOutcome.GONE, http_status=410)
     assert (await stores.tasks.finish("q", gone, now + 1001)).state is TaskState.QUEUED
-    endpoint = await stores.queues.endpoint("q", "ep1")
-    assert endpoint is not None
+    ((endpoint, in_flight),) = await stores.queues.endpoints("q")
+    assert in_flight == 0
     assert not endpoint.enabled
     assert (await stores.tasks.claim("q", 1, seed(), now + 1002)).status is ClaimStatus.NOENDPOINT
 
