@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -63,6 +63,11 @@ __all__ = [
     "BatchResult",
     "CallbackAck",
     "CheckpointIn",
+    "CircuitBreaker",
+    "CircuitState",
+    "CleanRequest",
+    "CleanResult",
+    "DeadLetterFilter",
     "Endpoint",
     "EndpointCreate",
     "EndpointCreated",
@@ -81,7 +86,16 @@ __all__ = [
     "QueueList",
     "QueuePolicy",
     "QueuePolicyPatch",
+    "RateLimit",
+    "ResubmitRequest",
+    "ResubmitResult",
     "ResultIn",
+    "RunningList",
+    "RunningTask",
+    "ScheduledPage",
+    "ScheduledTask",
+    "Skipped",
+    "StallPolicy",
     "Task",
     "TaskArgs",
     "TaskCreate",
@@ -99,6 +113,7 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$")
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 _CAPABILITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+_KEY = re.compile(r"^[\x21-\x7e]{1,256}$")
 
 MAX_PRIORITY = 1000
 DAY = 86_400.0
@@ -136,10 +151,19 @@ def _check_capability(value: str) -> str:
     return value
 
 
+def _check_key(value: str) -> str:
+    if not _KEY.match(value):
+        raise ValueError("must be 1-256 printable ASCII characters without spaces")
+    return value
+
+
 QueueName = Annotated[str, AfterValidator(check_queue_name)]
 TaskName = Annotated[str, AfterValidator(_check_task_name)]
 TaskId = Annotated[str, AfterValidator(_check_ulid)]
 Capability = Annotated[str, AfterValidator(_check_capability)]
+Key = Annotated[str, AfterValidator(_check_key)]
+GroupName = Annotated[str, AfterValidator(_check_capability)]
+Label = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")]
 Seconds = Annotated[float, Field(ge=0, le=365 * DAY)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=365 * DAY)]
 
@@ -182,6 +206,37 @@ class Backoff(_Input):
         return self
 
 
+class RateLimit(_Input):
+    """A token bucket shared by every gateway: ``per_second`` dispatches on average, at most
+    ``burst`` at once after a quiet spell."""
+
+    per_second: float = Field(gt=0, le=100_000, description="Dispatches per second.")
+    burst: int = Field(1, ge=1, le=100_000, description="Most dispatches at once.")
+
+
+class CircuitBreaker(_Input):
+    """When an endpoint keeps failing: after ``failures`` failed pushes in a row it gets no
+    pushes for ``open_for`` seconds, then one probe; each failed probe doubles the pause, up to
+    ``max_open_for``. One success closes it."""
+
+    failures: int = Field(5, ge=1, le=10_000, description="Failed pushes in a row that open it.")
+    open_for: PositiveSeconds = Field(5.0, description="First pause.")
+    max_open_for: PositiveSeconds = Field(300.0, description="Longest pause.")
+
+    @model_validator(mode="after")
+    def _cap_not_below_first(self) -> Self:
+        if self.max_open_for < self.open_for:
+            raise ValueError("max_open_for must be at least open_for")
+        return self
+
+
+class StallPolicy(StrEnum):
+    """What happens to a running task whose heartbeats stopped (``max_heartbeat_interval``)."""
+
+    WAIT = "wait"  # flag it 'stalled'; the lease expiry ends the attempt as usual
+    REDISPATCH = "redispatch"  # end the attempt now (outcome 'stalled') and retry it
+
+
 class QueuePolicy(_Input):
     """A queue's policy: the body of ``PUT /v1/queues/{queue}``. Every field has a default."""
 
@@ -210,6 +265,17 @@ class QueuePolicy(_Input):
         30 * DAY, description="How long failed, dead and cancelled tasks are kept."
     )
     paused: bool = Field(False, description="A paused queue accepts tasks but dispatches none.")
+    rate_limit: RateLimit | None = Field(
+        None, description="Dispatches per second, shared by all gateways; none when absent."
+    )
+    circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
+    dedup_window: Seconds = Field(
+        3600.0, description="How long a dedup key keeps returning the first task."
+    )
+    max_heartbeat_interval: PositiveSeconds | None = Field(
+        None, description="A running task silent for longer is 'stalled'; tasks may override."
+    )
+    stall_policy: StallPolicy = Field(StallPolicy.WAIT, description="What a stall leads to.")
 
 
 class QueuePolicyPatch(_Input):
@@ -226,6 +292,14 @@ class QueuePolicyPatch(_Input):
     retention_succeeded: Seconds | None = None
     retention_failed: Seconds | None = None
     paused: bool | None = None
+    rate_limit: RateLimit | None = Field(
+        None, description="Sets the rate limit; remove_rate_limit drops it."
+    )
+    remove_rate_limit: bool = Field(False, description="Drop the queue's rate limit.")
+    circuit_breaker: CircuitBreaker | None = None
+    dedup_window: Seconds | None = None
+    max_heartbeat_interval: PositiveSeconds | None = None
+    stall_policy: StallPolicy | None = None
 
 
 class TaskState(StrEnum):
@@ -251,6 +325,11 @@ class Queue(_Output):
     policy: QueuePolicy
     created_at: datetime
     counts: dict[TaskState, int] = Field(description="Tasks in each state.")
+    unroutable: dict[str, int] = Field(
+        default_factory=dict,
+        description="Queued tasks per required capability that no enabled endpoint advertises: "
+        "they wait until such an endpoint is registered.",
+    )
 
 
 # --- endpoints --------------------------------------------------------------------------------
@@ -271,6 +350,12 @@ class EndpointCreate(_Input):
     )
 
 
+class CircuitState(StrEnum):
+    CLOSED = "closed"  # pushes flow
+    OPEN = "open"  # failing: no pushes until open_until
+    HALF_OPEN = "half_open"  # one probe push is out; its answer closes or reopens the circuit
+
+
 class Endpoint(_Output):
     id: str
     queue: str
@@ -282,6 +367,11 @@ class Endpoint(_Output):
     disabled_reason: str | None = None
     created_at: datetime
     in_flight: int = 0
+    circuit: CircuitState = CircuitState.CLOSED
+    failures: int = Field(0, description="Failed pushes in a row.")
+    open_until: datetime | None = Field(
+        None, description="While the circuit is open: when the next probe may go."
+    )
 
 
 class EndpointCreated(Endpoint):
@@ -306,6 +396,36 @@ class TaskCreate(_Input):
     lease_timeout: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
     max_run_time: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
     traceparent: str | None = Field(None, max_length=55, pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-")
+    dedup_key: Key | None = Field(
+        None,
+        description="Enqueueing again with this key within the queue's dedup_window returns "
+        "the first task (200) instead of making a second.",
+    )
+    singleton_key: Key | None = Field(
+        None,
+        description="At most one queued or scheduled task per key in the queue: while one "
+        "waits to run, enqueueing another returns it (200).",
+    )
+    depends_on: list[TaskId] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Run only after each of these tasks (of any queue) has succeeded; if one "
+        "fails or is cancelled, this task fails.",
+    )
+    group: GroupName | None = Field(None, description="Join this group of the queue.")
+    after_group: GroupName | None = Field(
+        None,
+        description="Run only after every task of this group of the queue has succeeded "
+        "(the members enqueued so far, including those earlier in the same batch).",
+    )
+    capability: Capability | None = Field(
+        None, description="Only endpoints advertising this capability receive the task."
+    )
+    owner: Label | None = Field(None, description="Owner or tenant id, for filtering.")
+    version: Label | None = Field(None, description="Version of the task's code, for search.")
+    max_heartbeat_interval: PositiveSeconds | None = Field(
+        None, description="Overrides the queue's: silent longer than this, it is 'stalled'."
+    )
 
     @model_validator(mode="after")
     def _one_start_time(self) -> Self:
@@ -330,6 +450,8 @@ class AttemptOutcome(StrEnum):
     BUSY = "busy"  # 429/503: retried without spending an attempt
     GONE = "gone"  # 410: the endpoint is disabled, the task goes back untouched
     EXPIRED = "expired"  # the lease ran out with no answer
+    STALLED = "stalled"  # heartbeats stopped and the queue's stall policy re-dispatched it
+    RELEASED = "released"  # the worker gave the task back (shutting down): no attempt spent
     CANCELLED = "cancelled"
 
 
@@ -351,6 +473,28 @@ class Task(_Output):
     payload: JsonValue = None
     priority: int = 0
     state: TaskState
+    deduplicated: bool = Field(
+        False,
+        description="This enqueue matched an earlier task by dedup or singleton key; the task "
+        "shown is that earlier one, and nothing new was stored.",
+    )
+    owner: str | None = None
+    version: str | None = None
+    capability: str | None = None
+    dedup_key: str | None = None
+    singleton_key: str | None = None
+    group: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    after_group: str | None = None
+    waiting_on: list[str] = Field(
+        default_factory=list,
+        description="While waiting: the dependencies not yet met (task ids, 'group:<name>').",
+    )
+    endpoint_id: str | None = Field(None, description="Where the running attempt was pushed.")
+    last_heartbeat_at: datetime | None = None
+    stalled: bool = Field(
+        False, description="Running, and silent for longer than its max_heartbeat_interval."
+    )
     attempt: int = Field(0, description="Attempts started so far (busy answers not counted).")
     max_attempts: int
     created_at: datetime
@@ -381,6 +525,116 @@ class QueueList(_Output):
 
 class EndpointList(_Output):
     items: list[Endpoint]
+
+
+# --- operators: what is running, what waits, dead letters, cleaning ----------------------------
+
+
+class ScheduledTask(_Output):
+    """A task waiting for its time: delayed by its producer, or backing off before a retry."""
+
+    id: str
+    name: str
+    due_at: datetime
+    kind: Literal["delayed", "retry"]
+    attempt: int = Field(description="Attempts made so far (0 for a delayed task).")
+    priority: int = 0
+    owner: str | None = None
+    error: str | None = Field(None, description="The last attempt's error, for a retry.")
+
+
+class ScheduledPage(_Output):
+    items: list[ScheduledTask]
+    next_cursor: str | None = None
+
+
+class RunningTask(_Output):
+    id: str
+    queue: str
+    name: str
+    attempt: int
+    endpoint_id: str | None = None
+    endpoint_url: str | None = None
+    started_at: datetime
+    elapsed: float = Field(description="Seconds since this attempt started.")
+    last_heartbeat_at: datetime | None = None
+    progress: float | None = None
+    lease_expires_at: datetime | None = None
+    stalled: bool = False
+    owner: str | None = None
+
+
+class RunningList(_Output):
+    items: list[RunningTask]
+    truncated: bool = Field(False, description="More tasks run than the limit returned.")
+
+
+class DeadLetterFilter(_Input):
+    """Which dead tasks: every given field must match."""
+
+    queue: QueueName | None = Field(None, description="One queue; every queue when absent.")
+    name: TaskName | None = None
+    version: Label | None = None
+    owner: Label | None = None
+    since: datetime | None = Field(None, description="Died at or after this time.")
+    until: datetime | None = Field(None, description="Died before this time.")
+
+
+class ResubmitRequest(_Input):
+    """Body of ``POST /v1/deadletters/resubmit``: give ``ids`` or ``filter``, not both."""
+
+    ids: list[TaskId] | None = Field(None, min_length=1, max_length=1000)
+    filter: DeadLetterFilter | None = None
+    limit: int = Field(1000, ge=1, le=1000, description="Most tasks resubmitted by a filter.")
+    reset_attempts: bool = Field(
+        True, description="Start the attempt count again (the history is kept either way)."
+    )
+
+    @model_validator(mode="after")
+    def _ids_or_filter(self) -> Self:
+        if (self.ids is None) == (self.filter is None):
+            raise ValueError("give either ids or filter")
+        return self
+
+
+class Skipped(_Output):
+    id: str
+    reason: str
+
+
+class ResubmitResult(_Output):
+    resubmitted: list[str] = Field(description="Ids of the tasks queued again.")
+    skipped: list[Skipped] = Field(
+        default_factory=list, description="Ids given that were not dead letters, and why."
+    )
+
+
+class CleanRequest(_Input):
+    """Body of ``POST /v1/queues/{queue}/clean``: delete finished tasks now."""
+
+    states: list[TaskState] = Field(
+        default_factory=lambda: [
+            TaskState.SUCCEEDED,
+            TaskState.FAILED,
+            TaskState.DEAD,
+            TaskState.CANCELLED,
+        ],
+        min_length=1,
+        description="Finished states only.",
+    )
+    name: TaskName | None = None
+    older_than: Seconds = Field(0, description="Only tasks finished at least this long ago.")
+    limit: int = Field(10_000, ge=1, le=100_000, description="Most tasks deleted by one call.")
+
+    @model_validator(mode="after")
+    def _finished_states(self) -> Self:
+        if not all(s.finished for s in self.states):
+            raise ValueError("states must be finished states: succeeded, failed, dead, cancelled")
+        return self
+
+
+class CleanResult(_Output):
+    deleted: int
 
 
 class LogPage(_Output):
