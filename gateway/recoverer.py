@@ -27,9 +27,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
+from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
 from gateway.store.queues import QueueStore
 from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
-from sdk.wire import AttemptOutcome, Backoff, TaskState
+from sdk.wire import AttemptOutcome, Backoff, StallPolicy, TaskState
 
 __all__ = ["RECOVER_JOB_ID", "SWEEP_JOB_ID", "Recoverer", "RecoveryReport"]
 
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 RECOVER_JOB_ID = "jobgate.recover"
 SWEEP_JOB_ID = "jobgate.sweep"
 EXPIRED_TEXT = "lease expired"
+STALLED_TEXT = "heartbeats stopped"
+RELINK_AFTER_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class RecoveryReport:
     cancelled: int = 0
     skipped: int = 0
     errors: int = 0
+    stalled: int = 0  # attempts ended early because heartbeats stopped (stall policy redispatch)
+    notified: int = 0  # dependency notices delivered to other queues
 
     def __add__(self, other: RecoveryReport) -> RecoveryReport:
         return RecoveryReport(
@@ -95,11 +100,13 @@ class Recoverer:
         on_ready: Callable[[str], None] = lambda q: None,
         rng: random.Random | None = None,
         batch: int = 500,
+        dependencies: DependencyStore | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
         self._tasks = tasks
         self._queues = queues
+        self._dependencies = dependencies
         self._clock = clock
         self._on_ready = on_ready
         self._rng = rng or random.Random()
@@ -208,9 +215,53 @@ class Recoverer:
             expired, requeued = RecoveryReport(), 0
         else:
             expired, requeued = await self._expire(queue, now, stored.policy.backoff)
+            if stored.policy.stall_policy is StallPolicy.REDISPATCH:
+                stalled, again = await self._redispatch_stalled(queue, now, stored.policy.backoff)
+                expired += stalled
+                requeued += again
         if promoted or requeued:
             self._on_ready(queue)
-        return RecoveryReport(promoted=promoted) + expired
+        return RecoveryReport(promoted=promoted) + expired + await self._notify(queue, now)
+
+    async def _notify(self, queue: str, now: int) -> RecoveryReport:
+        """Deliver this queue's dependency notices to other queues, and link again the
+        cross-queue dependencies a stopped gateway left unregistered."""
+        if self._dependencies is None:
+            return RecoveryReport()
+        notified = 0
+        while True:
+            n = await self._dependencies.deliver(queue, now)
+            notified += n
+            if n < OUTBOX_BATCH:
+                break
+        await self._dependencies.relink(queue, now - RELINK_AFTER_MS, now)
+        return RecoveryReport(notified=notified)
+
+    async def _redispatch_stalled(
+        self, queue: str, now: int, backoff: Backoff
+    ) -> tuple[RecoveryReport, int]:
+        """End the attempts whose heartbeats stopped, to retry them now (stall policy
+        ``redispatch``); fenced like expiries, so a heartbeat meanwhile keeps the attempt."""
+        stalled = await self._tasks.stalled(queue, now, self._batch)
+        if not stalled:
+            return RecoveryReport(), 0
+        results = await self._tasks.finish_many(
+            queue,
+            [
+                Finish(
+                    s.task_id,
+                    s.token,
+                    AttemptOutcome.STALLED,
+                    text=STALLED_TEXT,
+                    delay_ms=retry_delay_ms(s.attempt, backoff, self._rng),
+                )
+                for s in stalled
+            ],
+            now,
+        )
+        done = _tally(results)
+        requeued = sum(r.fence is Fence.OK and r.state is TaskState.QUEUED for r in results)
+        return RecoveryReport(stalled=done.expired) + done, requeued
 
     async def _promote(self, queue: str, now: int) -> int:
         promoted = 0

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from gateway.api.routing import QUEUE, TASK_ID, Call, Operation, Param
+from gateway.api.routing import QUEUE, TASK_ID, Call, Operation, Param, Reply
 from gateway.auth import Access
 from gateway.errors import FieldProblem, ValidationFailed
 from gateway.services.tasks import MAX_WAIT
 from sdk.wire import BatchCreate, BatchCreated, LogPage, Task, TaskCreate, TaskPage, TaskState
 
 
-async def enqueue(call: Call) -> BaseModel:
-    (task,) = await call.services.tasks.enqueue(call.queue, [call.body])
+async def enqueue(call: Call) -> BaseModel | Reply:
+    (task,) = await call.services.tasks.enqueue(call.queue, [call.body], batch=False)
+    if task.deduplicated:
+        return Reply(task, status=200)
     return task
 
 

@@ -24,7 +24,7 @@ from gateway.directory import Directory, QueueView
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
-from gateway.store.tasks import ClaimStatus, Finish, Finished, TaskStore
+from gateway.store.tasks import Claim, ClaimStatus, Finish, Finished, TaskStore
 from sdk.wire import AttemptOutcome
 
 log = logging.getLogger(__name__)
@@ -85,25 +85,37 @@ class Dispatcher:
                 work.clear()
                 changes.clear()
                 try:
-                    status = await self.step(queue)
+                    claim = await self.claim(queue)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("claiming from queue %s failed; retrying", queue)
-                    status = ClaimStatus.EMPTY
+                    claim = Claim(ClaimStatus.EMPTY, [])
+                status = claim.status
                 if status is ClaimStatus.NOQUEUE:
                     return
                 if status is ClaimStatus.OK:
                     continue
+                timeout = IDLE_TICK
+                if claim.retry_at_ms is not None:
+                    timeout = min(timeout, max(0, claim.retry_at_ms - self._clock.now_ms()) / 1000)
+                if status is ClaimStatus.RATE:
+                    # The bucket refills at its own pace: new work cannot make it sooner.
+                    await asyncio.sleep(timeout)
+                    continue
                 # A paused queue ignores new work until its policy changes.
                 awaited = changes if status is ClaimStatus.PAUSED else work
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(awaited.wait(), IDLE_TICK)
+                    await asyncio.wait_for(awaited.wait(), timeout)
         finally:
             self._loops.pop(queue, None)
 
     async def step(self, queue: str) -> ClaimStatus:
         """Claim one batch and start pushing it; returns the claim's status."""
+        return (await self.claim(queue)).status
+
+    async def claim(self, queue: str) -> Claim:
+        """Claim one batch and start pushing it."""
         claim = await self._tasks.claim(
             queue, self._batch, secrets.token_hex(16), self._clock.now_ms()
         )
@@ -116,7 +128,7 @@ class Dispatcher:
             )
             self._pushes.add(push)
             push.add_done_callback(self._pushes.discard)
-        return claim.status
+        return claim
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming; let pushes in flight finish for up to ``grace`` seconds. A push cut

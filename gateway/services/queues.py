@@ -47,11 +47,14 @@ class QueueService:
         self._on_change = on_change
 
     async def _view(self, stored: StoredQueue) -> Queue:
+        endpoints = await self._queues.endpoints(stored.name)
+        covered = {c for e, _ in endpoints if e.enabled for c in e.capabilities}
         return Queue(
             name=stored.name,
             policy=stored.policy,
             created_at=to_datetime(stored.created_ms),
             counts=await self._tasks.counts(stored.name),
+            unroutable=await self._tasks.unroutable(stored.name, covered),
         )
 
     async def put(self, name: str, policy: QueuePolicy) -> tuple[Queue, bool]:
@@ -61,6 +64,12 @@ class QueueService:
 
     async def patch(self, name: str, patch: QueuePolicyPatch) -> Queue:
         fields = patch.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        if fields.pop("remove_rate_limit", False):
+            if "rate_limit" in fields:
+                raise ValidationFailed(
+                    [FieldProblem("remove_rate_limit", "cannot be given with rate_limit")]
+                )
+            fields["rate_limit"] = None
         stored = await self._queues.patch(name, fields)
         self._on_change(name)
         return await self._view(stored)

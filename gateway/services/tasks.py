@@ -18,6 +18,7 @@ from gateway.errors import (
     TaskNotFound,
     ValidationFailed,
 )
+from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.records import (
@@ -33,7 +34,7 @@ from sdk.wire import LogLine, LogPage, QueuePolicy, Task, TaskCreate, TaskPage, 
 MAX_WAIT = 60.0
 
 
-def _new_task(spec: TaskCreate, now_ms: int) -> NewTask:
+def _new_task(spec: TaskCreate, now_ms: int, located: dict[str, str], queue: str) -> NewTask:
     if spec.run_at is not None:
         run_at = to_ms(spec.run_at)
     elif spec.delay:
@@ -51,22 +52,32 @@ def _new_task(spec: TaskCreate, now_ms: int) -> NewTask:
         lease_ms=None if spec.lease_timeout is None else seconds_to_ms(spec.lease_timeout),
         run_ms=None if spec.max_run_time is None else seconds_to_ms(spec.max_run_time),
         traceparent=spec.traceparent,
+        dedup_key=spec.dedup_key,
+        singleton_key=spec.singleton_key,
+        depends_on=tuple(spec.depends_on),
+        cross_deps=tuple(
+            (located[d], d) for d in spec.depends_on if located.get(d, queue) != queue
+        ),
+        group=spec.group,
+        after_group=spec.after_group,
+        capability=spec.capability,
+        owner=spec.owner,
+        version=spec.version,
+        heartbeat_ms=None
+        if spec.max_heartbeat_interval is None
+        else seconds_to_ms(spec.max_heartbeat_interval),
     )
 
 
 def _created_view(
     queue: str, spec: TaskCreate, new: NewTask, state: TaskState, policy: QueuePolicy
 ) -> Task:
-    record = {
-        "name": new.name,
-        "prio": new.priority,
-        "state": state.value,
-        "att": 0,
-        "created": new.created_ms,
-        "run_at": new.run_at_ms,
-    }
-    if new.max_attempts is not None:
-        record["max_att"] = new.max_attempts
+    record = json.loads(new.record_json())
+    record.update(state=state.value, att=0)
+    if state is TaskState.WAITING:
+        record["wait"] = [d for d in new.depends_on] + (
+            [f"group:{new.after_group}"] if new.after_group else []
+        )
     view = task_from_record(queue, new.id, record, policy)
     return view.model_copy(update={"payload": spec.payload})
 
@@ -79,9 +90,11 @@ class TaskService:
         directory: Directory,
         clock: Clock,
         notifier: Notifier,
+        dependencies: DependencyStore,
         *,
         on_ready: Callable[[str], None],
     ) -> None:
+        self._dependencies = dependencies
         self._tasks = tasks
         self._queues = queues
         self._directory = directory
@@ -89,8 +102,21 @@ class TaskService:
         self._notifier = notifier
         self._on_ready = on_ready
 
-    async def enqueue(self, queue: str, specs: Sequence[TaskCreate]) -> list[Task]:
-        """Store every task or none; the answer shows each as stored."""
+    async def enqueue(
+        self, queue: str, specs: Sequence[TaskCreate], *, batch: bool = True
+    ) -> list[Task]:
+        """Store every task or none; the answer shows each as stored (or, for a task that
+        matched an earlier one by its dedup or singleton key, that earlier task)."""
+        try:
+            return await self._enqueue(queue, specs)
+        except ValidationFailed as e:
+            if batch:
+                raise
+            raise ValidationFailed(
+                [FieldProblem(p.field.removeprefix("tasks.0."), p.reason) for p in e.errors]
+            ) from e
+
+    async def _enqueue(self, queue: str, specs: Sequence[TaskCreate]) -> list[Task]:
         seen: dict[str, int] = {}
         problems = []
         for i, spec in enumerate(specs):
@@ -107,15 +133,49 @@ class TaskService:
         view = await self._directory.view(queue)
         if view is None:
             raise QueueNotFound(queue)
+        located = await self._locate_dependencies(specs, seen)
         now = self._clock.now_ms()
-        new = [_new_task(spec, now) for spec in specs]
-        states = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
-        if TaskState.QUEUED in states:
-            self._on_ready(queue)
-        return [
-            _created_view(queue, spec, n, state, view.policy)
-            for spec, n, state in zip(specs, new, states, strict=True)
+        new = [_new_task(spec, now, located, queue) for spec in specs]
+        stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
+        links = [
+            (n.id, q, d)
+            for n, s in zip(new, stored, strict=True)
+            if s.state
+            for q, d in n.cross_deps
         ]
+        if links:
+            await self._dependencies.link(queue, links, now)
+        if any(s.state is TaskState.QUEUED for s in stored):
+            self._on_ready(queue)
+        views = []
+        for spec, n, s in zip(specs, new, stored, strict=True):
+            if s.duplicate_of is not None:
+                first = await self._read(queue, s.duplicate_of)
+                views.append(first.model_copy(update={"deduplicated": True}))
+            else:
+                assert s.state is not None
+                views.append(_created_view(queue, spec, n, s.state, view.policy))
+        return views
+
+    async def _locate_dependencies(
+        self, specs: Sequence[TaskCreate], batch_ids: dict[str, int]
+    ) -> dict[str, str]:
+        """The queue of every dependency outside the batch; refuses unknown ones."""
+        wanted = sorted({d for spec in specs for d in spec.depends_on if d not in batch_ids})
+        located: dict[str, str] = {}
+        problems = []
+        for dep in wanted:
+            found = await self._tasks.locate(dep)
+            if found is None:
+                where = next(i for i, spec in enumerate(specs) if dep in spec.depends_on)
+                problems.append(
+                    FieldProblem(f"tasks.{where}.depends_on", f"no task '{dep}' exists")
+                )
+            else:
+                located[dep] = found
+        if problems:
+            raise ValidationFailed(problems)
+        return located
 
     async def locate(self, task_id: str) -> str:
         queue = await self._tasks.locate(task_id)
@@ -151,6 +211,7 @@ class TaskService:
             result=result,
             checkpoint=checkpoint,
             history=[attempt_from_record(a) for a in history],
+            now_ms=self._clock.now_ms(),
         )
 
     async def page(self, queue: str, state: TaskState, cursor: str | None, limit: int) -> TaskPage:

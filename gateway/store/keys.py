@@ -18,13 +18,26 @@ key                   type   content
 ``checkpoint``        HASH   task id → last checkpoint JSON
 ``attempts``          HASH   ``<id>:<k>`` → JSON of the k-th finished attempt (k from 1, never
                              overwritten)
-``ready``             ZSET   ``<seq as 12 hex digits><id>`` scored ``rank * 2**42 + run_at_ms``,
-                             rank = 1000 - priority: pops give priority, then run_at, then FIFO
+``ready``             ZSET   scores 0, ordered by member ``<capability>/<rank><run_at><seq><id>``
+                             (rank = 1000 - priority as 3 hex digits, run_at ms as 11, seq as 12):
+                             one capability's prefix gives priority, then run_at, then FIFO
 ``scheduled``         ZSET   id → due ms (delayed tasks and retries waiting for their backoff)
 ``running``           ZSET   id → lease expiry ms
 ``done:<state>``      ZSET   id → finished ms, for succeeded, failed, dead and cancelled
 ``endpoints``         HASH   endpoint id → endpoint JSON (url, concurrency, secrets, enabled)
 ``inflight``          HASH   endpoint id → pushes in flight
+``waiting``           ZSET   id → enqueued ms, for tasks waiting on dependencies
+``dependents``        HASH   task id or ``group:<name>`` → JSON list of ``[queue, id]`` waiting
+``groups``            HASH   group name → JSON ``{n: members, ok: succeeded, bad: failure}``
+``outbox``            LIST   JSON notices ``[queue, id, dependency, ok, reason]`` for waiting tasks
+                             of other queues (delivered by the recoverer)
+``links``             ZSET   ``"<id> <queue> <dependency>"`` → ms: dependencies in other queues not
+                             yet registered there (registered right after enqueue; retried)
+``dedup``             HASH   dedup key → id of the first task
+``dedup_exp``         ZSET   dedup key → ms when its window ends (swept)
+``singleton``         HASH   singleton key → id of the task holding it while not yet running
+``capabilities``      SET    capabilities tasks of the queue have required
+``stalls``            ZSET   id → ms when a running task counts as stalled without a heartbeat
 ``log:<id>``          LIST   log lines of one task (capped; expires after the queue's retention)
 ====================  =====  ======================================================================
 
@@ -32,6 +45,9 @@ Global keys (one command each, outside any script):
 
 - ``jg:queues`` (SET): names of registered queues.
 - ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name.
+- ``jg:idem:<sha256>`` (STR): one Idempotency-Key of one API key, method and path (the hash is
+  of those four): its request in progress (expires after a minute), then the answer to replay
+  (expires after ``idempotency_ttl``). See ``gateway.store.idempotency``.
 
 Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work) and
 ``jg:done:<id>`` (published when a task reaches a final state).
@@ -59,6 +75,10 @@ def task_index(task_id: str) -> str:
     return f"jg:idx:{task_id}"
 
 
+def idempotency(digest: str) -> str:
+    return f"jg:idem:{digest}"
+
+
 def done_channel(task_id: str) -> str:
     return f"{DONE_CHANNEL_PREFIX}{task_id}"
 
@@ -84,6 +104,16 @@ class QueueKeys:
     failed: str
     dead: str
     cancelled: str
+    waiting: str
+    dependents: str
+    groups: str
+    outbox: str
+    links: str
+    dedup: str
+    dedup_exp: str
+    singleton: str
+    capabilities: str
+    stalls: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -106,6 +136,16 @@ class QueueKeys:
             failed=p + "done:failed",
             dead=p + "done:dead",
             cancelled=p + "done:cancelled",
+            waiting=p + "waiting",
+            dependents=p + "dependents",
+            groups=p + "groups",
+            outbox=p + "outbox",
+            links=p + "links",
+            dedup=p + "dedup",
+            dedup_exp=p + "dedup_exp",
+            singleton=p + "singleton",
+            capabilities=p + "capabilities",
+            stalls=p + "stalls",
         )
 
     def log(self, task_id: str) -> str:
@@ -139,4 +179,14 @@ class QueueKeys:
             self.failed,
             self.dead,
             self.cancelled,
+            self.waiting,
+            self.dependents,
+            self.groups,
+            self.outbox,
+            self.links,
+            self.dedup,
+            self.dedup_exp,
+            self.singleton,
+            self.capabilities,
+            self.stalls,
         )

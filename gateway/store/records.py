@@ -13,7 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue, field_validator
 
-from sdk.wire import Attempt, AttemptOutcome, Endpoint, QueuePolicy, Task, TaskState
+from sdk.wire import (
+    Attempt,
+    AttemptOutcome,
+    CircuitState,
+    Endpoint,
+    QueuePolicy,
+    Task,
+    TaskState,
+)
 
 
 def to_datetime(ms: float) -> datetime:
@@ -47,6 +55,16 @@ class NewTask:
     lease_ms: int | None = None
     run_ms: int | None = None
     traceparent: str | None = None
+    dedup_key: str | None = None
+    singleton_key: str | None = None
+    depends_on: tuple[str, ...] = ()
+    cross_deps: tuple[tuple[str, str], ...] = ()  # (queue, id) of dependencies in other queues
+    group: str | None = None
+    after_group: str | None = None
+    capability: str | None = None
+    owner: str | None = None
+    version: str | None = None
+    heartbeat_ms: int | None = None
 
     def record_json(self) -> str:
         record: dict[str, Any] = {
@@ -60,6 +78,16 @@ class NewTask:
             "lease_ms": self.lease_ms,
             "run_ms": self.run_ms,
             "tp": self.traceparent,
+            "dk": self.dedup_key,
+            "sk": self.singleton_key,
+            "deps": list(self.depends_on) or None,
+            "xdeps": [list(x) for x in self.cross_deps] or None,
+            "grp": self.group,
+            "ag": self.after_group,
+            "cap": self.capability,
+            "own": self.owner,
+            "ver": self.version,
+            "hbi": self.heartbeat_ms,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
         return json.dumps(record, separators=(",", ":"))
@@ -98,6 +126,9 @@ class EndpointRecord(BaseModel):
     enabled: bool = True
     disabled_reason: str | None = None
     created_ms: int
+    fails: int = 0  # failed pushes in a row (the circuit breaker's count)
+    open_until: int | None = None  # while the circuit is open: ms when a probe may go
+    probe: bool = False  # the half-open probe is out
 
     @field_validator("capabilities", mode="before")
     @classmethod
@@ -117,7 +148,16 @@ class EndpointRecord(BaseModel):
             disabled_reason=self.disabled_reason,
             created_at=to_datetime(self.created_ms),
             in_flight=in_flight,
+            circuit=self.circuit,
+            failures=self.fails,
+            open_until=to_datetime(self.open_until) if self.open_until else None,
         )
+
+    @property
+    def circuit(self) -> CircuitState:
+        if self.open_until is None:
+            return CircuitState.CLOSED
+        return CircuitState.HALF_OPEN if self.probe else CircuitState.OPEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +191,10 @@ def task_from_record(
     result: str | bytes | None = None,
     checkpoint: str | bytes | None = None,
     history: list[Attempt] | None = None,
+    now_ms: int | None = None,
 ) -> Task:
-    """Build the wire's task from a stored record; the running attempt is shown last."""
+    """Build the wire's task from a stored record; the running attempt is shown last. With
+    ``now_ms``, a running task silent for longer than its heartbeat interval shows stalled."""
     state = TaskState(record["state"])
     attempts = list(history or [])
     if state is TaskState.RUNNING:
@@ -167,6 +209,8 @@ def task_from_record(
     started = record.get("started")
     finished = record.get("finished")
     expires = record.get("exp")
+    heartbeat = record.get("hb")
+    wait = record.get("wait")
     return Task(
         id=task_id,
         queue=queue,
@@ -187,4 +231,26 @@ def task_from_record(
         error=record.get("error"),
         checkpoint=load_json(checkpoint),
         attempts=attempts,
+        owner=record.get("own"),
+        version=record.get("ver"),
+        capability=record.get("cap"),
+        dedup_key=record.get("dk"),
+        singleton_key=record.get("sk"),
+        group=record.get("grp"),
+        depends_on=record.get("deps") or [],
+        after_group=record.get("ag"),
+        waiting_on=wait if state is TaskState.WAITING and isinstance(wait, list) else [],
+        endpoint_id=record.get("ep"),
+        last_heartbeat_at=to_datetime(heartbeat) if heartbeat else None,
+        stalled=now_ms is not None and is_stalled(record, now_ms),
     )
+
+
+def is_stalled(record: dict[str, Any], now_ms: int) -> bool:
+    """A running task whose last sign of life (heartbeat, or its start) is older than the
+    heartbeat interval its attempt is held to."""
+    interval = record.get("sti")
+    if record.get("state") != TaskState.RUNNING or not interval:
+        return False
+    last = record.get("hb") or record.get("started") or now_ms
+    return bool(now_ms - last > interval)

@@ -31,6 +31,12 @@ ScriptName = Literal[
     "sweep",
     "delete_queue",
     "patch_queue",
+    "resolve",
+    "link",
+    "ack_outbox",
+    "resubmit",
+    "clean",
+    "settle_idempotency",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 

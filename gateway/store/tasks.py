@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from gateway.errors import QueueNotFound, TaskExists
+from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.records import Lease, NewTask
@@ -30,12 +30,14 @@ class ClaimStatus(StrEnum):
     FULL = "FULL"
     EMPTY = "EMPTY"
     NOENDPOINT = "NOENDPOINT"
+    RATE = "RATE"
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
     status: ClaimStatus
     leases: list[Lease]
+    retry_at_ms: int | None = None  # RATE, or NOENDPOINT with an open circuit: when to try again
 
 
 class Fence(StrEnum):
@@ -108,7 +110,49 @@ def _finish_keys(k: QueueKeys) -> list[str]:
         k.failed,
         k.dead,
         k.cancelled,
+        k.waiting,
+        k.dependents,
+        k.groups,
+        k.outbox,
+        k.stalls,
     ]
+
+
+def _enqueue_keys(k: QueueKeys) -> list[str]:
+    return [
+        k.policy,
+        k.meta,
+        k.payload,
+        k.ready,
+        k.scheduled,
+        k.seq,
+        k.waiting,
+        k.dependents,
+        k.groups,
+        k.outbox,
+        k.failed,
+        k.dead,
+        k.dedup,
+        k.dedup_exp,
+        k.singleton,
+        k.capabilities,
+        k.links,
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """How one task of an enqueue went: stored in ``state``, or matched the earlier task
+    ``duplicate_of`` by its dedup or singleton key (then nothing was stored for it)."""
+
+    state: TaskState | None
+    duplicate_of: str | None = None
+
+
+def _stored(entry: str) -> Stored:
+    if entry.startswith("dup:"):
+        return Stored(None, entry.removeprefix("dup:"))
+    return Stored(TaskState(entry))
 
 
 def _finish_args(f: Finish) -> list[str | int]:
@@ -141,7 +185,7 @@ class TaskStore:
 
     async def enqueue(
         self, queue: str, tasks: Sequence[NewTask], now_ms: int, *, client_ids: bool = False
-    ) -> list[TaskState]:
+    ) -> list[Stored]:
         """Store tasks atomically; raises QueueNotFound or TaskExists and then stores nothing.
 
         The id index lives outside the queue's slot. Ids the gateway made are unique, so their
@@ -149,10 +193,10 @@ class TaskStore:
         index first, so one already used in another queue is refused before anything is stored.
         """
         k = QueueKeys.of(queue)
-        args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL]
+        args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
         for t in tasks:
             args += [t.id, t.record_json(), t.payload_json]
-        script_keys = [k.policy, k.meta, k.payload, k.ready, k.scheduled, k.seq]
+        script_keys = _enqueue_keys(k)
         index = [keys.task_index(t.id) for t in tasks]
         if client_ids:
             indexed = await self._claim_index(queue, index)
@@ -167,11 +211,30 @@ class TaskStore:
             if isinstance(reply, Exception):
                 reply = await self._scripts.call("enqueue", script_keys, args)
         if reply[0] == "OK":
-            return [TaskState(s) for s in reply[1:]]
+            stored = [_stored(entry) for entry in reply[1:]]
+            unused = [
+                key for key, s in zip(index, stored, strict=True) if s.duplicate_of is not None
+            ]
+            if unused:
+                await self._redis.delete(*unused)
+            return stored
         if indexed:
             await self._redis.delete(*indexed)
         if reply[0] == "NOQUEUE":
             raise QueueNotFound(queue)
+        if reply[0] == "NOGROUP":
+            raise ValidationFailed(
+                [
+                    FieldProblem(
+                        f"tasks.{reply[1]}.after_group",
+                        f"no task of queue '{queue}' has joined group '{reply[2]}'",
+                    )
+                ]
+            )
+        if reply[0] == "NODEP":
+            raise ValidationFailed(
+                [FieldProblem(f"tasks.{reply[1]}.depends_on", f"no task '{reply[2]}' exists")]
+            )
         raise TaskExists(reply[1])
 
     async def _claim_index(self, queue: str, index: list[str]) -> list[str]:
@@ -230,6 +293,7 @@ class TaskStore:
             TaskState.QUEUED: k.ready,
             TaskState.SCHEDULED: k.scheduled,
             TaskState.RUNNING: k.running,
+            TaskState.WAITING: k.waiting,
         }.get(state)
         if index is None and state.finished:
             index = k.finished(state)
@@ -237,7 +301,7 @@ class TaskStore:
             return [], False
         members = cast(list[str], await self._redis.zrange(index, offset, offset + limit))
         more = len(members) > limit
-        ids = [m[12:] if state is TaskState.QUEUED else m for m in members[:limit]]
+        ids = [m[-26:] if state is TaskState.QUEUED else m for m in members[:limit]]
         if not ids:
             return [], False
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -257,15 +321,26 @@ class TaskStore:
             TaskState.SCHEDULED: k.scheduled,
             TaskState.QUEUED: k.ready,
             TaskState.RUNNING: k.running,
+            TaskState.WAITING: k.waiting,
             **{s: k.finished(s) for s in keys.FINISHED_STATES},
         }
         async with self._redis.pipeline(transaction=False) as pipe:
             for index in indexes.values():
                 pipe.zcard(index)
             sizes = await pipe.execute()
-        counts = dict(zip(indexes, sizes, strict=True))
-        counts[TaskState.WAITING] = 0
-        return counts
+        return dict(zip(indexes, sizes, strict=True))
+
+    async def unroutable(self, queue: str, covered: set[str]) -> dict[str, int]:
+        """Queued tasks per required capability that no endpoint in ``covered`` offers."""
+        k = QueueKeys.of(queue)
+        missing = sorted(set(cast(set[str], await self._redis.smembers(k.capabilities))) - covered)
+        if not missing:
+            return {}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for cap in missing:
+                pipe.zlexcount(k.ready, f"[{cap}/", f"({cap}0")
+            sizes = await pipe.execute()
+        return {cap: n for cap, n in zip(missing, sizes, strict=True) if n}
 
     async def claim(self, queue: str, count: int, seed: str, now_ms: int) -> Claim:
         """Lease up to ``count`` ready tasks; ``seed`` (secret, random, fresh for every call)
@@ -282,10 +357,16 @@ class TaskStore:
                 k.endpoints,
                 k.inflight,
                 k.ready,
+                k.singleton,
+                k.stalls,
             ],
             [now_ms, count, seed],
         )
         status = ClaimStatus(reply[0])
+        if status is ClaimStatus.RATE:
+            return Claim(status, [], now_ms + int(reply[1]))
+        if status is ClaimStatus.NOENDPOINT:
+            return Claim(status, [], int(reply[1]) if reply[1] else None)
         leases = []
         for task_id, endpoint_id, raw, payload, checkpoint in reply[1:]:
             record = json.loads(raw)
@@ -321,7 +402,7 @@ class TaskStore:
         k = QueueKeys.of(queue)
         reply = await self._scripts.call(
             "heartbeat",
-            [k.policy, k.meta, k.running, k.checkpoint],
+            [k.policy, k.meta, k.running, k.checkpoint, k.stalls],
             [
                 task_id,
                 token,
@@ -363,7 +444,7 @@ class TaskStore:
         (fenced by its own token), so one stale lease does not stop the others."""
         if not finishes:
             return []
-        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX]
+        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue]
         for f in finishes:
             args += _finish_args(f)
         replies = await self._scripts.call("finish", _finish_keys(QueueKeys.of(queue)), args)
@@ -373,8 +454,21 @@ class TaskStore:
         k = QueueKeys.of(queue)
         reply = await self._scripts.call(
             "cancel",
-            [k.meta, k.ready, k.scheduled, k.cancelled],
-            [task_id, now_ms, keys.done_channel(task_id)],
+            [
+                k.meta,
+                k.ready,
+                k.scheduled,
+                k.cancelled,
+                k.policy,
+                k.seq,
+                k.waiting,
+                k.dependents,
+                k.groups,
+                k.outbox,
+                k.failed,
+                k.dead,
+            ],
+            [task_id, now_ms, keys.DONE_CHANNEL_PREFIX, queue],
         )
         return CancelResult(reply[0])
 
@@ -392,6 +486,15 @@ class TaskStore:
         """Running tasks whose lease ran out by ``now_ms`` (read only; finish() records it)."""
         k = QueueKeys.of(queue)
         ids = cast(list[str], await self._redis.zrangebyscore(k.running, "-inf", now_ms, 0, limit))
+        return await self._running(k, ids)
+
+    async def stalled(self, queue: str, now_ms: int, limit: int) -> list[Expired]:
+        """Running tasks silent past their heartbeat interval by ``now_ms`` (read only)."""
+        k = QueueKeys.of(queue)
+        ids = cast(list[str], await self._redis.zrangebyscore(k.stalls, "-inf", now_ms, 0, limit))
+        return await self._running(k, ids)
+
+    async def _running(self, k: QueueKeys, ids: list[str]) -> list[Expired]:
         if not ids:
             return []
         found = []
@@ -421,6 +524,8 @@ class TaskStore:
                 k.failed,
                 k.dead,
                 k.cancelled,
+                k.dedup,
+                k.dedup_exp,
             ],
             [now_ms, limit],
         )

@@ -69,14 +69,16 @@ class Cluster:
         self.gateways.append(url)
         return url
 
-    def worker(self, secret: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    def worker(
+        self, secret: str, port: int, log: Path, app: str = "tests.e2e.worker_app:app"
+    ) -> subprocess.Popen[bytes]:
         environ = {**os.environ, "JOBGATE_WORKER_SECRET": secret, "E2E_LOG": str(log)}
         proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "uvicorn",
-                "tests.e2e.worker_app:app",
+                app,
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from typing import Any
 
 from pydantic import JsonValue
@@ -60,6 +61,7 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
             "attempt": headers.get("jobgate-attempt"),
             "lease": headers.get("jobgate-lease"),
             "callback": headers.get("jobgate-callback"),
+            "t": time.time(),
         }
         with open(LOG, "a") as log:  # noqa: ASYNC230 - a test log line, appended atomically
             log.write(json.dumps(record) + "\n")

@@ -1,7 +1,10 @@
--- Cancel a task. Queued and scheduled tasks end at once; a running one is asked to stop (the
--- next heartbeat answer says so) and ends as cancelled when its attempt ends, whatever way.
--- KEYS[1] meta   KEYS[2] ready   KEYS[3] scheduled   KEYS[4] done:cancelled
--- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel of this task
+-- Cancel a task. Queued, scheduled and waiting tasks end at once (and their dependents fail); a
+-- running one is asked to stop (the next heartbeat answer says so) and ends as cancelled when
+-- its attempt ends, whatever way.
+-- KEYS[1] meta   KEYS[2] ready   KEYS[3] scheduled   KEYS[4] done:cancelled   KEYS[5] queue hash
+-- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
+-- KEYS[11] done:failed   KEYS[12] done:dead
+-- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel prefix   ARGV[4] queue name
 -- Returns {'CANCELLED'} | {'REQUESTED'} | {'FINISHED', state} | {'NOTASK'}
 local id = ARGV[1]
 local t = load_task(KEYS[1], id)
@@ -18,13 +21,23 @@ if t.state == 'queued' then
   t.m = nil
 elseif t.state == 'scheduled' then
   redis.call('ZREM', KEYS[3], id)
+elseif t.state == 'waiting' then
+  redis.call('ZREM', KEYS[7], id)
+  t.wait = nil
 else
   return {'FINISHED', t.state}
 end
+local now = tonumber(ARGV[2])
 t.state = 'cancelled'
 t.cancel = true
-t.finished = tonumber(ARGV[2])
+t.finished = now
 save_task(KEYS[1], id, t)
-redis.call('ZADD', KEYS[4], ARGV[2], id)
-redis.call('PUBLISH', ARGV[3], 'cancelled')
+redis.call('ZADD', KEYS[4], int(now), id)
+redis.call('PUBLISH', ARGV[3] .. id, 'cancelled')
+local Q = {
+  name = ARGV[4], policy = policy_of(KEYS[5]), meta = KEYS[1], ready = KEYS[2], seq = KEYS[6],
+  scheduled = KEYS[3], waiting = KEYS[7], dependents = KEYS[8], groups = KEYS[9],
+  outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], channel = ARGV[3], now = now,
+}
+settle_all(Q, {{id, false, 'cancelled', t.grp}})
 return {'CANCELLED'}

@@ -1,40 +1,192 @@
 -- Enqueue tasks into one queue: all of them, or none.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] ready   KEYS[5] scheduled
--- KEYS[6] seq
--- ARGV[1] now ms   ARGV[2] queue name   ARGV[3] wake channel
--- ARGV[4..] three values per task: id, initial record JSON (name, prio, created, run_at and
---           optional overrides), payload JSON
--- Returns {'OK', state of each task...} | {'NOQUEUE'} | {'EXISTS', id}
--- Publishes the queue name on the wake channel when the ready set stops being empty.
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
+-- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] dedup   KEYS[14] dedup expiry
+-- KEYS[15] singleton   KEYS[16] capabilities   KEYS[17] links
+-- ARGV[1] now ms   ARGV[2] queue name   ARGV[3] wake channel   ARGV[4] done channel prefix
+-- ARGV[5..] three values per task: id, initial record JSON (name, prio, created, run_at and
+--           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
+--           {queue, id}), payload JSON
+-- Returns {'OK', one entry per task...}: the state it was stored in, or 'dup:<id>' when its
+--      dedup or singleton key matched task <id> (nothing stored for it)
+--   or {'NOQUEUE'} | {'EXISTS', id} | {'NOGROUP', task index, group} | {'NODEP', index, id}
+-- Dependencies in other queues are recorded in ``links`` ("<id> <queue> <dependency>", scored
+-- by now): the caller registers them there, then removes the entry.
+local policy = policy_of(KEYS[1])
+if not policy then
   return {'NOQUEUE'}
 end
 local now = tonumber(ARGV[1])
-local count = (#ARGV - 3) / 3
+local queue = ARGV[2]
+local count = (#ARGV - 4) / 3
 for i = 0, count - 1 do
-  local id = ARGV[4 + i * 3]
+  local id = ARGV[5 + i * 3]
   if redis.call('HEXISTS', KEYS[2], id) == 1 then
     return {'EXISTS', id}
   end
 end
-local was_empty = redis.call('ZCARD', KEYS[4]) == 0
-local out = {'OK'}
+local Q = {
+  name = queue, policy = policy, meta = KEYS[2], ready = KEYS[4], seq = KEYS[6],
+  scheduled = KEYS[5], waiting = KEYS[7], dependents = KEYS[8], groups = KEYS[9],
+  outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], channel = ARGV[4], now = now,
+}
+
+-- Refusals come before any write.
+local batch = {}
+local group_size = {}
 for i = 0, count - 1 do
-  local id = ARGV[4 + i * 3]
-  local t = cjson.decode(ARGV[5 + i * 3])
-  t.att = 0
-  t.hist = 0
-  if t.run_at > now then
-    t.state = 'scheduled'
-    redis.call('ZADD', KEYS[5], int(t.run_at), id)
-  else
-    make_ready(KEYS[4], KEYS[6], id, t)
+  local t = cjson.decode(ARGV[6 + i * 3])
+  batch[ARGV[5 + i * 3]] = t
+  if t.grp then
+    group_size[t.grp] = (group_size[t.grp] or 0) + 1
   end
-  save_task(KEYS[2], id, t)
-  redis.call('HSET', KEYS[3], id, ARGV[6 + i * 3])
-  out[#out + 1] = t.state
 end
+for i = 0, count - 1 do
+  local t = batch[ARGV[5 + i * 3]]
+  if t.ag and not group_size[t.ag] and redis.call('HEXISTS', KEYS[9], t.ag) == 0 then
+    return {'NOGROUP', i, t.ag}
+  end
+  local cross = {}
+  for _, x in ipairs(t.xdeps or {}) do
+    cross[x[2]] = true
+  end
+  for _, dep in ipairs(t.deps or {}) do
+    if not cross[dep] and not batch[dep] and redis.call('HEXISTS', KEYS[2], dep) == 0 then
+      return {'NODEP', i, dep}
+    end
+  end
+end
+
+local was_empty = redis.call('ZCARD', KEYS[4]) == 0
+local default_window = ms(policy.dedup_window or 3600)
+local out = {'OK'}
+local stored = {}
+local ended = {}
+-- First pass: store each task, or find its duplicate.
+for i = 0, count - 1 do
+  local id = ARGV[5 + i * 3]
+  local t = batch[id]
+  local dup = nil
+  if t.dk then
+    local first = redis.call('HGET', KEYS[13], t.dk)
+    local until_ms = tonumber(redis.call('ZSCORE', KEYS[14], t.dk) or '0')
+    if first and until_ms > now and redis.call('HEXISTS', KEYS[2], first) == 1 then
+      dup = first
+    end
+  end
+  if not dup and t.sk then
+    local holder = redis.call('HGET', KEYS[15], t.sk)
+    if holder then
+      local h = load_task(KEYS[2], holder)
+      if h and (h.state == 'queued' or h.state == 'scheduled' or h.state == 'waiting') then
+        dup = holder
+      end
+    end
+  end
+  if dup then
+    out[#out + 1] = 'dup:' .. dup
+  else
+    t.att = 0
+    t.hist = 0
+    if t.dk then
+      redis.call('HSET', KEYS[13], t.dk, id)
+      redis.call('ZADD', KEYS[14], int(now + default_window), t.dk)
+    end
+    if t.sk then
+      redis.call('HSET', KEYS[15], t.sk, id)
+    end
+    if t.cap then
+      redis.call('SADD', KEYS[16], t.cap)
+    end
+    if t.grp then
+      local raw = redis.call('HGET', KEYS[9], t.grp)
+      local g = {n = 0, ok = 0}
+      if raw then
+        g = cjson.decode(raw)
+      end
+      g.n = g.n + 1
+      redis.call('HSET', KEYS[9], t.grp, cjson.encode(g))
+    end
+    local wait = {}
+    for _, x in ipairs(t.xdeps or {}) do
+      wait[#wait + 1] = x[2]
+      redis.call('ZADD', KEYS[17], int(now), id .. ' ' .. x[1] .. ' ' .. x[2])
+    end
+    t.xdeps = nil
+    t.wait = wait
+    if #wait > 0 or t.ag or (t.deps and #t.deps > 0) then
+      t.state = 'waiting'
+    elseif t.run_at > now then
+      t.state = 'scheduled'
+      redis.call('ZADD', KEYS[5], int(t.run_at), id)
+    else
+      make_ready(KEYS[4], KEYS[6], id, t)
+    end
+    redis.call('HSET', KEYS[3], id, ARGV[7 + i * 3])
+    save_task(KEYS[2], id, t)
+    stored[#stored + 1] = {#out + 1, id}
+    out[#out + 1] = t.state
+  end
+end
+
+-- Second pass: tie waiting tasks to their dependencies in this queue (the batch included).
+for _, s in ipairs(stored) do
+  local slot, id = s[1], s[2]
+  local t = load_task(KEYS[2], id)
+  if t.state == 'waiting' then
+    local failure = nil
+    local cross = {}
+    for _, w in ipairs(t.wait) do
+      cross[w] = true
+    end
+    local sources = {}
+    for _, dep in ipairs(t.deps or {}) do
+      if not cross[dep] then
+        sources[#sources + 1] = dep
+      end
+    end
+    if t.ag then
+      sources[#sources + 1] = 'group:' .. t.ag
+    end
+    for _, source in ipairs(sources) do
+      local state, why
+      if string.sub(source, 1, 6) == 'group:' then
+        local g = cjson.decode(redis.call('HGET', KEYS[9], t.ag))
+        if g.bad then
+          state, why = 'failed', g.bad
+        elseif g.ok == g.n then
+          state = 'succeeded'
+        end
+      else
+        local d = load_task(KEYS[2], source)
+        state, why = d.state, d.error or d.state
+      end
+      if state == 'succeeded' then
+        -- met already
+      elseif state == 'failed' or state == 'dead' or state == 'cancelled' then
+        failure = failure or ('dependency ' .. source .. ' did not succeed: ' .. why)
+      else
+        t.wait[#t.wait + 1] = source
+        add_dependent(KEYS[8], source, queue, id)
+      end
+    end
+    if failure then
+      fail_unrun(Q, id, t, failure)
+      ended[#ended + 1] = {id, false, failure, t.grp}
+    elseif #t.wait == 0 then
+      release(Q, id, t)
+    else
+      redis.call('ZADD', KEYS[7], int(now), id)
+    end
+    save_task(KEYS[2], id, t)
+  end
+end
+settle_all(Q, ended)
+for _, s in ipairs(stored) do
+  out[s[1]] = load_task(KEYS[2], s[2]).state
+end
+
 if was_empty and redis.call('ZCARD', KEYS[4]) > 0 then
-  redis.call('PUBLISH', ARGV[3], ARGV[2])
+  redis.call('PUBLISH', ARGV[3], queue)
 end
 return out

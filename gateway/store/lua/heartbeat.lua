@@ -1,6 +1,6 @@
 -- Keep a running task's lease alive: expiry = max(expiry, now + extension), never past the
 -- attempt's hard deadline. Optionally record progress and store a checkpoint.
--- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] running   KEYS[4] checkpoint
+-- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] running   KEYS[4] checkpoint   KEYS[5] stalls
 -- ARGV[1] task id   ARGV[2] lease token   ARGV[3] now ms   ARGV[4] extension ms or ''
 -- ARGV[5] progress or ''   ARGV[6] checkpoint JSON or ''
 -- Returns {'OK', cancel requested 0|1, lease expiry ms} | {'NOTASK'} | {'STALE', state}
@@ -16,6 +16,9 @@ if not extension then
 end
 t.exp = math.max(t.exp, math.min(now + extension, t.deadline))
 t.hb = now
+if t.sti then
+  redis.call('ZADD', KEYS[5], 'XX', int(now + t.sti), id)
+end
 if ARGV[5] ~= '' then
   t.progress = tonumber(ARGV[5])
 end

@@ -3,7 +3,11 @@
 --   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept),
 --   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional),
 --   m (ready-set member while queued), lease, exp (lease expiry), deadline, ep (endpoint),
---   started, first (first dispatch), hb (last heartbeat), progress, cancel, finished, error.
+--   started, first (first dispatch), hb (last heartbeat), progress, cancel, finished, error,
+--   cap (required capability), own (owner), ver (version), dk (dedup key), sk (singleton key),
+--   grp (group joined), ag (after_group), deps (depends_on ids), wait (dependencies not yet met:
+--   task ids and 'group:<name>'), hbi (max heartbeat interval override), sti (the heartbeat
+--   interval this attempt is held to).
 
 -- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
 local function int(x)
@@ -13,10 +17,6 @@ end
 local function ms(seconds)
   return math.floor(seconds * 1000 + 0.5)
 end
-
--- Ready-set order: priority (higher first), then run_at, then FIFO. Priority is -1000..1000, so
--- rank 0..2000 times 2^42 plus a millisecond time stays below 2^53 and is exact in a double.
-local RUN_AT_SPAN = 4398046511104
 
 local function load_task(meta_key, id)
   local raw = redis.call('HGET', meta_key, id)
@@ -53,16 +53,150 @@ local function policy_of(queue_key)
   return cjson.decode(raw)
 end
 
--- Put a task in the ready set. The member is a 12-hex-digit sequence number and the id.
-local function make_ready(ready_key, seq_key, id, t)
-  local seq = redis.call('INCR', seq_key)
-  local member = string.format('%012x', seq) .. id
-  t.m = member
-  t.state = 'queued'
-  redis.call('ZADD', ready_key, int((1000 - t.prio) * RUN_AT_SPAN + t.run_at), member)
+-- Ready set: one ZSET, every score 0, ordered by member. A member is the task's required
+-- capability ('' for none), '/', then rank (1000 - priority) as 3 hex digits, run_at as 11 hex
+-- digits, a 12-hex-digit sequence number, and the id: ZRANGEBYLEX over one capability's prefix
+-- gives priority, then run_at, then FIFO, in O(log n). '/' is not allowed in capabilities.
+local function ready_prefix(cap)
+  return (cap or '') .. '/'
 end
 
--- The id inside a ready-set member.
+local function ready_head(ready_key, cap)
+  local p = ready_prefix(cap)
+  local m = redis.call('ZRANGEBYLEX', ready_key, '[' .. p, '(' .. (cap or '') .. '0', 'LIMIT', 0, 1)
+  return m[1]
+end
+
+-- Put a task in the ready set.
+local function make_ready(ready_key, seq_key, id, t)
+  local seq = redis.call('INCR', seq_key)
+  local member = ready_prefix(t.cap) .. string.format('%03x%011x%012x', 1000 - t.prio, t.run_at, seq)
+    .. id
+  t.m = member
+  t.state = 'queued'
+  redis.call('ZADD', ready_key, 0, member)
+end
+
+-- The id inside a ready-set member (ids are ULIDs: 26 characters).
 local function member_id(member)
-  return string.sub(member, 13)
+  return string.sub(member, -26)
+end
+
+-- A queue's keys as the scripts that settle dependencies need them. ``Q`` has: name, policy,
+-- meta, ready, seq, scheduled, waiting, dependents, groups, outbox, failed, dead, channel
+-- (the done channel prefix) and now.
+
+-- Remove ``id`` from the waiting set and make it ready, or scheduled when its time is ahead.
+local function release(Q, id, t)
+  redis.call('ZREM', Q.waiting, id)
+  t.wait = nil
+  if t.run_at > Q.now then
+    t.state = 'scheduled'
+    redis.call('ZADD', Q.scheduled, int(t.run_at), id)
+  else
+    local was_empty = redis.call('ZCARD', Q.ready) == 0
+    make_ready(Q.ready, Q.seq, id, t)
+    Q.woke = Q.woke or was_empty
+  end
+end
+
+-- End a task that never ran (or ran and must not retry) as failed, or dead with dead-lettering.
+local function fail_unrun(Q, id, t, reason)
+  local state = 'failed'
+  if Q.policy.dead_letter then
+    state = 'dead'
+  end
+  if t.state == 'waiting' then
+    redis.call('ZREM', Q.waiting, id)
+  end
+  t.wait = nil
+  t.state = state
+  t.error = reason
+  t.finished = Q.now
+  redis.call('ZADD', Q[state], int(Q.now), id)
+  redis.call('PUBLISH', Q.channel .. id, state)
+end
+
+-- Dependency ``source`` of waiting task ``id`` ended: drop it from the task's wait list, then
+-- release the task when nothing is left, or fail it when the dependency did not succeed (its
+-- end goes on the ``ended`` work list). Returns true when the task was waiting for it.
+local function settle_one(Q, id, source, ok, reason, ended)
+  local t = load_task(Q.meta, id)
+  if not t or t.state ~= 'waiting' or not t.wait then
+    return false
+  end
+  local left, found = {}, false
+  for _, w in ipairs(t.wait) do
+    if w == source then
+      found = true
+    else
+      left[#left + 1] = w
+    end
+  end
+  if not found then
+    return false
+  end
+  if not ok then
+    local why = 'dependency ' .. source .. ' did not succeed: ' .. reason
+    fail_unrun(Q, id, t, why)
+    ended[#ended + 1] = {id, false, why, t.grp}
+  elseif #left == 0 then
+    release(Q, id, t)
+  else
+    t.wait = left
+  end
+  save_task(Q.meta, id, t)
+  return true
+end
+
+-- Work list of ended tasks whose dependents and groups must hear of it: {id, ok, reason}.
+local function settle_all(Q, ended)
+  local i = 1
+  while i <= #ended do
+    local id, ok, reason, grp = ended[i][1], ended[i][2], ended[i][3], ended[i][4]
+    i = i + 1
+    local sources = {{id, ok, reason}}
+    if grp then
+      local raw = redis.call('HGET', Q.groups, grp)
+      if raw then
+        local g = cjson.decode(raw)
+        if ok then
+          g.ok = g.ok + 1
+          if g.ok == g.n and not g.bad then
+            sources[#sources + 1] = {'group:' .. grp, true, ''}
+          end
+        elseif not g.bad then
+          g.bad = 'task ' .. id .. ' of the group failed: ' .. reason
+          sources[#sources + 1] = {'group:' .. grp, false, g.bad}
+        end
+        redis.call('HSET', Q.groups, grp, cjson.encode(g))
+      end
+    end
+    for _, s in ipairs(sources) do
+      local source, sok, sreason = s[1], s[2], s[3]
+      local raw = redis.call('HGET', Q.dependents, source)
+      if raw then
+        redis.call('HDEL', Q.dependents, source)
+        for _, entry in ipairs(cjson.decode(raw)) do
+          local queue, dep = entry[1], entry[2]
+          if queue ~= Q.name then
+            redis.call('RPUSH', Q.outbox, cjson.encode({queue, dep, source, sok, sreason}))
+          else
+            settle_one(Q, dep, source, sok, sreason, ended)
+          end
+        end
+      end
+    end
+  end
+end
+
+-- Record that task ``id`` waits for ``source`` (same queue or not) to end.
+local function add_dependent(dependents_key, source, queue, id)
+  local raw = redis.call('HGET', dependents_key, source)
+  local list = {}
+  if raw then
+    list = cjson.decode(raw)
+  end
+  list[#list + 1] = {queue, id}
+  redis.call('HSET', dependents_key, source, cjson.encode(list))
 end

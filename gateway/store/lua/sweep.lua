@@ -1,14 +1,19 @@
 -- Delete finished tasks kept longer than the queue's retention.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] result   KEYS[5] checkpoint
 -- KEYS[6] attempts   KEYS[7] done:succeeded   KEYS[8] done:failed   KEYS[9] done:dead
--- KEYS[10] done:cancelled
--- ARGV[1] now ms   ARGV[2] most tasks to delete per state
+-- KEYS[10] done:cancelled   KEYS[11] dedup   KEYS[12] dedup expiry
+-- ARGV[1] now ms   ARGV[2] most tasks to delete per state (and most dedup keys to drop)
 -- Returns the ids deleted (the caller deletes their log lists and index entries).
 local policy = policy_of(KEYS[1])
 if not policy then
   return {}
 end
 local now = tonumber(ARGV[1])
+local stale = redis.call('ZRANGEBYSCORE', KEYS[12], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #stale > 0 then
+  redis.call('HDEL', KEYS[11], unpack(stale))
+  redis.call('ZREM', KEYS[12], unpack(stale))
+end
 local deleted = {}
 for k = 7, 10 do
   local retention = policy.retention_failed

@@ -1,0 +1,103 @@
+"""Flow control end to end: real gateway and worker processes over loopback, a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+from gateway.redis_server import free_port
+from sdk import TaskCreate, TaskState
+
+from .conftest import ADMIN, Cluster, pushes
+from .test_e2e import ECHO, setup, until
+
+
+def test_a_group_of_100_releases_its_dependent_exactly_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    s = setup(cluster, tmp_path)
+    members = [TaskCreate(name=ECHO, payload={"args": [i]}, group="fan") for i in range(100)]
+    after = TaskCreate(name=ECHO, payload={"args": ["after"]}, after_group="fan")
+    created = s.client.enqueue_batch("e2e", [*members, after])
+    dependent = created[-1]
+    assert dependent.state is TaskState.WAITING
+    done = s.client.wait(dependent.id, timeout=60)
+    assert done.state is TaskState.SUCCEEDED
+    log = pushes(s.log)
+    assert Counter(p["id"] for p in log)[dependent.id] == 1
+    finished = [s.client.get_task(t.id) for t in created[:-1]]
+    assert all(t.state is TaskState.SUCCEEDED for t in finished)
+    latest = max(t.finished_at for t in finished if t.finished_at)
+    assert done.started_at is not None and done.started_at >= latest
+
+
+def test_1000_concurrent_enqueues_with_one_dedup_key_make_one_task(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    gateway = cluster.gateway()
+    client = cluster.client(gateway)
+    client.put_queue("e2e", paused=True)
+
+    async def enqueue_all() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=100)
+        headers = {"authorization": f"Bearer {ADMIN}"}
+        async with httpx.AsyncClient(
+            base_url=gateway, headers=headers, limits=limits, timeout=60
+        ) as http:
+            body = {"name": ECHO, "payload": None, "dedup_key": "once"}
+            return await asyncio.gather(
+                *(http.post("/v1/queues/e2e/tasks", json=body) for _ in range(1000))
+            )
+
+    answers = asyncio.run(enqueue_all())
+    assert Counter(a.status_code for a in answers) == {201: 1, 200: 999}
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert sum(client.get_queue("e2e").counts.values()) == 1
+
+
+def test_a_rate_limit_holds_across_two_gateways(cluster: Cluster, tmp_path: Path) -> None:
+    first = cluster.gateway()
+    cluster.gateway()
+    client = cluster.client(first)
+    client.put_queue("e2e", rate_limit={"per_second": 50, "burst": 1})
+    port = free_port()
+    endpoint = client.add_endpoint("e2e", f"http://127.0.0.1:{port}/", concurrency=64)
+    log = tmp_path / "pushes.jsonl"
+    cluster.worker(endpoint.secret, port, log)
+    client.enqueue_batch("e2e", [TaskCreate(name=ECHO, payload={"args": [i]}) for i in range(700)])
+    until(lambda: len(pushes(log)) >= 600, timeout=30, what="600 pushes")
+    times = sorted(p["t"] for p in pushes(log))
+    start = times[0] + 1.0  # past the start-up
+    in_window = sum(start <= t < start + 10.0 for t in times)
+    assert 450 <= in_window <= 550, in_window
+
+
+def test_a_failing_endpoint_is_circuit_broken_while_another_drains(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    s = setup(
+        cluster,
+        tmp_path,
+        max_attempts=20,
+        backoff={"strategy": "constant", "base_delay": 0.05},
+        circuit_breaker={"failures": 3, "open_for": 30},
+    )
+    port = free_port()
+    broken = s.client.add_endpoint("e2e", f"http://127.0.0.1:{port}/", concurrency=64)
+    broken_log = tmp_path / "broken.jsonl"
+    cluster.worker(broken.secret, port, broken_log, app="tests.e2e.failing_app:app")
+    created = s.client.enqueue_batch(
+        "e2e", [TaskCreate(name=ECHO, payload={"args": [i]}) for i in range(300)]
+    )
+    for t in created:
+        assert s.client.wait(t.id, timeout=60).state is TaskState.SUCCEEDED
+    failed_pushes = len(pushes(broken_log))
+    assert failed_pushes >= 3
+    # Open after 3 failures in a row: no more than the pushes already in flight got through.
+    assert failed_pushes < 100, failed_pushes
+    state = {e.id: e for e in s.client.list_endpoints("e2e")}[broken.id]
+    assert state.circuit.value == "open"
+    assert state.open_until is not None
