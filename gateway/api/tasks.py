@@ -35,7 +35,14 @@ async def list_tasks(call: Call) -> BaseModel:
         names = ", ".join(s.value for s in TaskState)
         raise ValidationFailed([FieldProblem("state", f"must be one of {names}")]) from e
     limit = int(call.query_float("limit", 1, 500) or 50)
-    return await call.services.tasks.page(call.queue, state, call.query("cursor"), limit)
+    return await call.services.tasks.page(
+        call.queue,
+        state,
+        call.query("cursor"),
+        limit,
+        owner=call.query("owner"),
+        name=call.query("name"),
+    )
 
 
 async def cancel_task(call: Call) -> BaseModel:
@@ -60,6 +67,8 @@ STATE = Param(
 )
 LIMIT = Param("limit", "query", "Page size.", {"type": "integer", "minimum": 1, "maximum": 500})
 CURSOR = Param("cursor", "query", "The next_cursor of the previous page.")
+OWNER = Param("owner", "query", "Only tasks of this owner (tenant).")
+NAME = Param("name", "query", "Only tasks of this name.")
 
 OPERATIONS = [
     Operation(
@@ -96,10 +105,12 @@ OPERATIONS = [
         Access.READ,
         list_tasks,
         response=TaskPage,
-        params=(QUEUE, STATE, LIMIT, CURSOR),
+        params=(QUEUE, STATE, LIMIT, CURSOR, OWNER, NAME),
         errors=(404, 422),
         description="Queued tasks in the order they will run; scheduled by due time; running "
-        "by lease expiry; finished ones by when they ended. Items carry no attempt history.",
+        "by lease expiry; waiting by when they were enqueued; finished by when they ended. "
+        "Items carry no attempt history. With owner or name, up to 10,000 entries are scanned "
+        "per call: a page may be short and still have a next_cursor.",
     ),
     Operation(
         "GET",

@@ -32,6 +32,7 @@ from gateway.store.tasks import CancelResult, TaskStore
 from sdk.wire import LogLine, LogPage, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
+FILTER_SCAN = 10_000
 
 
 def _new_task(spec: TaskCreate, now_ms: int, located: dict[str, str], queue: str) -> NewTask:
@@ -214,15 +215,49 @@ class TaskService:
             now_ms=self._clock.now_ms(),
         )
 
-    async def page(self, queue: str, state: TaskState, cursor: str | None, limit: int) -> TaskPage:
+    async def page(
+        self,
+        queue: str,
+        state: TaskState,
+        cursor: str | None,
+        limit: int,
+        *,
+        owner: str | None = None,
+        name: str | None = None,
+    ) -> TaskPage:
+        """One page of the tasks in ``state``. With filters, the listing is scanned (at most
+        :data:`FILTER_SCAN` entries per call), so a page may hold fewer than ``limit`` items
+        and still have a next cursor."""
         stored = await self._queues.require(queue)
         offset = _offset(cursor)
-        rows, more = await self._tasks.page(queue, state, offset, limit)
-        items = [
-            task_from_record(queue, task_id, record, stored.policy, payload=payload)
-            for task_id, record, payload in rows
-        ]
-        return TaskPage(items=items, next_cursor=str(offset + limit) if more else None)
+        now = self._clock.now_ms()
+        items: list[Task] = []
+        scanned = 0
+        step = limit if owner is None and name is None else max(limit, 200)
+        while True:
+            rows, more = await self._tasks.page(queue, state, offset, step)
+            taken = 0
+            for task_id, record, payload in rows:
+                taken += 1
+                if (owner is None or record.get("own") == owner) and (
+                    name is None or record.get("name") == name
+                ):
+                    items.append(
+                        task_from_record(
+                            queue, task_id, record, stored.policy, payload=payload, now_ms=now
+                        )
+                    )
+                    if len(items) == limit:
+                        break
+            if taken < len(rows):  # the page filled up inside this chunk
+                offset += taken
+                more = True
+                break
+            offset += step  # the whole chunk (and any vanished entries in it) was read
+            scanned += step
+            if not more or len(items) == limit or scanned >= FILTER_SCAN:
+                break
+        return TaskPage(items=items, next_cursor=str(offset) if more else None)
 
     async def cancel(self, queue: str, task_id: str) -> Task:
         outcome = await self._tasks.cancel(queue, task_id, self._clock.now_ms())

@@ -66,7 +66,7 @@ class QueueStore:
     async def delete(self, name: str, *, force: bool) -> list[str]:
         """Delete a queue and its tasks; returns the ids of the deleted tasks."""
         k = QueueKeys.of(name)
-        fixed = [k.policy, k.meta, k.ready, k.scheduled, k.running]
+        fixed = [k.policy, k.meta, k.ready, k.scheduled, k.running, k.waiting]
         rest = [key for key in k.all() if key not in fixed]
         reply = await self._scripts.call("delete_queue", fixed + rest, ["1" if force else "0"])
         if reply[0] == "NOQUEUE":
