@@ -8,6 +8,7 @@ import secrets
 
 from ulid import ULID
 
+from gateway.recoverer import Recoverer
 from gateway.store.dependencies import DependencyStore
 from gateway.store.keys import QueueKeys
 from gateway.store.records import EndpointRecord, NewTask
@@ -197,6 +198,7 @@ async def test_only_endpoints_with_the_capability_receive_its_tasks(stores: Stor
     assert set(by_task) == {t.id for t in [*gpu, *plain]}
     assert tpu.id not in by_task
     assert await stores.redis.smembers(QueueKeys.of("q").capabilities) == {"gpu", "tpu"}
+    assert await stores.tasks.unroutable("q", {"gpu"}) == {"tpu": 1}
 
 
 # --- rate limit and circuit breaker ------------------------------------------------------------
@@ -276,3 +278,25 @@ async def test_a_task_without_heartbeats_is_listed_as_stalled(stores: Stores) ->
         "q", Finish(chatty.id, token[chatty.id], AttemptOutcome.STALLED), now + 3700
     )
     assert done.state is TaskState.QUEUED
+
+
+async def test_the_recoverer_redispatches_stalled_tasks_by_policy(stores: Stores) -> None:
+    await queue(
+        stores,
+        max_heartbeat_interval=1,
+        stall_policy="redispatch",
+        backoff={"strategy": "constant", "base_delay": 0},
+    )
+    now = stores.clock.now_ms()
+    stuck = task(now)
+    await stores.tasks.enqueue("q", [stuck], now)
+    await stores.tasks.claim("q", 10, "s", now)
+    rec = Recoverer(stores.tasks, stores.queues, stores.clock)
+    assert (await rec.step(now + 900)).stalled == 0
+    report = await rec.step(now + 1001)
+    assert report.stalled == 1
+    assert report.retried == 1
+    record = await stores.tasks.record("q", stuck.id)
+    assert record is not None
+    assert record["state"] == "queued"
+    assert record["error"] == "heartbeats stopped"
