@@ -71,6 +71,9 @@ class Settings(BaseSettings):
         None, description="UDP port for HTTP/3; the TCP port when unset and TLS is on."
     )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    idempotency_ttl: int = Field(
+        86400, ge=1, description="Seconds the answer to a POST with an Idempotency-Key is kept."
+    )
 
     @field_validator("public_url")
     @classmethod

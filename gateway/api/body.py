@@ -40,7 +40,8 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-async def read_model(request: Request, model: type[M], limit: int) -> M:
+async def read_model(request: Request, model: type[M], limit: int) -> tuple[M, bytes]:
+    """The validated body, and the bytes it came from (what an Idempotency-Key fingerprints)."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type not in ("application/json", ""):
         raise UnsupportedMediaType(
@@ -50,7 +51,7 @@ async def read_model(request: Request, model: type[M], limit: int) -> M:
     if not body.strip():
         raise InvalidRequest("the request needs a JSON body")
     try:
-        return model.model_validate_json(body)
+        return model.model_validate_json(body), body
     except ValidationError as e:
         if any(err["type"] == "json_invalid" for err in e.errors()):
             raise InvalidRequest(f"the body is not valid JSON: {e.errors()[0]['msg']}") from e

@@ -12,7 +12,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from gateway.api import OPERATIONS
-from gateway.api.routing import Operation
+from gateway.api.idempotency import REPLAYED
+from gateway.api.routing import IDEMPOTENCY_KEY, Operation, Param
 from gateway.auth import Access
 from sdk.wire import PROBLEM_CONTENT_TYPE, Problem
 
@@ -31,6 +32,13 @@ ERROR_TEXT = {
 
 
 Refs = dict[Any, dict[str, Any]]
+REPLAYED_HEADER = {
+    REPLAYED: {
+        "description": "'true' when this is the kept answer to an earlier request with the same "
+        "Idempotency-Key",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
 
 
 def _schemas() -> tuple[Refs, dict[str, Any]]:
@@ -60,7 +68,8 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
     }
     if op.description:
         doc["description"] = op.description
-    if op.params:
+    params: tuple[Param, ...] = (*op.params, IDEMPOTENCY_KEY) if op.idempotent else op.params
+    if params:
         doc["parameters"] = [
             {
                 "name": p.name,
@@ -69,7 +78,7 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
                 "description": p.description,
                 "schema": p.schema,
             }
-            for p in op.params
+            for p in params
         ]
     if op.body is not None:
         doc["requestBody"] = {
@@ -81,6 +90,11 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
         ok["content"] = {"application/json": {"schema": refs[(op.response, "serialization")]}}
     responses: dict[str, Any] = {str(op.status): ok}
     statuses = set(op.errors) | {503}
+    if op.idempotent:
+        statuses |= {400, 409, 422}
+        ok["headers"] = REPLAYED_HEADER
+        if op.status == 201:
+            responses["200"] = {**ok, "description": "A replay of the first answer"}
     if op.access is not Access.LEASE:
         statuses |= {401, 403}
         doc["security"] = [{"apiKey": []}]

@@ -3,6 +3,7 @@ OpenAPI document are made, so the two cannot disagree.
 
 A handler receives a :class:`Call` (request, principal, validated body, services) and returns a
 model (sent with the operation's status), a :class:`Reply`, or None (``204 No Content``).
+Every POST but the worker callbacks honours an ``Idempotency-Key`` (``gateway.api.idempotency``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway.api import idempotency
 from gateway.api.body import read_model
 from gateway.auth import Access, Principal
 from gateway.errors import FieldProblem, ValidationFailed
@@ -26,6 +28,7 @@ from sdk.wire import check_queue_name
 
 Schema = dict[str, Any]
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+CALLBACKS = "/v1/callbacks/"  # worker callbacks: fenced by lease tokens, not Idempotency-Keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,12 @@ class Operation:
     def operation_id(self) -> str:
         return self.handler.__name__.removeprefix("_")
 
+    @property
+    def idempotent(self) -> bool:
+        """Whether an Idempotency-Key makes it run once: every POST but worker callbacks
+        (fenced by their lease token)."""
+        return self.method == "POST" and not self.path.startswith(CALLBACKS)
+
 
 QUEUE = Param(
     "queue",
@@ -118,6 +127,15 @@ QUEUE = Param(
     True,
 )
 TASK_ID = Param("task_id", "path", "Task id (a ULID).", {"type": "string"}, True)
+IDEMPOTENCY_KEY = Param(
+    idempotency.HEADER,
+    "header",
+    "Makes a retry safe: a repeat with this key and the same body gets the first answer again "
+    f"(201 as 200, with '{idempotency.REPLAYED}: true') instead of running twice, for 24 h by "
+    "default; the key with another body is refused (422), a repeat while the first still runs "
+    "gets 409. Error answers are not kept. Scoped to the API key and the path.",
+    idempotency.KEY_SCHEMA,
+)
 
 
 def _path_problem(name: str, reason: str) -> ValidationFailed:
@@ -165,11 +183,21 @@ def _endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
             queue = await _resolve_queue(request, services)
             if principal is not None:
                 principal.require(op.access, queue)
-            body = None
+            key = idempotency.requested_key(request) if op.idempotent else None
+            body, raw = None, b""
             if op.body is not None:
-                body = await read_model(request, op.body, services.max_body_bytes)
+                body, raw = await read_model(request, op.body, services.max_body_bytes)
             call = Call(request, services, principal, body, queue)
-            return _respond(op, await op.handler(call))
+
+            async def run() -> Response:
+                return _respond(op, await op.handler(call))
+
+            if key is None:
+                return await run()
+            identity = principal.name if principal else None
+            return await idempotency.run_once(
+                request, services.idempotency, identity, key, raw, run
+            )
         except Exception as e:
             known = as_gateway_error(e)
             if known is not None:

@@ -36,6 +36,7 @@ ScriptName = Literal[
     "ack_outbox",
     "resubmit",
     "clean",
+    "walk",
     "settle_idempotency",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
