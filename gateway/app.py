@@ -29,10 +29,14 @@ from gateway.dispatch.pusher import Pusher, new_session
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.callbacks import CallbackService
+from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.connection import connect, server_time_ms
+from gateway.store.dependencies import DependencyStore
+from gateway.store.idempotency import IdempotencyStore
+from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import Scripts
@@ -53,6 +57,7 @@ def create_app(settings: Settings) -> Starlette:
         await clock.sync()
         tasks = TaskStore(redis, scripts)
         queues = QueueStore(redis, scripts)
+        dependencies = DependencyStore(redis, scripts)
         directory = Directory(queues)
         session = new_session(allow_private=settings.allow_private_endpoints)
         rng = random.Random()
@@ -78,12 +83,20 @@ def create_app(settings: Settings) -> Starlette:
                 allow_private_endpoints=settings.allow_private_endpoints,
                 on_change=changed,
             ),
-            tasks=TaskService(tasks, queues, directory, clock, notifier, on_ready=dispatcher.wake),
+            tasks=TaskService(
+                tasks, queues, directory, clock, notifier, dependencies, on_ready=dispatcher.wake
+            ),
             callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
+            operations=OperationsService(
+                OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
+            ),
             auth=Authenticator(settings.api_keys),
+            idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
         )
-        recoverer = Recoverer(tasks, queues, clock, on_ready=dispatcher.wake, rng=rng)
+        recoverer = Recoverer(
+            tasks, queues, clock, on_ready=dispatcher.wake, rng=rng, dependencies=dependencies
+        )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.recover_interval, settings.sweep_interval)
         scheduler.add_job(

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from gateway.api import callbacks, queues, tasks
+from gateway.api import callbacks, operations, queues, tasks
 from gateway.api.routing import Operation
 
-OPERATIONS: list[Operation] = [*queues.OPERATIONS, *tasks.OPERATIONS, *callbacks.OPERATIONS]
+OPERATIONS: list[Operation] = [
+    *queues.OPERATIONS,
+    *tasks.OPERATIONS,
+    *callbacks.OPERATIONS,
+    *operations.OPERATIONS,
+]

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 from gateway.auth import Authenticator
 from gateway.services.callbacks import CallbackService
+from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
+from gateway.store.idempotency import IdempotencyStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,5 +17,7 @@ class Services:
     queues: QueueService
     tasks: TaskService
     callbacks: CallbackService
+    operations: OperationsService
     auth: Authenticator
+    idempotency: IdempotencyStore
     max_body_bytes: int

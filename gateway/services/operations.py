@@ -1,0 +1,318 @@
+"""Operator tools: search and resubmit dead letters, see what waits and what runs, clean.
+
+Dead letters are found by walking each queue's ``done:dead`` index (oldest death first) over
+the time window asked for, and matching the other fields on each task's record here. Pages of
+several queues go through the queues in name order; a cursor names the queue, death time and id
+of the last task shown, so tasks that leave meanwhile never make a page skip or repeat one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Sequence
+
+from gateway.clock import Clock
+from gateway.errors import FieldProblem, ValidationFailed
+from gateway.store.operations import (
+    Entry,
+    OperationsStore,
+    Position,
+    Record,
+    Resubmit,
+    RunningRow,
+)
+from gateway.store.queues import QueueStore
+from gateway.store.records import (
+    attempt_from_record,
+    is_stalled,
+    seconds_to_ms,
+    task_from_record,
+    to_datetime,
+    to_ms,
+)
+from sdk.wire import (
+    CleanRequest,
+    CleanResult,
+    DeadLetterFilter,
+    ResubmitRequest,
+    ResubmitResult,
+    RunningList,
+    RunningTask,
+    ScheduledPage,
+    ScheduledTask,
+    Skipped,
+    Task,
+    TaskPage,
+    TaskState,
+)
+
+Window = tuple[int | None, int | None]
+
+
+# --- pure helpers -----------------------------------------------------------------------------
+
+
+def encode_cursor(queue: str, position: Position) -> str:
+    raw = json.dumps([queue, position.score, position.member], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, Position]:
+    """The queue and position a cursor of :func:`encode_cursor` names; 422 on anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        queue, score, member = json.loads(raw)
+        if isinstance(queue, str) and isinstance(member, str) and type(score) is int:
+            return queue, Position(score, member)
+    except (ValueError, TypeError, binascii.Error):
+        pass
+    raise ValidationFailed([FieldProblem("cursor", "is not a cursor this API gave out")])
+
+
+def time_window(f: DeadLetterFilter, prefix: str = "") -> Window:
+    """``since`` (inclusive) and ``until`` (exclusive) in ms; naive times are refused."""
+    bounds: list[int | None] = []
+    for name, when in (("since", f.since), ("until", f.until)):
+        if when is not None and when.tzinfo is None:
+            raise ValidationFailed(
+                [FieldProblem(prefix + name, "needs a timezone, e.g. '2030-01-01T00:00:00Z'")]
+            )
+        bounds.append(None if when is None else to_ms(when))
+    return bounds[0], bounds[1]
+
+
+def matches(record: Record | None, f: DeadLetterFilter) -> bool:
+    """Whether a record is a dead task with every field the filter gives."""
+    return (
+        record is not None
+        and record.get("state") == TaskState.DEAD
+        and (f.name is None or record.get("name") == f.name)
+        and (f.version is None or record.get("ver") == f.version)
+        and (f.owner is None or record.get("own") == f.owner)
+    )
+
+
+def scheduled_view(entry: Entry) -> ScheduledTask:
+    record = entry.record or {}
+    attempt = int(record.get("att") or 0)
+    retry = attempt > 0 or int(record.get("hist") or 0) > 0
+    return ScheduledTask(
+        id=entry.task_id,
+        name=record.get("name", ""),
+        due_at=to_datetime(entry.score),
+        kind="retry" if retry else "delayed",
+        attempt=attempt,
+        priority=record.get("prio", 0),
+        owner=record.get("own"),
+        error=record.get("error"),
+    )
+
+
+def running_view(queue: str, row: RunningRow, now_ms: int) -> RunningTask:
+    """A running task as operators see it. ``stalled`` follows the heartbeat interval the
+    attempt is held to: the task's own, else its queue's when it was claimed (as the task view
+    and the recoverer's stall handling do)."""
+    r = row.record
+    hb, exp = r.get("hb"), r.get("exp")
+    return RunningTask(
+        id=row.task_id,
+        queue=queue,
+        name=r["name"],
+        attempt=r["att"],
+        endpoint_id=r.get("ep"),
+        endpoint_url=row.endpoint_url,
+        started_at=to_datetime(r["started"]),
+        elapsed=max(0, now_ms - r["started"]) / 1000,
+        last_heartbeat_at=to_datetime(hb) if hb else None,
+        progress=r.get("progress"),
+        lease_expires_at=to_datetime(exp) if exp else None,
+        stalled=is_stalled(r, now_ms),
+        owner=r.get("own"),
+    )
+
+
+# --- the service ------------------------------------------------------------------------------
+
+
+class OperationsService:
+    """``on_ready(queue)`` is called when a resubmit put tasks of ``queue`` in its ready set, so
+    this process's dispatcher pushes them at once."""
+
+    def __init__(
+        self,
+        store: OperationsStore,
+        queues: QueueStore,
+        clock: Clock,
+        *,
+        on_ready: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._queues = queues
+        self._clock = clock
+        self._on_ready = on_ready
+
+    async def _names(self, queue: str | None) -> list[str]:
+        if queue is None:
+            return await self._queues.names()
+        await self._queues.require(queue)
+        return [queue]
+
+    # --- dead letters ---------------------------------------------------------------------
+
+    async def _matching(
+        self, queue: str, f: DeadLetterFilter, window: Window, after: Position | None, want: int
+    ) -> list[Entry]:
+        """Up to ``want`` dead tasks of ``queue`` matching ``f``, oldest death first."""
+        since, before = window
+        found: list[Entry] = []
+        while len(found) < want:
+            batch = await self._store.dead(queue, since=since, before=before, after=after)
+            found += [e for e in batch if matches(e.record, f)]
+            if len(batch) < self._store.chunk:
+                break
+            after = Position(batch[-1].score, batch[-1].task_id)
+        return found[:want]
+
+    async def dead_letters(
+        self, f: DeadLetterFilter, limit: int, cursor: str | None = None
+    ) -> TaskPage:
+        """Dead tasks matching ``f``, each with its whole attempt history."""
+        window = time_window(f)
+        start = None if cursor is None else decode_cursor(cursor)
+        found: list[tuple[str, Entry]] = []
+        for queue in await self._names(f.queue):
+            if start is not None and queue < start[0]:
+                continue
+            after = start[1] if start is not None and queue == start[0] else None
+            entries = await self._matching(queue, f, window, after, limit + 1 - len(found))
+            found += [(queue, e) for e in entries]
+            if len(found) > limit:
+                break
+        page = found[:limit]
+        next_cursor = None
+        if len(found) > limit:
+            queue, last = page[-1]
+            next_cursor = encode_cursor(queue, Position(last.score, last.task_id))
+        return TaskPage(items=await self._full(page), next_cursor=next_cursor)
+
+    async def _full(self, page: Sequence[tuple[str, Entry]]) -> list[Task]:
+        """The tasks of a page as the task route shows them, in the page's order."""
+        by_queue: dict[str, list[str]] = {}
+        for queue, entry in page:
+            by_queue.setdefault(queue, []).append(entry.task_id)
+        tasks: dict[str, Task] = {}
+        for queue, task_ids in by_queue.items():
+            stored = await self._queues.get(queue)
+            if stored is None:
+                continue
+            for task_id, full in zip(
+                task_ids, await self._store.read_many(queue, task_ids), strict=True
+            ):
+                if full is not None:  # swept since it was found
+                    tasks[task_id] = task_from_record(
+                        queue,
+                        task_id,
+                        full.record,
+                        stored.policy,
+                        payload=full.payload,
+                        result=full.result,
+                        checkpoint=full.checkpoint,
+                        history=[attempt_from_record(a) for a in full.history],
+                    )
+        return [tasks[e.task_id] for _, e in page if e.task_id in tasks]
+
+    async def resubmit(self, request: ResubmitRequest) -> ResubmitResult:
+        """Queue dead tasks again: the ids given, or up to ``limit`` matching the filter."""
+        skipped: list[Skipped] = []
+        by_queue: dict[str, list[str]] = {}
+        if request.ids is not None:
+            task_ids = list(dict.fromkeys(request.ids))
+            for task_id, queue in zip(
+                task_ids, await self._store.locate_many(task_ids), strict=True
+            ):
+                if queue is None:
+                    skipped.append(Skipped(id=task_id, reason="not found"))
+                else:
+                    by_queue.setdefault(queue, []).append(task_id)
+        else:
+            assert request.filter is not None  # the model requires ids or filter
+            f = request.filter
+            window = time_window(f, "filter.")
+            left = request.limit
+            for queue in await self._names(f.queue):
+                entries = await self._matching(queue, f, window, None, left)
+                if entries:
+                    by_queue[queue] = [e.task_id for e in entries]
+                left -= len(entries)
+                if not left:
+                    break
+        resubmitted: list[str] = []
+        now = self._clock.now_ms()
+        for queue, task_ids in by_queue.items():
+            results = await self._store.resubmit(
+                queue, task_ids, now, reset_attempts=request.reset_attempts
+            )
+            moved = [r.task_id for r in results if r.outcome is Resubmit.OK]
+            resubmitted += moved
+            for r in results:
+                if r.outcome is Resubmit.NOTASK:
+                    skipped.append(Skipped(id=r.task_id, reason="not found"))
+                elif r.outcome is Resubmit.NOTDEAD:
+                    state = r.state.value if r.state else "unknown"
+                    skipped.append(Skipped(id=r.task_id, reason=f"not dead (state {state})"))
+            if moved:
+                self._on_ready(queue)
+        return ResubmitResult(resubmitted=resubmitted, skipped=skipped)
+
+    # --- what waits, what runs --------------------------------------------------------------
+
+    async def scheduled(self, queue: str, limit: int, cursor: str | None = None) -> ScheduledPage:
+        """Tasks waiting for their time (delayed, or a retry's backoff), by due time."""
+        await self._queues.require(queue)
+        after = None
+        if cursor is not None:
+            cursor_queue, after = decode_cursor(cursor)
+            if cursor_queue != queue:
+                raise ValidationFailed([FieldProblem("cursor", "belongs to another queue")])
+        entries = await self._store.scheduled(queue, after=after, count=limit + 1)
+        page = entries[:limit]
+        next_cursor = None
+        if len(entries) > limit:
+            next_cursor = encode_cursor(queue, Position(page[-1].score, page[-1].task_id))
+        items = [
+            scheduled_view(e)
+            for e in page
+            if e.record is not None and e.record.get("state") == TaskState.SCHEDULED
+        ]
+        return ScheduledPage(items=items, next_cursor=next_cursor)
+
+    async def running(
+        self, queue: str | None = None, owner: str | None = None, limit: int = 500
+    ) -> RunningList:
+        """Running tasks of one queue or all, longest running first."""
+        now = self._clock.now_ms()
+        items: list[RunningTask] = []
+        for name in await self._names(queue):
+            for row in await self._store.running(name):
+                if owner is None or row.record.get("own") == owner:
+                    items.append(running_view(name, row, now))
+        items.sort(key=lambda t: (t.started_at, t.id))
+        return RunningList(items=items[:limit], truncated=len(items) > limit)
+
+    # --- cleaning ---------------------------------------------------------------------------
+
+    async def clean(self, queue: str, request: CleanRequest) -> CleanResult:
+        """Delete finished tasks now: of the states given (in that order, oldest first in
+        each), finished at least ``older_than`` seconds ago, of one name when given."""
+        await self._queues.require(queue)
+        finished_by = self._clock.now_ms() - seconds_to_ms(request.older_than)
+        deleted = 0
+        for state in dict.fromkeys(request.states):
+            if deleted >= request.limit:
+                break
+            deleted += await self._store.clean(
+                queue, state, finished_by, request.limit - deleted, name=request.name
+            )
+        return CleanResult(deleted=deleted)
