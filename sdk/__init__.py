@@ -8,6 +8,7 @@
     def send_welcome(user_id: int) -> None: ...
 
     send_welcome.delay(7)                                   # producer
+    group(send_welcome.s(1), send_welcome.s(2)).delay()     # one batch, one group
     app = Worker(tasks=[send_welcome], secret="whsec_...")  # worker: any ASGI server
 """
 
@@ -22,7 +23,9 @@ from sdk.errors import (
     TaskFailed,
     TaskTimeout,
 )
-from sdk.tasks import AsyncTaskHandle, TaskFunction, TaskHandle, task
+from sdk.groups import AsyncGroupHandle, Group, GroupHandle, TaskSignature, group
+from sdk.handles import AsyncTaskHandle, TaskHandle
+from sdk.tasks import TaskFunction, task
 from sdk.wire import Backoff, BackoffStrategy, QueuePolicy, Task, TaskCreate, TaskState
 from sdk.worker import Worker
 
@@ -30,6 +33,7 @@ __all__ = [
     "ApiError",
     "AsyncClient",
     "AsyncContext",
+    "AsyncGroupHandle",
     "AsyncTaskHandle",
     "Backoff",
     "BackoffStrategy",
@@ -37,6 +41,8 @@ __all__ = [
     "Client",
     "Context",
     "Fail",
+    "Group",
+    "GroupHandle",
     "JobgateError",
     "QueuePolicy",
     "Retry",
@@ -45,8 +51,10 @@ __all__ = [
     "TaskFailed",
     "TaskFunction",
     "TaskHandle",
+    "TaskSignature",
     "TaskState",
     "TaskTimeout",
     "Worker",
+    "group",
     "task",
 ]

@@ -2,9 +2,13 @@
 
 An :class:`Attempt` starts the task function at once — an ``async def`` as an asyncio task, a
 plain function in a worker thread — together with its automatic heartbeats. The worker
-(:mod:`sdk.runner`) then waits for its :attr:`~Attempt.future` within the inline window and,
-if it :meth:`~Attempt.ended`, answers the push with its verdict; else it hands it to
+(:mod:`sdk.runner`) then waits for it to be :attr:`~Attempt.settled` within the inline window
+and, if it has, answers the push with its verdict; else it hands it to
 :meth:`Attempt.supervise`, which waits for the end and sends the verdict as a callback.
+
+An attempt is settled when its function has ended, or when the worker gave up waiting for it at
+shutdown (:meth:`Attempt.abandon`: a thread cannot be stopped, and a cancelled coroutine may
+not stop): its verdict is then the shutdown policy's.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import httpx
 from sdk.callbacks import CallbackChannel
 from sdk.context import AsyncContext, Context, TaskInfo
 from sdk.errors import ApiError, LeaseLost
-from sdk.outcomes import CANCELLED, SHUT_DOWN, Stop, Verdict, verdict_of
+from sdk.outcomes import Stop, Verdict, stopped, verdict_of
 from sdk.tasks import TaskFunction
 from sdk.wire import PushBody
 
@@ -50,14 +54,21 @@ class Attempt:
         self._heartbeat_interval = heartbeat_interval
         self._clock = clock
         self._cancel = threading.Event()
-        self._abandoned = asyncio.Event()
         self._future: asyncio.Future[Any] | None = None
+        self._settled: asyncio.Future[None] | None = None
         self._heartbeats: asyncio.Task[None] | None = None
 
     @property
     def future(self) -> asyncio.Future[Any]:
+        """The task function's run: its value or exception."""
         assert self._future is not None, "the attempt has not started"
         return self._future
+
+    @property
+    def settled(self) -> asyncio.Future[None]:
+        """Done once the function has ended, or the attempt was abandoned at shutdown."""
+        assert self._settled is not None, "the attempt has not started"
+        return self._settled
 
     def context(self) -> AsyncContext | Context:
         push = self.push
@@ -75,47 +86,57 @@ class Attempt:
             self._future = asyncio.ensure_future(fn(*args, **kwargs))
         else:
             self._future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        self._settled = asyncio.get_running_loop().create_future()
         self._heartbeats = asyncio.create_task(self._beat())
-        self._future.add_done_callback(lambda _: self._stop_heartbeats())  # none after the end
+        self._future.add_done_callback(lambda _: self.abandon())  # settled; no heartbeat after
 
     def ended(self) -> bool:
-        """True once the function has ended."""
-        return self.future.done()
+        """True once the attempt is settled: its verdict is known."""
+        return self.settled.done()
 
     def verdict(self) -> Verdict | None:
         """How the attempt ended; ``None`` when it must end quietly (lease lost)."""
         if self.channel.lost:
             return None
-        if not self.future.done():  # a worker thread, abandoned at shutdown
-            return CANCELLED if self.stopped is Stop.CANCEL else SHUT_DOWN
+        if not self.future.done():  # abandoned at shutdown
+            return stopped(self.stopped)
         return verdict_of(self.future, self.stopped)
 
     def stop(self, why: Stop) -> None:
         """Stop the function: cancel an ``async def``, flag a thread (its next heartbeat raises).
 
-        At shutdown a thread cannot be stopped, so it is abandoned: the verdict is sent now.
+        A thread cannot be stopped: at shutdown it is abandoned at once, so its verdict (the
+        shutdown policy's) is given now while it runs on.
         """
         if self.stopped is None:
             self.stopped = why
         self._cancel.set()
         if self.fn.is_async:
             self.future.cancel()
-        elif why is Stop.SHUTDOWN:
-            self._abandoned.set()
+        elif why.shutdown:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Settle the attempt without waiting any longer for its function, and stop its
+        heartbeats (the function's own end calls this too)."""
+        self._stop_heartbeats()
+        if not self.settled.done():
+            self.settled.set_result(None)
 
     async def supervise(self) -> None:
-        """Wait for the end in the background, then send the verdict as the final callback."""
-        abandoned = asyncio.ensure_future(self._abandoned.wait())
+        """Wait for the end in the background, then send the verdict as the final callback
+        (or hand the task back, when the shutdown policy says so)."""
         try:
-            await asyncio.wait({self.future, abandoned}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({self.settled})  # not `await`: cancelling must not cancel it
         finally:
-            abandoned.cancel()
             self._stop_heartbeats()
         verdict = self.verdict()
         if verdict is None:
             log.info("task %s (%s): lease lost, stopped quietly", self.push.id, self.push.name)
-            return
-        await self.channel.finish(verdict.final)
+        elif verdict.release:
+            await self.channel.release()
+        else:
+            await self.channel.finish(verdict.final)
 
     def _stop_heartbeats(self) -> None:
         if self._heartbeats is not None:

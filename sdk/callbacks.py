@@ -1,4 +1,5 @@
-"""One attempt's callbacks to the gateway: heartbeat, checkpoint, logs, and the final word.
+"""One attempt's callbacks to the gateway: heartbeat, checkpoint, logs, and the final word —
+the result, the error, or a release (the task handed back to the queue at shutdown).
 
 Every callback is ``POST <callback base>/<kind>`` with the lease token in the ``jobgate-lease``
 header. A 409 (or 403) answer means the lease is stale — the task was dispatched again — so
@@ -56,12 +57,12 @@ class CallbackChannel:
         self.lease_expires_at = lease_expires_at
         self.lost = False
 
-    async def _post(self, kind: str, body: BaseModel) -> httpx.Response:
+    async def _post(self, kind: str, body: BaseModel | None) -> httpx.Response:
         if self.lost:
             raise LeaseLost("the lease is stale: the task was dispatched again")
         response = await self._http.post(
             f"{self._base}/{kind}",
-            content=body.model_dump_json(exclude_none=True),
+            content=b"{}" if body is None else body.model_dump_json(exclude_none=True),
             headers={HEADER_LEASE: self._lease, "content-type": "application/json"},
         )
         if response.status_code in _STALE:
@@ -91,10 +92,15 @@ class CallbackChannel:
         stale lease, another refusal or running out of tries give up (logged, False).
         Shielded: cancelling the caller (worker shutdown) does not interrupt the sending.
         """
-        return await asyncio.shield(self._finish(final))
-
-    async def _finish(self, final: ResultIn | ErrorIn) -> bool:
         kind = "result" if isinstance(final, ResultIn) else "error"
+        return await asyncio.shield(self._final(kind, final))
+
+    async def release(self) -> bool:
+        """Hand the task back to the queue (the worker is shutting down): the gateway queues it
+        again at once without spending an attempt. Sent like :meth:`finish`."""
+        return await asyncio.shield(self._final("release", None))
+
+    async def _final(self, kind: str, final: BaseModel | None) -> bool:
         delays = iter(self._final_retry_delays)
         while True:
             try:

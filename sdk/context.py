@@ -106,14 +106,20 @@ class _Base:
 
     @property
     def cancelled(self) -> bool:
-        """True once the gateway has asked this task to stop."""
+        """True once the gateway has asked this task to stop, or the worker is shutting down
+        and stopped it."""
         return self._cancel.is_set()
+
+    def _before_heartbeat(self) -> None:
+        """A task already told to stop (cancel, or the worker's shutdown) stops at its next
+        heartbeat without a call to the gateway."""
+        if self._cancel.is_set():
+            raise Cancelled(f"task {self.id} was cancelled")
 
     def _after_heartbeat(self, cancel_requested: bool) -> None:
         if cancel_requested:
             self._cancel.set()
-        if self._cancel.is_set():
-            raise Cancelled(f"task {self.id} was cancelled")
+        self._before_heartbeat()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, name={self.name!r}, attempt={self.attempt})"
@@ -125,8 +131,10 @@ class AsyncContext(_Base):
     async def heartbeat(self, progress: float | None = None) -> None:
         """Extend the lease, reporting ``progress`` (0 to 1) if given.
 
-        Raises :class:`~sdk.errors.Cancelled` when the gateway asks the task to stop.
+        Raises :class:`~sdk.errors.Cancelled` when the gateway asks the task to stop, or the
+        worker is shutting down.
         """
+        self._before_heartbeat()
         self._after_heartbeat(await self._channel.heartbeat(progress))
 
     async def checkpoint(self, state: JsonValue) -> None:
@@ -163,8 +171,10 @@ class Context(_Base):
     def heartbeat(self, progress: float | None = None) -> None:
         """Extend the lease, reporting ``progress`` (0 to 1) if given.
 
-        Raises :class:`~sdk.errors.Cancelled` when the gateway asks the task to stop.
+        Raises :class:`~sdk.errors.Cancelled` when the gateway asks the task to stop, or the
+        worker is shutting down.
         """
+        self._before_heartbeat()
         self._after_heartbeat(self._run(self._channel.heartbeat(progress)))
 
     def checkpoint(self, state: JsonValue) -> None:

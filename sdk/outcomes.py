@@ -5,21 +5,24 @@ A :class:`Verdict` is how a task function ended. The same verdict is sent two wa
 answer for the task when it finished within the inline window, or as the final callback when it
 ran on in the background (it was then answered :data:`ACCEPTED`, 202).
 
-=========================  ======  ===================================================
-the task function          inline  callback
-=========================  ======  ===================================================
-returned a value           200     ``result``: the value (JSON)
-raised ``Retry(delay)``    500     ``error``, retryable, ``retry_delay``; Retry-After
-raised ``Fail(reason)``    422     ``error``, not retryable
-was cancelled              422     ``error`` "cancelled", not retryable
-was stopped by shutdown    503     ``error``, retryable (busy: no attempt is spent)
-raised anything else       500     ``error`` with the traceback, retryable
-lost its lease             409     nothing: the task runs elsewhere now
-=========================  ======  ===================================================
+==============================  ======  =================================================
+the task function               inline  callback
+==============================  ======  =================================================
+returned a value                200     ``result``: the value (JSON)
+raised ``Retry(delay)``         500     ``error``, retryable, ``retry_delay``; Retry-After
+raised ``Fail(reason)``         422     ``error``, not retryable
+was cancelled                   422     ``error`` "cancelled", not retryable
+was stopped by shutdown,        503     ``release``: back to the queue at once, no attempt
+policy ``requeue``                      spent (inline: busy, with Retry-After: 0)
+was stopped by shutdown,        422     ``error`` "worker shut down", not retryable
+policy ``fail``
+raised anything else            500     ``error`` with the traceback, retryable
+lost its lease                  409     nothing: the task runs elsewhere now
+==============================  ======  =================================================
 
 A :class:`Refusal` is a task that did not run — the worker is busy or shutting down (503 with
-Retry-After), has no such task (404), cannot call it with the payload (422) — or the 409 of a
-lost lease. How an outcome is written into a single push's answer or into one
+Retry-After, see :func:`busy`), has no such task (404), cannot call it with the payload (422) —
+or the 409 of a lost lease. How an outcome is written into a single push's answer or into one
 :class:`~sdk.wire.BatchResult` of a batch is :mod:`sdk.pushes`' business.
 """
 
@@ -39,15 +42,18 @@ from sdk.wire import ErrorIn, FieldError, Problem, ResultIn
 
 __all__ = [
     "ACCEPTED",
-    "BUSY",
+    "CANCELLED",
     "LEASE_LOST",
-    "SHUTTING_DOWN",
+    "RELEASED",
+    "SHUT_DOWN",
     "Accepted",
     "Outcome",
     "Refusal",
     "Stop",
     "Verdict",
+    "busy",
     "field_errors",
+    "stopped",
     "verdict_of",
 ]
 
@@ -60,7 +66,12 @@ class Stop(StrEnum):
 
     CANCEL = "cancel"  # the gateway asked (heartbeat answer)
     LEASE_LOST = "lease lost"  # a callback got 409: the task was dispatched again
-    SHUTDOWN = "shutdown"  # the worker is shutting down
+    REQUEUE = "requeue"  # the worker is shutting down: hand the task back to the queue
+    FAIL = "fail"  # the worker is shutting down: fail the task, not retried
+
+    @property
+    def shutdown(self) -> bool:
+        return self in (Stop.REQUEUE, Stop.FAIL)
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,7 @@ class Verdict:
 
     status: int
     final: ResultIn | ErrorIn
+    release: bool = False  # report by the ``release`` callback (task handed back), not ``final``
 
     @property
     def retry_after(self) -> float | None:
@@ -84,9 +96,22 @@ class Verdict:
 
 
 CANCELLED = Verdict(422, ErrorIn(error="cancelled", retryable=False))
-SHUT_DOWN = Verdict(
-    503, ErrorIn(error="the worker shut down before the task finished", retryable=True)
+RELEASED = Verdict(
+    503,
+    ErrorIn(error="the worker shut down: task handed back", retryable=True, retry_delay=0),
+    release=True,
 )
+SHUT_DOWN = Verdict(422, ErrorIn(error="worker shut down", retryable=False))
+_STOPPED_BY_SHUTDOWN = {Stop.REQUEUE: RELEASED, Stop.FAIL: SHUT_DOWN}
+
+
+def stopped(why: Stop | None) -> Verdict | None:
+    """The verdict of a task stopped for ``why`` before it ended (``None``: lease lost)."""
+    if why is Stop.LEASE_LOST:
+        return None
+    if why is None or why is Stop.CANCEL:
+        return CANCELLED
+    return _STOPPED_BY_SHUTDOWN[why]
 
 
 @dataclass(frozen=True)
@@ -135,9 +160,16 @@ class Accepted:
 Outcome: TypeAlias = Verdict | Refusal | Accepted
 
 ACCEPTED = Accepted()
-BUSY = Refusal(503, "Worker busy", "max_concurrency tasks run here already", retry_after=1.0)
-SHUTTING_DOWN = Refusal(503, "Worker shutting down", retry_after=1.0)
 LEASE_LOST = Refusal(409, "Lease lost", "the task was dispatched again; this attempt stopped")
+
+
+def busy(retry_after: float, *, closing: bool = False) -> Refusal:
+    """A task refused because ``max_concurrency`` tasks run here, or the worker is shutting
+    down: 503 with Retry-After, so the gateway tries again without spending an attempt."""
+    if closing:
+        return Refusal(503, "Worker shutting down", retry_after=retry_after)
+    detail = "max_concurrency tasks run here already"
+    return Refusal(503, "Worker busy", detail, retry_after=retry_after)
 
 
 def _error(exc: BaseException) -> str:
@@ -174,13 +206,24 @@ def failure(exc: BaseException) -> Verdict | None:
     return Verdict(500, error)
 
 
+def _by_the_stop(exc: BaseException) -> bool:
+    return isinstance(exc, Cancelled) and not isinstance(exc, LeaseLost)
+
+
 def verdict_of(future: asyncio.Future[Any], stop: Stop | None) -> Verdict | None:
-    """The verdict of a finished task; ``None`` when it must end quietly (lease lost)."""
+    """The verdict of a finished task; ``None`` when it must end quietly (lease lost).
+
+    A task stopped at shutdown that ended by the stop (cancelled, or raising
+    :class:`~sdk.errors.Cancelled` from a heartbeat) gets the shutdown policy's verdict; one
+    that ended by itself meanwhile gets its own.
+    """
     if stop is Stop.LEASE_LOST:
         return None
     if future.cancelled():
-        return SHUT_DOWN if stop is Stop.SHUTDOWN else CANCELLED
+        return stopped(stop)
     exc = future.exception()
     if exc is None:
         return success(future.result())
+    if stop is not None and stop.shutdown and _by_the_stop(exc):
+        return stopped(stop)
     return failure(exc)

@@ -4,9 +4,9 @@ A single push and a batch push go through the same :meth:`Runner.run`, as a list
 :class:`Delivery` (one task, its lease token and its callback URL) — a single push is simply a
 list of one. For each task, in order:
 
-- no free slot (``max_concurrency`` tasks run already, counting those just admitted from this
-  push) or the worker is shutting down: :data:`~sdk.outcomes.BUSY` /
-  :data:`~sdk.outcomes.SHUTTING_DOWN`, 503 with Retry-After;
+- no free slot (``max_concurrency`` tasks run already, inline or in the background, counting
+  those just admitted from this push) or the worker is shutting down: 503 with Retry-After
+  (``busy_retry_after``), see :func:`~sdk.outcomes.busy`;
 - no task function has its name: 404;
 - its payload is not ``{"args": [...], "kwargs": {...}}`` fitting the function: 422;
 - else its :class:`~sdk.attempt.Attempt` starts at once (``async def`` on the event loop, plain
@@ -18,6 +18,19 @@ Those that ended are answered with their :class:`~sdk.outcomes.Verdict`; the oth
 :data:`~sdk.outcomes.ACCEPTED` (202) and handed to :meth:`~sdk.attempt.Attempt.supervise`, which
 keeps their lease alive and sends their verdict to their own callback URL, fenced by their own
 lease. If the push goes away while it waits, every attempt of it reports by callback.
+
+:meth:`Runner.shutdown` (the worker's lifespan end: where an ASGI app hears of SIGTERM) refuses
+new tasks, then follows the ``shutdown`` policy for the tasks still running, inline or not:
+
+- ``finish``: wait up to ``shutdown_timeout`` for them to end, then treat the rest as ``requeue``;
+- ``requeue``: stop them and give them back to the queue at once, no attempt spent (the
+  ``release`` callback; an inline one is answered 503 with Retry-After: 0);
+- ``fail``: stop them and fail them, not retried (error "worker shut down"; inline: 422).
+
+Stopping cancels an ``async def``, which gets :data:`UNWIND_TIMEOUT` seconds to run its
+``finally`` blocks; a plain function cannot be interrupted: its context is flagged (its next
+heartbeat raises :class:`~sdk.errors.Cancelled`) and it is abandoned at once (the process exits
+when it returns). Either way, the shutdown ends once every stopped task has been reported.
 """
 
 from __future__ import annotations
@@ -27,29 +40,26 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 import httpx
 from pydantic import ValidationError
 
 from sdk.attempt import Attempt
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
-from sdk.outcomes import (
-    ACCEPTED,
-    BUSY,
-    LEASE_LOST,
-    SHUTTING_DOWN,
-    Outcome,
-    Refusal,
-    Stop,
-    field_errors,
-)
+from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
 from sdk.tasks import TaskFunction
 from sdk.wire import PushBody, TaskArgs
 
-__all__ = ["Delivery", "Runner"]
+__all__ = ["Delivery", "Runner", "RunnerOptions", "ShutdownPolicy"]
 
 log = logging.getLogger(__name__)
+
+ShutdownPolicy = Literal["finish", "requeue", "fail"]
+"""What the worker does at shutdown with the tasks still running (see the module docstring)."""
+
+UNWIND_TIMEOUT = 5.0
+"""Seconds a task function cancelled at shutdown gets to end before it is abandoned."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,9 @@ class RunnerOptions(TypedDict, total=False):
     inline_window: float
     heartbeat_interval: float | None
     max_concurrency: int | None
-    shutdown_grace: float
+    busy_retry_after: float
+    shutdown: ShutdownPolicy
+    shutdown_timeout: float
     callback_timeout: float
     final_retry_delays: Sequence[float]
     transport: httpx.AsyncBaseTransport | None
@@ -89,7 +101,9 @@ class Runner:
         inline_window: float = 5.0,
         heartbeat_interval: float | None = None,
         max_concurrency: int | None = None,
-        shutdown_grace: float = 30.0,
+        busy_retry_after: float = 1.0,
+        shutdown: ShutdownPolicy = "finish",
+        shutdown_timeout: float = 20.0,
         callback_timeout: float = 10.0,
         final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -99,22 +113,35 @@ class Runner:
             if fn.name in self.tasks:
                 raise ValueError(f"two task functions are named {fn.name!r}")
             self.tasks[fn.name] = fn
+        if shutdown not in get_args(ShutdownPolicy):
+            raise ValueError(f"shutdown must be 'finish', 'requeue' or 'fail', not {shutdown!r}")
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
         self.inline_window = inline_window
         self.heartbeat_interval = heartbeat_interval
         self.max_concurrency = max_concurrency
-        self.shutdown_grace = shutdown_grace
+        self.busy_retry_after = busy_retry_after
+        self.shutdown_policy = shutdown
+        self.shutdown_timeout = shutdown_timeout
         self._closing = False
         self._callback_timeout = callback_timeout
         self._final_retry_delays = tuple(final_retry_delays)
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
         self._attempts: set[Attempt] = set()
+        self._idle = asyncio.Event()  # set while no attempt runs or awaits its report
+        self._idle.set()
         self._supervisors: set[asyncio.Task[None]] = set()
 
     @property
     def running(self) -> int:
         """Tasks running here now."""
         return len(self._attempts)
+
+    @property
+    def closing(self) -> bool:
+        """True once shutdown has begun: new tasks are refused."""
+        return self._closing
 
     def open(self) -> None:
         """Open the callback client and accept tasks."""
@@ -129,16 +156,28 @@ class Runner:
             self._http = None
 
     async def shutdown(self) -> None:
-        """Refuse new tasks (503); wait ``shutdown_grace`` for background tasks, then stop the
-        rest and report them as retryable errors."""
+        """Refuse new tasks (503), then follow the shutdown policy for those still running
+        (module docstring); returns once each of them has been answered or reported."""
         self._closing = True
-        if self._supervisors:
-            await asyncio.wait(self._supervisors, timeout=self.shutdown_grace)
-        for attempt in list(self._attempts):
-            log.warning("task %s stopped by shutdown, handed back", attempt.push.id)
-            attempt.stop(Stop.SHUTDOWN)
-        if self._supervisors:
-            await asyncio.wait(self._supervisors)
+        if self.shutdown_policy == "finish":
+            await self._settle(self.shutdown_timeout)
+        stop = Stop.FAIL if self.shutdown_policy == "fail" else Stop.REQUEUE
+        stopped = [attempt for attempt in self._attempts if not attempt.ended()]
+        for attempt in stopped:
+            log.warning("task %s (%s) stopped by shutdown: %s", *_named(attempt), stop.value)
+            attempt.stop(stop)
+        await self._settle(UNWIND_TIMEOUT)
+        for attempt in stopped:
+            if not attempt.ended():
+                log.warning("task %s (%s) did not stop: abandoned", *_named(attempt))
+                attempt.abandon()
+        await self._idle.wait()
+
+    async def _settle(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for every running attempt to settle."""
+        pending = [attempt.settled for attempt in self._attempts if not attempt.ended()]
+        if pending and timeout > 0:
+            await asyncio.wait(pending, timeout=timeout)
 
     async def run(self, deliveries: Sequence[Delivery]) -> list[Outcome]:
         """Admit and start the tasks of one push, wait the inline window: one outcome each."""
@@ -146,7 +185,7 @@ class Runner:
         admitted: list[Attempt | Refusal] = []
         for delivery in deliveries:
             if free <= 0:
-                admitted.append(SHUTTING_DOWN if self._closing else BUSY)
+                admitted.append(busy(self.busy_retry_after, closing=self._closing))
                 continue
             started = self._start(delivery)
             if isinstance(started, Attempt):
@@ -186,12 +225,13 @@ class Runner:
             return Refusal(422, "Arguments do not fit the task", str(e))
         attempt.start(args, kwargs)
         self._attempts.add(attempt)
+        self._idle.clear()
         return attempt
 
     async def _wait_inline(self, attempts: list[Attempt]) -> None:
         """Wait up to the inline window for all ``attempts`` at once (not for those of tasks
         declared ``inline=False``, which always answer 202 and call back)."""
-        waited = [attempt.future for attempt in attempts if attempt.fn.inline]
+        waited = [attempt.settled for attempt in attempts if attempt.fn.inline]
         if not waited or self.inline_window <= 0:
             return
         try:
@@ -205,9 +245,14 @@ class Runner:
         if not (attempt.fn.inline and attempt.ended()):
             self._supervise(attempt)
             return ACCEPTED
-        self._attempts.discard(attempt)
+        self._discard(attempt)
         verdict = attempt.verdict()
         return LEASE_LOST if verdict is None else verdict
+
+    def _discard(self, attempt: Attempt) -> None:
+        self._attempts.discard(attempt)
+        if not self._attempts:
+            self._idle.set()
 
     def _supervise(self, attempt: Attempt) -> None:
         supervisor = asyncio.create_task(attempt.supervise())
@@ -215,7 +260,7 @@ class Runner:
 
         def done(task: asyncio.Task[None]) -> None:
             self._supervisors.discard(task)
-            self._attempts.discard(attempt)
+            self._discard(attempt)
             if not task.cancelled() and task.exception() is not None:
                 log.error("task %s: supervision failed", attempt.push.id, exc_info=task.exception())
 
@@ -226,3 +271,7 @@ class Runner:
             timeout = httpx.Timeout(self._callback_timeout)
             self._http = httpx.AsyncClient(timeout=timeout, transport=self._transport)
         return self._http
+
+
+def _named(attempt: Attempt) -> tuple[str, str]:
+    return attempt.push.id, attempt.push.name

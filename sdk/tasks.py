@@ -8,6 +8,8 @@
     send_welcome(7)                    # runs it here and now
     handle = send_welcome.delay(7)     # enqueues {"args": [7], "kwargs": {}} on queue "emails"
     handle.result(timeout=30)          # long-polls until it has run
+    send_welcome.apply([7], delay=60, dedup_key="welcome-7", depends_on=[handle])
+    group(send_welcome.s(1), send_welcome.s(2)).delay()   # see sdk.groups
 
 A task function that declares ``ctx`` (as its first parameter, for exact typing) gets a
 :class:`~sdk.context.Context` (or :class:`~sdk.context.AsyncContext` when ``async def``); called
@@ -27,10 +29,11 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypedDict, TypeVar, Unp
 from sdk.binding import Signature
 from sdk.client import AsyncClient, Client
 from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
-from sdk.errors import TaskFailed
-from sdk.wire import Task, TaskArgs, TaskCreate, TaskState, check_queue_name
+from sdk.groups import TaskSignature
+from sdk.handles import AsyncTaskHandle, TaskHandle
+from sdk.wire import TaskArgs, TaskCreate, check_queue_name
 
-__all__ = ["AsyncTaskHandle", "TaskFunction", "TaskHandle", "task"]
+__all__ = ["AsyncTaskHandle", "EnqueueOptions", "TaskFunction", "TaskHandle", "task"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,8 +41,17 @@ R = TypeVar("R")
 
 class EnqueueOptions(TypedDict, total=False):
     """What :meth:`TaskFunction.apply` and :meth:`TaskFunction.create` take beside the
-    arguments: ``delay`` (seconds) or ``run_at`` postpone the run; the rest override the
-    decorator's defaults and the queue's policy for this run."""
+    arguments, each a :class:`~sdk.wire.TaskCreate` field (``task_id`` is its ``id``).
+
+    ``delay`` (seconds) or ``run_at`` postpone the run. ``dedup_key``: enqueueing again with
+    the key (within the queue's dedup window) returns the first task, whose handle says
+    ``deduplicated``; ``singleton_key``: at most one queued task per key. ``depends_on``: task
+    ids or handles (of any queue) that must succeed first; ``group`` joins a group of the
+    queue, ``after_group`` waits until every member of one has succeeded (see
+    :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
+    ``owner`` and ``version`` label it. The rest override the decorator's defaults and the
+    queue's policy for this run.
+    """
 
     delay: float | None
     run_at: datetime | None
@@ -47,80 +59,16 @@ class EnqueueOptions(TypedDict, total=False):
     max_attempts: int | None
     lease_timeout: float | None
     max_run_time: float | None
+    max_heartbeat_interval: float | None
     task_id: str | None
-
-
-def _result_of(task: Task) -> Any:
-    if task.state is TaskState.SUCCEEDED:
-        return task.result
-    raise TaskFailed(task)
-
-
-class TaskHandle:
-    """An enqueued task, seen through a :class:`~sdk.client.Client`."""
-
-    def __init__(self, task: Task, client: Client) -> None:
-        self.task = task
-        self._client = client
-
-    @property
-    def id(self) -> str:
-        return self.task.id
-
-    def get(self) -> Task:
-        """The task's current record."""
-        self.task = self._client.get_task(self.id)
-        return self.task
-
-    def status(self) -> TaskState:
-        return self.get().state
-
-    def result(self, timeout: float = 30.0) -> Any:
-        """The task's JSON result, once it has succeeded (long-polling up to ``timeout`` s).
-
-        Raises :class:`~sdk.errors.TaskFailed` if it ended failed, dead or cancelled, and
-        :class:`~sdk.errors.TaskTimeout` if it has not finished in time.
-        """
-        self.task = self._client.wait(self.id, timeout)
-        return _result_of(self.task)
-
-    def cancel(self) -> Task:
-        self.task = self._client.cancel(self.id)
-        return self.task
-
-    def __repr__(self) -> str:
-        return f"TaskHandle({self.id!r}, name={self.task.name!r})"
-
-
-class AsyncTaskHandle:
-    """An enqueued task, seen through an :class:`~sdk.client.AsyncClient`."""
-
-    def __init__(self, task: Task, client: AsyncClient) -> None:
-        self.task = task
-        self._client = client
-
-    @property
-    def id(self) -> str:
-        return self.task.id
-
-    async def get(self) -> Task:
-        self.task = await self._client.get_task(self.id)
-        return self.task
-
-    async def status(self) -> TaskState:
-        return (await self.get()).state
-
-    async def result(self, timeout: float = 30.0) -> Any:
-        """Like :meth:`TaskHandle.result`."""
-        self.task = await self._client.wait(self.id, timeout)
-        return _result_of(self.task)
-
-    async def cancel(self) -> Task:
-        self.task = await self._client.cancel(self.id)
-        return self.task
-
-    def __repr__(self) -> str:
-        return f"AsyncTaskHandle({self.id!r}, name={self.task.name!r})"
+    dedup_key: str | None
+    singleton_key: str | None
+    depends_on: Sequence[str | TaskHandle | AsyncTaskHandle] | None
+    group: str | None
+    after_group: str | None
+    capability: str | None
+    owner: str | None
+    version: str | None
 
 
 def _checked_queue(name: str) -> str:
@@ -212,9 +160,19 @@ class TaskFunction(Generic[P, R]):
         self.signature.check(args, kwargs)
         given: dict[str, Any] = dict(options)
         given["id"] = given.pop("task_id", None)
+        depends_on = given.pop("depends_on", None)
+        if depends_on:
+            given["depends_on"] = [d if isinstance(d, str) else d.id for d in depends_on]
         chosen = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
         payload = TaskArgs(args=list(args), kwargs=kwargs).model_dump(mode="json")
         return TaskCreate.model_validate({"name": self.name, "payload": payload, **chosen})
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> TaskSignature:
+        """A run of this task with these arguments, to enqueue later: a member of a
+        :func:`~sdk.groups.group`, or ``.delay()`` on its own. Its ``.set(**options)`` adds
+        enqueue options. The arguments are checked now (``TypeError``)."""
+        self.signature.check(args, kwargs)
+        return TaskSignature(self, tuple(args), dict(kwargs))
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle:
         """Enqueue a run with these arguments."""
@@ -301,18 +259,26 @@ def task(
     max_attempts: int | None = None,
     lease_timeout: float | None = None,
     max_run_time: float | None = None,
+    max_heartbeat_interval: float | None = None,
+    capability: str | None = None,
+    version: str | None = None,
 ) -> _Decorator:
     """Make a function a task of ``queue``.
 
     ``name`` defaults to ``module.qualname``. ``inline=False`` makes workers always answer
     pushes with 202 and report through callbacks. ``priority``, ``max_attempts``,
-    ``lease_timeout`` and ``max_run_time`` are defaults for every enqueue of this task.
+    ``lease_timeout``, ``max_run_time``, ``max_heartbeat_interval``, ``capability`` (only
+    endpoints advertising it get the task) and ``version`` (of the task's code) are defaults
+    for every enqueue of this task.
     """
     given = {
         "priority": priority,
         "max_attempts": max_attempts,
         "lease_timeout": lease_timeout,
         "max_run_time": max_run_time,
+        "max_heartbeat_interval": max_heartbeat_interval,
+        "capability": capability,
+        "version": version,
     }
     defaults = {k: v for k, v in given.items() if v is not None}
     _checked_queue(queue)

@@ -14,9 +14,10 @@ whole request is refused, and nothing runs, with:
 
 Otherwise each task gets, in order of checks (:mod:`sdk.runner`):
 
-- 503 with Retry-After when ``max_concurrency`` tasks already run here, or the worker is
-  shutting down (busy, no attempt spent); a batch fills the free slots in order, and only the
-  tasks beyond them get 503;
+- 503 with Retry-After (``busy_retry_after``) when ``max_concurrency`` tasks already run here,
+  inline or in the background, or the worker is shutting down (busy: the gateway retries without
+  spending an attempt); a batch fills the free slots in order, and only the tasks beyond them
+  get 503;
 - 404 when no task function has its name;
 - 422 when its payload is not ``{"args": [...], "kwargs": {...}}`` fitting the function;
 - else the task runs: its verdict (:mod:`sdk.outcomes`) when it ends within ``inline_window``
@@ -25,6 +26,12 @@ Otherwise each task gets, in order of checks (:mod:`sdk.runner`):
 
 A single push is answered with its task's status; a batch with 200 and a ``BatchAnswer`` holding
 each task's status (and result, or error and retry delay), in the batch's order.
+
+On SIGTERM, ASGI servers (uvicorn, hypercorn) stop accepting connections, let the requests in
+flight end, then run the lifespan's shutdown: there the worker follows its ``shutdown`` policy
+for the tasks still running — ``finish`` them (for up to ``shutdown_timeout`` seconds, then
+``requeue`` the rest), ``requeue`` them (handed back to the queue at once, no attempt spent), or
+``fail`` them (not retried). See :mod:`sdk.runner` and ``docs/workers.md``.
 
 Mounted inside another app, the host must run :meth:`Worker.lifespan` in its own lifespan, so
 that running tasks are finished (or handed back) and the callback client is closed on shutdown.
@@ -60,10 +67,14 @@ class Worker:
     answering 202 for those still running and reporting them through callbacks.
     ``heartbeat_interval``: seconds between automatic heartbeats of tasks running in the
     background (default: a third of the time left on the lease).
-    ``max_concurrency``: tasks running here at once; tasks pushed beyond it are answered 503.
-    ``shutdown_grace``: seconds the lifespan waits at shutdown for background tasks to end,
-    before it stops them and hands them back to the gateway as retryable errors.
-    ``transport``: the callback client's transport (tests, proxies).
+    ``max_concurrency``: tasks running here at once (inline or in the background); tasks pushed
+    beyond it are answered 503 with ``Retry-After: busy_retry_after`` (seconds, default 1).
+    ``shutdown``: what the lifespan's end does with tasks still running: ``"finish"`` (the
+    default) waits up to ``shutdown_timeout`` seconds (default 20) for them, then hands back the
+    rest; ``"requeue"`` stops them and hands them back to the queue at once, without spending
+    an attempt; ``"fail"`` stops them and fails them, not retried.
+    ``callback_timeout``, ``final_retry_delays``: how callbacks are sent and the final one
+    retried. ``transport``: the callback client's transport (tests, proxies).
     """
 
     def __init__(
@@ -108,8 +119,7 @@ class Worker:
             await self.runner.close()
 
     async def shutdown(self) -> None:
-        """Refuse new tasks; wait ``shutdown_grace`` for background tasks, then stop the rest
-        and report them."""
+        """Refuse new tasks (503), and follow the ``shutdown`` policy for the running ones."""
         await self.runner.shutdown()
 
     async def _describe(self, request: Request) -> Response:

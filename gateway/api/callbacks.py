@@ -1,4 +1,8 @@
-"""Routes workers call back on while they run a task, authorised by the lease token alone."""
+"""Routes workers call back on while they run a task, authorised by the lease token alone.
+
+``release`` takes no body (an empty one, or ``{}``, is ignored): the worker is shutting down and
+gives the task back to the queue at once, without spending an attempt.
+"""
 
 from __future__ import annotations
 
@@ -50,12 +54,21 @@ async def report_error(call: Call) -> BaseModel:
     return await call.services.callbacks.error(call.queue, call.task_id, _lease(call), call.body)
 
 
+async def release(call: Call) -> BaseModel:
+    return await call.services.callbacks.release(call.queue, call.task_id, _lease(call))
+
+
 LEASE = Param(HEADER_LEASE, "header", "The lease token the push carried.", required=True)
 BASE = "/v1/callbacks/{queue}/{task_id}"
 
 
 def _callback(
-    kind: str, summary: str, handler: Handler, body: type[BaseModel], response: type[BaseModel]
+    kind: str,
+    summary: str,
+    handler: Handler,
+    body: type[BaseModel] | None,
+    response: type[BaseModel],
+    description: str = "",
 ) -> Operation:
     return Operation(
         "POST",
@@ -67,7 +80,8 @@ def _callback(
         body=body,
         response=response,
         params=(QUEUE, TASK_ID, LEASE),
-        errors=(400, 401, 404, 409, 422),
+        errors=(400, 401, 404, 409, 422) if body else (400, 401, 404, 409),
+        description=description,
     )
 
 
@@ -89,4 +103,13 @@ OPERATIONS = [
     _callback("logs", "Append log lines", append_logs, LogIn, CallbackAck),
     _callback("result", "Report success with the result", report_result, ResultIn, CallbackAck),
     _callback("error", "Report failure, retryable or not", report_error, ErrorIn, CallbackAck),
+    _callback(
+        "release",
+        "Give the task back to the queue (the worker is shutting down)",
+        release,
+        None,
+        CallbackAck,
+        "Ends the attempt as 'released': the task is queued again at once and the attempt is "
+        "not counted against max_attempts. No body is needed (any is ignored).",
+    ),
 ]

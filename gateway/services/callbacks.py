@@ -1,4 +1,4 @@
-"""Worker callbacks: heartbeat, checkpoint, logs, result, error.
+"""Worker callbacks: heartbeat, checkpoint, logs, result, error, release.
 
 A callback is authorised by its lease token alone, and every change is fenced by it inside one
 script: a token that is not the task's current lease (the task was re-dispatched, or ended) gets
@@ -125,6 +125,11 @@ class CallbackService:
             delay_ms=delay,
         )
         return await self._finish(queue, finish)
+
+    async def release(self, queue: str, task_id: str, token: str) -> CallbackAck:
+        """The worker gives the task back (it is shutting down): queued again at once, the
+        attempt not spent (a cancel requested meanwhile ends it cancelled instead)."""
+        return await self._finish(queue, Finish(task_id, token, AttemptOutcome.RELEASED))
 
     async def _finish(self, queue: str, finish: Finish) -> CallbackAck:
         done = await self._tasks.finish(queue, finish, self._clock.now_ms())

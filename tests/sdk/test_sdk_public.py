@@ -8,6 +8,7 @@ EXPECTED = [
     "ApiError",
     "AsyncClient",
     "AsyncContext",
+    "AsyncGroupHandle",
     "AsyncTaskHandle",
     "Backoff",
     "BackoffStrategy",
@@ -15,6 +16,8 @@ EXPECTED = [
     "Client",
     "Context",
     "Fail",
+    "Group",
+    "GroupHandle",
     "JobgateError",
     "QueuePolicy",
     "Retry",
@@ -23,9 +26,11 @@ EXPECTED = [
     "TaskFailed",
     "TaskFunction",
     "TaskHandle",
+    "TaskSignature",
     "TaskState",
     "TaskTimeout",
     "Worker",
+    "group",
     "task",
 ]
 

@@ -17,6 +17,7 @@ from sdk import (
     AsyncTaskHandle,
     Client,
     Context,
+    Task,
     TaskFailed,
     TaskHandle,
     TaskState,
@@ -64,7 +65,11 @@ def make_add(client: Client | None = None) -> Any:
 
 
 def sent(router: respx.MockRouter) -> Any:
-    return json.loads(router.routes["enqueue"].calls.last.request.content)
+    """The last enqueue's body, without an empty ``depends_on`` (the default, sent or not)."""
+    body = json.loads(router.routes["enqueue"].calls.last.request.content)
+    if body.get("depends_on") == []:
+        del body["depends_on"]
+    return body
 
 
 def answer_polls(router: respx.MockRouter, *states: dict[str, Any]) -> respx.Route:
@@ -228,3 +233,101 @@ def test_invalid_options_fail_at_decoration() -> None:
 
     with pytest.raises(ValueError, match="name"):
         task("math")(lambda: None)  # "<lambda>" is no task name: pass name=
+
+
+def test_apply_sends_every_task_option(gw: respx.MockRouter, client: Client) -> None:
+    add = make_add(client)
+    other = TaskHandle(Task.model_validate(task_json(id="01J00000000000000000000003")), client)
+    add.apply(
+        (1,),
+        dedup_key="add-1",
+        singleton_key="adder",
+        depends_on=["01j00000000000000000000004", other],
+        group="sums",
+        after_group="inputs",
+        capability="gpu",
+        owner="tenant-7",
+        version="v2",
+        max_heartbeat_interval=15,
+        lease_timeout=60,
+        max_run_time=600,
+    )
+    assert sent(gw) == {
+        "name": "add",
+        "payload": {"args": [1], "kwargs": {}},
+        "priority": 3,
+        "dedup_key": "add-1",
+        "singleton_key": "adder",
+        "depends_on": ["01J00000000000000000000004", "01J00000000000000000000003"],
+        "group": "sums",
+        "after_group": "inputs",
+        "capability": "gpu",
+        "owner": "tenant-7",
+        "version": "v2",
+        "max_heartbeat_interval": 15.0,
+        "lease_timeout": 60.0,
+        "max_run_time": 600.0,
+    }
+
+
+async def test_async_handles_are_dependencies_too(gw: respx.MockRouter) -> None:
+    async with AsyncClient(URL, "key", transport=httpx.AsyncHTTPTransport()) as client:
+        add = make_add().using(client)
+        first = await add.delay_async(1)
+        await add.apply_async([2], depends_on=[first], owner="me")
+    assert sent(gw)["depends_on"] == [TASK_ID]
+    assert sent(gw)["owner"] == "me"
+
+
+def test_handles_say_when_the_enqueue_was_deduplicated(
+    gw: respx.MockRouter, client: Client
+) -> None:
+    add = make_add(client)
+    assert add.delay(1).deduplicated is False
+    gw.routes["enqueue"].respond(200, json=task_json(deduplicated=True))
+    handle = add.apply([1], dedup_key="once")
+    assert handle.deduplicated is True
+    answer_polls(gw, task_json("running"))
+    handle.get()  # a later read of the record does not forget how the enqueue went
+    assert handle.deduplicated is True
+
+
+def test_bad_option_values_name_the_field(gw: respx.MockRouter, client: Client) -> None:
+    add = make_add(client)
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"dedup_key": "has space"}, "dedup_key"),
+        ({"depends_on": ["not-a-ulid"]}, "depends_on"),
+        ({"group": "bad/name"}, "group"),
+        ({"max_heartbeat_interval": 0}, "max_heartbeat_interval"),
+    ]
+    for options, field in cases:
+        with pytest.raises(ValueError, match=field):
+            add.apply([1], **options)
+    assert not gw.routes["enqueue"].called
+
+
+def test_decorator_defaults_for_capability_version_and_heartbeats(
+    gw: respx.MockRouter, client: Client
+) -> None:
+    @task(
+        "math",
+        name="render",
+        client=client,
+        capability="gpu",
+        version="3.1",
+        max_heartbeat_interval=30,
+    )
+    def render(scene: str) -> None:
+        return None
+
+    render.delay("intro")
+    assert sent(gw) == {
+        "name": "render",
+        "payload": {"args": ["intro"], "kwargs": {}},
+        "priority": 0,
+        "capability": "gpu",
+        "version": "3.1",
+        "max_heartbeat_interval": 30.0,
+    }
+    render.apply(["intro"], version="3.2")
+    assert sent(gw)["version"] == "3.2"

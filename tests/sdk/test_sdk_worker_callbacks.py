@@ -174,7 +174,7 @@ async def test_409_on_heartbeat_stops_the_task_quietly(
             stopped.set()
 
     gateway.status["heartbeat"] = 409
-    worker = make_worker([zombie], inline_window=0, heartbeat_interval=0.01, shutdown_grace=5)
+    worker = make_worker([zombie], inline_window=0, heartbeat_interval=0.01, shutdown_timeout=5)
     with caplog.at_level(logging.INFO, logger="sdk"):
         async with serve(worker) as push:
             assert (await push("zombie")).status_code == 202
@@ -193,7 +193,7 @@ async def test_409_on_the_result_is_not_retried(
         return 1
 
     gateway.status["result"] = 409
-    worker = make_worker([late], shutdown_grace=5)
+    worker = make_worker([late], shutdown_timeout=5)
     with caplog.at_level(logging.INFO, logger="sdk"):
         async with serve(worker) as push:
             assert (await push("late")).status_code == 202
@@ -201,22 +201,6 @@ async def test_409_on_the_result_is_not_retried(
     assert worker.running == 0
     assert gateway.kinds() == ["result"]
     assert "stale" in caplog.text
-
-
-async def test_shutdown_hands_running_tasks_back(
-    make_worker: MakeWorker, serve: Serve, gateway: FakeGateway
-) -> None:
-    @task("default", name="endless")
-    async def endless() -> None:
-        await asyncio.Event().wait()
-
-    worker = make_worker([endless], inline_window=0, heartbeat_interval=60, shutdown_grace=0)
-    async with serve(worker) as push:
-        assert (await push("endless")).status_code == 202
-    [error] = gateway.of("error")
-    assert error.body["retryable"] is True
-    assert "shut down" in error.body["error"]
-    assert worker.running == 0
 
 
 async def test_busy_worker_answers_503(
