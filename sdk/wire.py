@@ -27,7 +27,8 @@ and a :class:`PushBatch` body whose items carry their own lease and callback; it
 with a :class:`BatchAnswer`, one :class:`BatchResult` per task.
 
 Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the lease token in the
-``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``.
+``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``,
+``release`` (give the task back at once, no attempt spent).
 """
 
 from __future__ import annotations
