@@ -6,7 +6,14 @@
     jobgate dev [--data-dir DIR] [--redis-port N]           gateway + local Redis, one command
     jobgate openapi [--output FILE]                         the OpenAPI document, as YAML
 
+    jobgate queues                                          queues and their task counts
+    jobgate tasks QUEUE [--state S] | --running             a queue's tasks; running ones
+    jobgate dlq list | resubmit                             dead letters, and retrying them
+    jobgate clean QUEUE [--state S] [--older-than D]        delete finished tasks now
+
 Settings come from ``JOBGATE_*`` variables (see ``docs/configuration.md``); flags override them.
+The operator commands (``queues`` and below, in :mod:`gateway.commands`) are clients of a
+running gateway: ``--url``/``--api-key`` or ``JOBGATE_URL``/``JOBGATE_API_KEY`` (docs/cli.md).
 Errors a user can cause (no ``redis-server``, a port in use, Redis unreachable, a bad setting)
 end with one ``jobgate: error: ...`` line on stderr and exit code 1.
 
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import secrets
 import shlex
@@ -33,23 +41,21 @@ import yaml
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from gateway.commands import queues, repair
+from gateway.commands.common import CommandError, gateway_flags
 from gateway.redis_server import ManagedRedis, RedisServerNotFound, RedisServerStartError
 from gateway.settings import ApiKey, Settings
 
 if TYPE_CHECKING:
     from gateway.server import Listening
 
-__all__ = ["main"]
+__all__ = ["CommandError", "main"]
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 DEFAULT_DATA_DIR = Path(".jobgate")
 DEV_KEY_FILE = "dev-api-key"
 LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-class CommandError(Exception):
-    """A failure the user can fix; printed as one line, exit code 1."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +69,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("jobgate: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader left early, as in `jobgate dlq list | head`
+        _drop_stdout()
+        return EXIT_ERROR
     return code
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the final flush at exit cannot fail on the broken pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (tests): nothing will be flushed to the pipe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     openapi.add_argument("-o", "--output", type=Path, help="write to this file, not stdout")
     openapi.set_defaults(run=_openapi)
+
+    flags = gateway_flags()
+    queues.add_commands(commands, flags)
+    repair.add_commands(commands, flags)
     return parser
 
 

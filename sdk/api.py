@@ -97,7 +97,9 @@ def problem_of(response: httpx.Response) -> Problem:
     )
 
 
-def _model(model: type[M]) -> Callable[[httpx.Response], M]:
+def reads(model: type[M]) -> Callable[[httpx.Response], M]:
+    """The reader of an answer whose JSON body is one ``model``."""
+
     def read(response: httpx.Response) -> M:
         return model.model_validate_json(response.content)
 
@@ -108,7 +110,8 @@ def _nothing(response: httpx.Response) -> None:
     return None
 
 
-def _seg(value: str) -> str:
+def segment(value: str) -> str:
+    """``value`` quoted as one path segment (a ``/`` in it cannot reach another route)."""
     return quote(value, safe="")
 
 
@@ -116,15 +119,15 @@ def _seg(value: str) -> str:
 
 
 def put_queue(name: str, policy: QueuePolicy) -> Call[Queue]:
-    return Call("PUT", f"/v1/queues/{_seg(name)}", _model(Queue), body=policy)
+    return Call("PUT", f"/v1/queues/{segment(name)}", reads(Queue), body=policy)
 
 
 def patch_queue(name: str, patch: QueuePolicyPatch) -> Call[Queue]:
-    return Call("PATCH", f"/v1/queues/{_seg(name)}", _model(Queue), body=patch)
+    return Call("PATCH", f"/v1/queues/{segment(name)}", reads(Queue), body=patch)
 
 
 def get_queue(name: str) -> Call[Queue]:
-    return Call("GET", f"/v1/queues/{_seg(name)}", _model(Queue))
+    return Call("GET", f"/v1/queues/{segment(name)}", reads(Queue))
 
 
 def list_queues() -> Call[list[Queue]]:
@@ -133,7 +136,7 @@ def list_queues() -> Call[list[Queue]]:
 
 def delete_queue(name: str, force: bool = False) -> Call[None]:
     params: Params | None = {"force": "true"} if force else None
-    return Call("DELETE", f"/v1/queues/{_seg(name)}", _nothing, params=params)
+    return Call("DELETE", f"/v1/queues/{segment(name)}", _nothing, params=params)
 
 
 # --- endpoints --------------------------------------------------------------------------------
@@ -141,69 +144,77 @@ def delete_queue(name: str, force: bool = False) -> Call[None]:
 
 def add_endpoint(queue: str, endpoint: EndpointCreate) -> Call[EndpointCreated]:
     return Call(
-        "POST", f"/v1/queues/{_seg(queue)}/endpoints", _model(EndpointCreated), body=endpoint
+        "POST", f"/v1/queues/{segment(queue)}/endpoints", reads(EndpointCreated), body=endpoint
     )
 
 
 def list_endpoints(queue: str) -> Call[list[Endpoint]]:
     return Call(
         "GET",
-        f"/v1/queues/{_seg(queue)}/endpoints",
+        f"/v1/queues/{segment(queue)}/endpoints",
         lambda r: EndpointList.model_validate_json(r.content).items,
     )
 
 
 def delete_endpoint(queue: str, endpoint_id: str) -> Call[None]:
-    return Call("DELETE", f"/v1/queues/{_seg(queue)}/endpoints/{_seg(endpoint_id)}", _nothing)
+    return Call("DELETE", f"/v1/queues/{segment(queue)}/endpoints/{segment(endpoint_id)}", _nothing)
 
 
 # --- tasks ------------------------------------------------------------------------------------
 
 
 def enqueue(queue: str, task: TaskCreate) -> Call[Task]:
-    return Call("POST", f"/v1/queues/{_seg(queue)}/tasks", _model(Task), body=task)
+    return Call("POST", f"/v1/queues/{segment(queue)}/tasks", reads(Task), body=task)
 
 
 def enqueue_batch(queue: str, tasks: list[TaskCreate]) -> Call[list[Task]]:
     return Call(
         "POST",
-        f"/v1/queues/{_seg(queue)}/tasks/batch",
+        f"/v1/queues/{segment(queue)}/tasks/batch",
         lambda r: BatchCreated.model_validate_json(r.content).tasks,
         body=BatchCreate(tasks=tasks),
     )
 
 
 def list_tasks(
-    queue: str, state: TaskState | None = None, limit: int | None = None, cursor: str | None = None
+    queue: str,
+    state: TaskState | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+    owner: str | None = None,
 ) -> Call[TaskPage]:
+    """``GET /v1/queues/{queue}/tasks``: one state's tasks (queued by default), optionally
+    only those of one ``owner``."""
     params: dict[str, str | int] = {}
     if state is not None:
         params["state"] = TaskState(state).value
+    if owner is not None:
+        params["owner"] = owner
     if limit is not None:
         params["limit"] = limit
     if cursor is not None:
         params["cursor"] = cursor
-    return Call("GET", f"/v1/queues/{_seg(queue)}/tasks", _model(TaskPage), params=params)
+    return Call("GET", f"/v1/queues/{segment(queue)}/tasks", reads(TaskPage), params=params)
 
 
 def get_task(task_id: str, wait: float | None = None) -> Call[Task]:
     """``GET /v1/tasks/{id}``; with ``wait``, the server holds the answer until the task has
     finished or ``wait`` seconds (at most :data:`MAX_WAIT`) have passed."""
     if wait is None:
-        return Call("GET", f"/v1/tasks/{_seg(task_id)}", _model(Task))
+        return Call("GET", f"/v1/tasks/{segment(task_id)}", reads(Task))
     wait = min(max(float(wait), 0.0), MAX_WAIT)
     params = {"wait": f"{wait:.3f}".rstrip("0").rstrip(".")}  # "60", "12.5", "0"
-    return Call("GET", f"/v1/tasks/{_seg(task_id)}", _model(Task), params=params, wait=wait)
+    return Call("GET", f"/v1/tasks/{segment(task_id)}", reads(Task), params=params, wait=wait)
 
 
 def cancel(task_id: str) -> Call[Task]:
-    return Call("POST", f"/v1/tasks/{_seg(task_id)}/cancel", _model(Task))
+    return Call("POST", f"/v1/tasks/{segment(task_id)}/cancel", reads(Task))
 
 
 def logs(task_id: str) -> Call[list[LogLine]]:
     return Call(
         "GET",
-        f"/v1/tasks/{_seg(task_id)}/logs",
+        f"/v1/tasks/{segment(task_id)}/logs",
         lambda r: LogPage.model_validate_json(r.content).items,
     )
 

@@ -1,6 +1,8 @@
 """Producer and admin clients: :class:`Client` (blocking) and :class:`AsyncClient`.
 
 Both execute the request specs of :mod:`sdk.api`; they differ only in how a request is sent.
+The operator methods (dead letters, running and scheduled tasks, cleaning) come from the mixins
+of :mod:`sdk.client_ops`.
 Every error answer raises :class:`~sdk.errors.ApiError`; network failures are httpx's own.
 """
 
@@ -16,6 +18,7 @@ from httpx_aiohttp import AiohttpTransport
 from pydantic import JsonValue
 
 from sdk import api
+from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
 from sdk.wire import (
     Endpoint,
@@ -90,12 +93,14 @@ class _Base:
         return f"{type(self).__name__}({self.url!r})"
 
 
-class Client(_Base):
+class Client(_Base, OperatorMethods):
     """A blocking client of the gateway's API.
 
     ``Client(url, api_key)``, or :meth:`from_env` (``JOBGATE_URL``, ``JOBGATE_API_KEY``).
     ``timeout`` bounds each request; long-polls get their wait on top. Use it as a context
-    manager, or call :meth:`close`.
+    manager, or call :meth:`close`. The operator methods (:meth:`dead_letters`, :meth:`resubmit`,
+    :meth:`scheduled`, :meth:`running`, :meth:`clean`) are inherited from
+    :class:`~sdk.client_ops.OperatorMethods`.
     """
 
     def __init__(
@@ -193,8 +198,11 @@ class Client(_Base):
         state: TaskState | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        owner: str | None = None,
     ) -> TaskPage:
-        return self._send(api.list_tasks(queue, state, limit, cursor))
+        """One page of a queue's tasks in ``state`` (queued by default), of ``owner`` if given;
+        pass the page's ``next_cursor`` as ``cursor`` for the next one."""
+        return self._send(api.list_tasks(queue, state, limit, cursor, owner))
 
     def cancel(self, task_id: str) -> Task:
         """Cancel a task: at once if not running, else at its next heartbeat."""
@@ -221,7 +229,7 @@ class Client(_Base):
         self.close()
 
 
-class AsyncClient(_Base):
+class AsyncClient(_Base, AsyncOperatorMethods):
     """The asyncio twin of :class:`Client`: the same methods, awaitable."""
 
     def __init__(
@@ -315,8 +323,9 @@ class AsyncClient(_Base):
         state: TaskState | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        owner: str | None = None,
     ) -> TaskPage:
-        return await self._send(api.list_tasks(queue, state, limit, cursor))
+        return await self._send(api.list_tasks(queue, state, limit, cursor, owner))
 
     async def cancel(self, task_id: str) -> Task:
         return await self._send(api.cancel(task_id))

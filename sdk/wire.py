@@ -296,7 +296,7 @@ class QueuePolicyPatch(_Input):
     rate_limit: RateLimit | None = Field(
         None, description="Sets the rate limit; remove_rate_limit drops it."
     )
-    remove_rate_limit: bool = Field(False, description="Drop the queue's rate limit.")
+    remove_rate_limit: bool | None = Field(None, description="true drops the queue's rate limit.")
     circuit_breaker: CircuitBreaker | None = None
     dedup_window: Seconds | None = None
     max_heartbeat_interval: PositiveSeconds | None = None

@@ -136,7 +136,13 @@ def test_queue_and_endpoint_routes(gw: respx.MockRouter, client: Client) -> None
 def test_enqueue_sends_a_task_create(gw: respx.MockRouter, client: Client) -> None:
     route = gw.post("/v1/queues/emails/tasks").respond(201, json=task_json())
     task = client.enqueue("emails", "send", {"to": "ada"}, priority=5, delay=30)
-    assert sent(route) == {"name": "send", "payload": {"to": "ada"}, "priority": 5, "delay": 30.0}
+    assert sent(route) == {
+        "name": "send",
+        "payload": {"to": "ada"},
+        "priority": 5,
+        "delay": 30.0,
+        "depends_on": [],
+    }
     assert (task.id, task.state) == (TASK_ID, TaskState.QUEUED)
 
 
@@ -147,7 +153,10 @@ def test_enqueue_batch_posts_all_tasks(gw: respx.MockRouter, client: Client) -> 
     tasks = client.enqueue_batch("emails", [TaskCreate(name="a"), TaskCreate(name="b", payload=1)])
     assert len(tasks) == 2
     assert sent(route) == {
-        "tasks": [{"name": "a", "priority": 0}, {"name": "b", "payload": 1, "priority": 0}]
+        "tasks": [
+            {"name": "a", "priority": 0, "depends_on": []},
+            {"name": "b", "payload": 1, "priority": 0, "depends_on": []},
+        ]
     }
 
 
@@ -290,7 +299,7 @@ async def test_async_client_shares_the_request_shapes(gw: respx.MockRouter) -> N
         task = await client.enqueue("emails", "send", [1])
         finished = await client.wait(task.id, timeout=30)
     assert enqueued.calls.last.request.headers["authorization"] == f"Bearer {KEY}"
-    assert sent(enqueued) == {"name": "send", "payload": [1], "priority": 0}
+    assert sent(enqueued) == {"name": "send", "payload": [1], "priority": 0, "depends_on": []}
     assert finished.state is TaskState.DEAD
     assert polled.call_count == 2
 
