@@ -31,7 +31,8 @@ def test_a_group_of_100_releases_its_dependent_exactly_once(
     finished = [s.client.get_task(t.id) for t in created[:-1]]
     assert all(t.state is TaskState.SUCCEEDED for t in finished)
     latest = max(t.finished_at for t in finished if t.finished_at)
-    assert done.started_at is not None and done.started_at >= latest
+    assert done.started_at is not None
+    assert done.started_at >= latest
 
 
 def test_1000_concurrent_enqueues_with_one_dedup_key_make_one_task(

@@ -74,7 +74,7 @@ async def test_fan_in_of_a_group_of_100_releases_the_dependent_once(stores: Stor
     stored = await stores.tasks.enqueue("q", [*members, after], now)
     assert stored[-1].state is TaskState.WAITING
     released = []
-    for start in range(0, 100, 7):  # the members end a few at a time
+    for _start in range(0, 100, 7):  # the members end a few at a time
         claim = await stores.tasks.claim("q", 7, "s", stores.clock.now_ms())
         assert after.id not in [x.task_id for x in claim.leases]
         await stores.tasks.finish_many(
