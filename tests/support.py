@@ -53,3 +53,25 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+@asynccontextmanager
+async def gateway_client(settings: Any, api_key: str) -> AsyncIterator[Any]:
+    """An httpx client on a gateway app run in-process (its lifespan entered), as ``api_key``."""
+    import httpx
+
+    from gateway.app import create_app
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app) as state:
+
+        async def with_state(scope: Any, receive: Any, send: Any) -> None:
+            scope["state"] = dict(state)
+            await app(scope, receive, send)
+
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=with_state),
+            base_url="http://gateway",
+            headers={"authorization": f"Bearer {api_key}"},
+        ) as client:
+            yield client

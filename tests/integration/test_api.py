@@ -11,8 +11,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError
 
-from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
+from tests.support import gateway_client
 
 ADMIN = "admin-key-0123456789"
 READER = "reader-key-0123456789"
@@ -30,20 +30,9 @@ async def api(redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
             ApiKey(key=PRODUCER, scopes=["enqueue:mail-*"]),
         ],
     )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app) as state:
-
-        async def with_state(scope: Any, receive: Any, send: Any) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=with_state),
-            base_url="http://gateway",
-            headers={"authorization": f"Bearer {ADMIN}"},
-        ) as client:
-            assert (await client.put("/v1/queues/mail-out", json={})).status_code == 201
-            yield client
+    async with gateway_client(settings, ADMIN) as client:
+        assert (await client.put("/v1/queues/mail-out", json={})).status_code == 201
+        yield client
 
 
 async def snapshot(redis_url: str) -> dict[str, Any]:

@@ -14,9 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
-from tests.support import serve, until
+from tests.support import gateway_client, serve, until
 
 ADMIN = "admin-key-0123456789"
 READER = "reader-key-0123456789"
@@ -50,20 +49,9 @@ async def api(redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
             ApiKey(key=PRODUCER, scopes=["enqueue:*"]),
         ],
     )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app) as state:
-
-        async def with_state(scope: Any, receive: Any, send: Any) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=with_state),
-            base_url="http://gateway",
-            headers={"authorization": f"Bearer {ADMIN}"},
-        ) as client:
-            assert (await client.put("/v1/queues/jobs", json={"max_attempts": 1})).status_code
-            yield client
+    async with gateway_client(settings, ADMIN) as client:
+        assert (await client.put("/v1/queues/jobs", json={"max_attempts": 1})).status_code
+        yield client
 
 
 def problem(response: httpx.Response, status: int) -> dict[str, Any]:
