@@ -34,17 +34,15 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from pydantic import TypeAdapter, ValidationError
 from ulid import ULID
 
 from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
+from sdk.options import EnqueueOptions, Enqueuer
 from sdk.wire import GroupName, TaskCreate
-
-if TYPE_CHECKING:
-    from sdk.tasks import EnqueueOptions, TaskFunction
 
 __all__ = ["AsyncGroupHandle", "Group", "GroupHandle", "TaskSignature", "group"]
 
@@ -62,7 +60,7 @@ def _no_options() -> EnqueueOptions:
 class TaskSignature:
     """One run of a task function, to enqueue later: made by ``my_task.s(*args, **kwargs)``."""
 
-    fn: TaskFunction[Any, Any]
+    fn: Enqueuer
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     options: EnqueueOptions = field(default_factory=_no_options)

@@ -23,52 +23,20 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack, overload
 
 from sdk.binding import Signature
 from sdk.client import AsyncClient, Client
 from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
 from sdk.groups import TaskSignature
 from sdk.handles import AsyncTaskHandle, TaskHandle
+from sdk.options import EnqueueOptions
 from sdk.wire import TaskArgs, TaskCreate, check_queue_name
 
 __all__ = ["AsyncTaskHandle", "EnqueueOptions", "TaskFunction", "TaskHandle", "task"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class EnqueueOptions(TypedDict, total=False):
-    """What :meth:`TaskFunction.apply` and :meth:`TaskFunction.create` take beside the
-    arguments, each a :class:`~sdk.wire.TaskCreate` field (``task_id`` is its ``id``).
-
-    ``delay`` (seconds) or ``run_at`` postpone the run. ``dedup_key``: enqueueing again with
-    the key (within the queue's dedup window) returns the first task, whose handle says
-    ``deduplicated``; ``singleton_key``: at most one queued task per key. ``depends_on``: task
-    ids or handles (of any queue) that must succeed first; ``group`` joins a group of the
-    queue, ``after_group`` waits until every member of one has succeeded (see
-    :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
-    ``owner`` and ``version`` label it. The rest override the decorator's defaults and the
-    queue's policy for this run.
-    """
-
-    delay: float | None
-    run_at: datetime | None
-    priority: int | None
-    max_attempts: int | None
-    lease_timeout: float | None
-    max_run_time: float | None
-    max_heartbeat_interval: float | None
-    task_id: str | None
-    dedup_key: str | None
-    singleton_key: str | None
-    depends_on: Sequence[str | TaskHandle | AsyncTaskHandle] | None
-    group: str | None
-    after_group: str | None
-    capability: str | None
-    owner: str | None
-    version: str | None
 
 
 def _checked_queue(name: str) -> str:

@@ -1,0 +1,35 @@
+"""Tasks in Redis: every state change is one script of ``lua/``; this package only calls them.
+
+:class:`TaskStore` is the one object the services, the dispatcher and the recoverer hold. Its
+methods live by the state change they wrap: :mod:`.enqueue` (storing new tasks), :mod:`.leases`
+(claims, heartbeats, log lines), :mod:`.finish` (ends of attempts, cancels), :mod:`.recovery`
+(due tasks, expired and stalled leases, sweeping) and :mod:`.reads` (views that change nothing).
+
+The Redis client must decode responses (``decode_responses=True``).
+"""
+
+from __future__ import annotations
+
+from gateway.store.tasks.enqueue import Enqueuing, Stored
+from gateway.store.tasks.finish import CancelResult, Finish, Finished, Finishing
+from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
+from gateway.store.tasks.reads import Reading
+from gateway.store.tasks.recovery import Expired, Recovering
+
+__all__ = [
+    "LOG_LINES_KEPT",
+    "CancelResult",
+    "Claim",
+    "ClaimStatus",
+    "Expired",
+    "Fence",
+    "Finish",
+    "Finished",
+    "Heartbeat",
+    "Stored",
+    "TaskStore",
+]
+
+
+class TaskStore(Enqueuing, Leasing, Finishing, Recovering, Reading):
+    """Atomic task state changes of every queue."""

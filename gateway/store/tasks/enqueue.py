@@ -1,0 +1,126 @@
+"""Storing new tasks: one enqueue script per batch, and the id index beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
+from gateway.store import keys
+from gateway.store.keys import QueueKeys
+from gateway.store.records import NewTask
+from gateway.store.tasks.base import StoreBase
+from sdk.wire import TaskState
+
+
+def _enqueue_keys(k: QueueKeys) -> list[str]:
+    return [
+        k.policy,
+        k.meta,
+        k.payload,
+        k.ready,
+        k.scheduled,
+        k.seq,
+        k.waiting,
+        k.dependents,
+        k.groups,
+        k.outbox,
+        k.failed,
+        k.dead,
+        k.dedup,
+        k.dedup_exp,
+        k.singleton,
+        k.capabilities,
+        k.links,
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """How one task of an enqueue went: stored in ``state``, or matched the earlier task
+    ``duplicate_of`` by its dedup or singleton key (then nothing was stored for it)."""
+
+    state: TaskState | None
+    duplicate_of: str | None = None
+
+
+def _stored(entry: str) -> Stored:
+    if entry.startswith("dup:"):
+        return Stored(None, entry.removeprefix("dup:"))
+    return Stored(TaskState(entry))
+
+
+class Enqueuing(StoreBase):
+    """Stores new tasks, all of a batch or none."""
+
+    async def enqueue(
+        self, queue: str, tasks: Sequence[NewTask], now_ms: int, *, client_ids: bool = False
+    ) -> list[Stored]:
+        """Store tasks atomically; raises QueueNotFound or TaskExists and then stores nothing.
+
+        The id index lives outside the queue's slot. Ids the gateway made are unique, so their
+        index entries ride in the script's round trip; ids a client chose are claimed in the
+        index first, so one already used in another queue is refused before anything is stored.
+        """
+        k = QueueKeys.of(queue)
+        args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
+        for t in tasks:
+            args += [t.id, t.record_json(), t.payload_json]
+        script_keys = _enqueue_keys(k)
+        index = [keys.task_index(t.id) for t in tasks]
+        if client_ids:
+            indexed = await self._claim_index(queue, index)
+            reply = await self._scripts.call("enqueue", script_keys, args)
+        else:
+            indexed = index
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in index:
+                    pipe.set(key, queue)
+                pipe.evalsha(self._scripts.sha("enqueue"), len(script_keys), *script_keys, *args)
+                *_, reply = await pipe.execute(raise_on_error=False)
+            if isinstance(reply, Exception):
+                reply = await self._scripts.call("enqueue", script_keys, args)
+        if reply[0] == "OK":
+            stored = [_stored(entry) for entry in reply[1:]]
+            unused = [
+                key for key, s in zip(index, stored, strict=True) if s.duplicate_of is not None
+            ]
+            if unused:
+                await self._redis.delete(*unused)
+            return stored
+        if indexed:
+            await self._redis.delete(*indexed)
+        if reply[0] == "NOQUEUE":
+            raise QueueNotFound(queue)
+        if reply[0] == "NOGROUP":
+            raise ValidationFailed(
+                [
+                    FieldProblem(
+                        f"tasks.{reply[1]}.after_group",
+                        f"no task of queue '{queue}' has joined group '{reply[2]}'",
+                    )
+                ]
+            )
+        if reply[0] == "NODEP":
+            raise ValidationFailed(
+                [FieldProblem(f"tasks.{reply[1]}.depends_on", f"no task '{reply[2]}' exists")]
+            )
+        raise TaskExists(reply[1])
+
+    async def _claim_index(self, queue: str, index: list[str]) -> list[str]:
+        """Point index entries at ``queue``; returns those set now. Raises TaskExists when one
+        points at another queue already."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in index:
+                pipe.set(key, queue, nx=True)
+            fresh = await pipe.execute()
+        new = [key for key, ok in zip(index, fresh, strict=True) if ok]
+        taken = [key for key, ok in zip(index, fresh, strict=True) if not ok]
+        if taken:
+            owners = await self._redis.mget(taken)
+            foreign = [key for key, owner in zip(taken, owners, strict=True) if owner != queue]
+            if foreign:
+                if new:
+                    await self._redis.delete(*new)
+                raise TaskExists(foreign[0].removeprefix(keys.task_index("")))
+        return new

@@ -1,0 +1,129 @@
+"""Ending attempts: results, errors, retries and cancels, each fenced by its lease."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from gateway.store import keys
+from gateway.store.keys import QueueKeys
+from gateway.store.tasks.base import StoreBase
+from gateway.store.tasks.leases import Fence
+from sdk.wire import AttemptOutcome, TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """One attempt's end, as the dispatcher or a callback reports it."""
+
+    task_id: str
+    token: str
+    outcome: AttemptOutcome
+    http_status: int | None = None
+    text: str = ""  # the result JSON when succeeded, else the error text
+    traceback: str = ""
+    delay_ms: int = 0  # before the retry, when there is one
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    fence: Fence
+    state: TaskState | None = None
+    due_ms: int | None = None
+
+
+class CancelResult(StrEnum):
+    CANCELLED = "CANCELLED"
+    REQUESTED = "REQUESTED"
+    FINISHED = "FINISHED"
+    NOTASK = "NOTASK"
+
+
+def _finish_keys(k: QueueKeys) -> list[str]:
+    return [
+        k.policy,
+        k.meta,
+        k.result,
+        k.attempts,
+        k.running,
+        k.inflight,
+        k.ready,
+        k.scheduled,
+        k.seq,
+        k.endpoints,
+        k.succeeded,
+        k.failed,
+        k.dead,
+        k.cancelled,
+        k.waiting,
+        k.dependents,
+        k.groups,
+        k.outbox,
+        k.stalls,
+    ]
+
+
+def _finish_args(f: Finish) -> list[str | int]:
+    return [
+        f.task_id,
+        f.token,
+        f.outcome.value,
+        "" if f.http_status is None else f.http_status,
+        f.text,
+        f.traceback,
+        f.delay_ms,
+    ]
+
+
+def _finished(reply: list[Any]) -> Finished:
+    fence = Fence(reply[0])
+    if fence is Fence.OK:
+        return Finished(fence, TaskState(reply[1]), int(reply[2]) if reply[2] else None)
+    if fence is Fence.STALE:
+        return Finished(fence, TaskState(reply[1]))
+    return Finished(fence)
+
+
+class Finishing(StoreBase):
+    """Ends attempts and cancels tasks."""
+
+    async def finish(self, queue: str, finish: Finish, now_ms: int) -> Finished:
+        (done,) = await self.finish_many(queue, [finish], now_ms)
+        return done
+
+    async def finish_many(
+        self, queue: str, finishes: Sequence[Finish], now_ms: int
+    ) -> list[Finished]:
+        """End many attempts of one queue in one script call; each end is decided on its own
+        (fenced by its own token), so one stale lease does not stop the others."""
+        if not finishes:
+            return []
+        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue]
+        for f in finishes:
+            args += _finish_args(f)
+        replies = await self._scripts.call("finish", _finish_keys(QueueKeys.of(queue)), args)
+        return [_finished(reply) for reply in replies]
+
+    async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
+        k = QueueKeys.of(queue)
+        reply = await self._scripts.call(
+            "cancel",
+            [
+                k.meta,
+                k.ready,
+                k.scheduled,
+                k.cancelled,
+                k.policy,
+                k.seq,
+                k.waiting,
+                k.dependents,
+                k.groups,
+                k.outbox,
+                k.failed,
+                k.dead,
+            ],
+            [task_id, now_ms, keys.DONE_CHANNEL_PREFIX, queue],
+        )
+        return CancelResult(reply[0])

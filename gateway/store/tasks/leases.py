@@ -1,0 +1,141 @@
+"""Leases: claiming ready tasks for a push, heartbeats and log lines fenced by the lease token."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gateway.store.keys import QueueKeys
+from gateway.store.records import Lease
+from gateway.store.tasks.base import StoreBase
+from sdk.wire import TaskState
+
+LOG_LINES_KEPT = 1000
+
+
+class ClaimStatus(StrEnum):
+    OK = "OK"
+    NOQUEUE = "NOQUEUE"
+    PAUSED = "PAUSED"
+    FULL = "FULL"
+    EMPTY = "EMPTY"
+    NOENDPOINT = "NOENDPOINT"
+    RATE = "RATE"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    status: ClaimStatus
+    leases: list[Lease]
+    retry_at_ms: int | None = None  # RATE, or NOENDPOINT with an open circuit: when to try again
+
+
+class Fence(StrEnum):
+    """How a lease-fenced change went."""
+
+    OK = "OK"
+    NOTASK = "NOTASK"  # no such task
+    STALE = "STALE"  # the token is not the current lease: nothing changed
+    ALIVE = "ALIVE"  # an expiry found the lease extended meanwhile: nothing changed
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    fence: Fence
+    cancel_requested: bool = False
+    expires_ms: int = 0
+    state: TaskState | None = None
+
+
+class Leasing(StoreBase):
+    """Claims tasks under a lease, and keeps leases alive."""
+
+    async def claim(self, queue: str, count: int, seed: str, now_ms: int) -> Claim:
+        """Lease up to ``count`` ready tasks; ``seed`` (secret, random, fresh for every call)
+        is what the script derives their lease tokens from."""
+        k = QueueKeys.of(queue)
+        reply = await self._scripts.call(
+            "claim",
+            [
+                k.policy,
+                k.meta,
+                k.payload,
+                k.checkpoint,
+                k.running,
+                k.endpoints,
+                k.inflight,
+                k.ready,
+                k.singleton,
+                k.stalls,
+            ],
+            [now_ms, count, seed],
+        )
+        status = ClaimStatus(reply[0])
+        if status is ClaimStatus.RATE:
+            return Claim(status, [], now_ms + int(reply[1]))
+        if status is ClaimStatus.NOENDPOINT:
+            return Claim(status, [], int(reply[1]) if reply[1] else None)
+        leases = []
+        for task_id, endpoint_id, raw, payload, checkpoint in reply[1:]:
+            record = json.loads(raw)
+            leases.append(
+                Lease(
+                    queue=queue,
+                    task_id=task_id,
+                    endpoint_id=endpoint_id,
+                    token=record["lease"],
+                    name=record["name"],
+                    attempt=record["att"],
+                    max_attempts=record.get("max_att"),
+                    payload_json=payload if payload is not None else "null",
+                    checkpoint_json=checkpoint,
+                    expires_ms=int(record["exp"]),
+                    deadline_ms=int(record["deadline"]),
+                    traceparent=record.get("tp"),
+                )
+            )
+        return Claim(status, leases)
+
+    async def heartbeat(
+        self,
+        queue: str,
+        task_id: str,
+        token: str,
+        now_ms: int,
+        *,
+        extend_ms: int | None = None,
+        progress: float | None = None,
+        checkpoint_json: str | None = None,
+    ) -> Heartbeat:
+        k = QueueKeys.of(queue)
+        reply = await self._scripts.call(
+            "heartbeat",
+            [k.policy, k.meta, k.running, k.checkpoint, k.stalls],
+            [
+                task_id,
+                token,
+                now_ms,
+                "" if extend_ms is None else extend_ms,
+                "" if progress is None else repr(progress),
+                "" if checkpoint_json is None else checkpoint_json,
+            ],
+        )
+        fence = Fence(reply[0])
+        if fence is Fence.OK:
+            return Heartbeat(fence, bool(reply[1]), int(reply[2]))
+        if fence is Fence.STALE:
+            return Heartbeat(fence, state=TaskState(reply[1]))
+        return Heartbeat(fence)
+
+    async def append_log(
+        self, queue: str, task_id: str, token: str, lines: Sequence[str], keep_ms: int
+    ) -> Fence:
+        k = QueueKeys.of(queue)
+        reply = await self._scripts.call(
+            "append_log",
+            [k.meta, k.log(task_id)],
+            [task_id, token, LOG_LINES_KEPT, keep_ms, *lines],
+        )
+        return Fence(reply[0])

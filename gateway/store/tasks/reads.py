@@ -1,0 +1,105 @@
+"""Reading tasks: records, pages by state, counts and logs; nothing here changes state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from gateway.store import keys
+from gateway.store.keys import QueueKeys
+from gateway.store.tasks.base import StoreBase
+from sdk.wire import TaskState
+
+
+class Reading(StoreBase):
+    """Read-only views of tasks."""
+
+    async def locate(self, task_id: str) -> str | None:
+        """The queue of a task, or None."""
+        return cast(str | None, await self._redis.get(keys.task_index(task_id)))
+
+    async def record(self, queue: str, task_id: str) -> dict[str, Any] | None:
+        raw = await self._redis.hget(QueueKeys.of(queue).meta, task_id)
+        return None if raw is None else dict(json.loads(raw))
+
+    async def read(
+        self, queue: str, task_id: str
+    ) -> tuple[dict[str, Any], str | None, str | None, str | None, list[str]] | None:
+        """A task's record, payload, result, checkpoint and finished attempts (oldest first)."""
+        k = QueueKeys.of(queue)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hget(k.meta, task_id)
+            pipe.hget(k.payload, task_id)
+            pipe.hget(k.result, task_id)
+            pipe.hget(k.checkpoint, task_id)
+            raw, payload, result, checkpoint = await pipe.execute()
+        if raw is None:
+            return None
+        record: dict[str, Any] = json.loads(raw)
+        history: list[str] = []
+        if record.get("hist"):
+            fields = [f"{task_id}:{n}" for n in range(1, record["hist"] + 1)]
+            found = cast(list[str | None], await self._redis.hmget(k.attempts, fields))
+            history = [a for a in found if a is not None]
+        return record, payload, result, checkpoint, history
+
+    async def page(
+        self, queue: str, state: TaskState, offset: int, limit: int
+    ) -> tuple[list[tuple[str, dict[str, Any], str | None]], bool]:
+        """Records and payloads of tasks in ``state``, in the order they will run or ended."""
+        k = QueueKeys.of(queue)
+        index = {
+            TaskState.QUEUED: k.ready,
+            TaskState.SCHEDULED: k.scheduled,
+            TaskState.RUNNING: k.running,
+            TaskState.WAITING: k.waiting,
+        }.get(state)
+        if index is None and state.finished:
+            index = k.finished(state)
+        if index is None:
+            return [], False
+        members = cast(list[str], await self._redis.zrange(index, offset, offset + limit))
+        more = len(members) > limit
+        ids = [m[-26:] if state is TaskState.QUEUED else m for m in members[:limit]]
+        if not ids:
+            return [], False
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(k.meta, ids)
+            pipe.hmget(k.payload, ids)
+            records, payloads = await pipe.execute()
+        rows = [
+            (i, json.loads(r), p)
+            for i, r, p in zip(ids, records, payloads, strict=True)
+            if r is not None
+        ]
+        return rows, more
+
+    async def counts(self, queue: str) -> dict[TaskState, int]:
+        k = QueueKeys.of(queue)
+        indexes = {
+            TaskState.SCHEDULED: k.scheduled,
+            TaskState.QUEUED: k.ready,
+            TaskState.RUNNING: k.running,
+            TaskState.WAITING: k.waiting,
+            **{s: k.finished(s) for s in keys.FINISHED_STATES},
+        }
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for index in indexes.values():
+                pipe.zcard(index)
+            sizes = await pipe.execute()
+        return dict(zip(indexes, sizes, strict=True))
+
+    async def unroutable(self, queue: str, covered: set[str]) -> dict[str, int]:
+        """Queued tasks per required capability that no endpoint in ``covered`` offers."""
+        k = QueueKeys.of(queue)
+        missing = sorted(set(cast(set[str], await self._redis.smembers(k.capabilities))) - covered)
+        if not missing:
+            return {}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for cap in missing:
+                pipe.zlexcount(k.ready, f"[{cap}/", f"({cap}0")
+            sizes = await pipe.execute()
+        return {cap: n for cap, n in zip(missing, sizes, strict=True) if n}
+
+    async def logs(self, queue: str, task_id: str) -> list[str]:
+        return cast(list[str], await self._redis.lrange(QueueKeys.of(queue).log(task_id), 0, -1))

@@ -1,0 +1,98 @@
+"""The recoverer's reads and moves: due tasks, expired and stalled leases, sweeping."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from gateway.store import keys
+from gateway.store.keys import QueueKeys
+from gateway.store.tasks.base import StoreBase
+from sdk.wire import TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """A running task whose lease has run out, as read before its expiry is recorded."""
+
+    task_id: str
+    token: str
+    attempt: int
+    max_attempts: int | None
+
+
+class Recovering(StoreBase):
+    """What the recoverer needs: promote, find expiries and stalls, sweep."""
+
+    async def promote(self, queue: str, now_ms: int, limit: int) -> int:
+        """Move due scheduled tasks to the ready set; returns how many moved."""
+        k = QueueKeys.of(queue)
+        moved: int = await self._scripts.call(
+            "promote",
+            [k.meta, k.scheduled, k.ready, k.seq],
+            [now_ms, limit, keys.WAKE_CHANNEL, queue],
+        )
+        return moved
+
+    async def expired(self, queue: str, now_ms: int, limit: int) -> list[Expired]:
+        """Running tasks whose lease ran out by ``now_ms`` (read only; finish() records it)."""
+        k = QueueKeys.of(queue)
+        ids = cast(list[str], await self._redis.zrangebyscore(k.running, "-inf", now_ms, 0, limit))
+        return await self._running(k, ids)
+
+    async def stalled(self, queue: str, now_ms: int, limit: int) -> list[Expired]:
+        """Running tasks silent past their heartbeat interval by ``now_ms`` (read only)."""
+        k = QueueKeys.of(queue)
+        ids = cast(list[str], await self._redis.zrangebyscore(k.stalls, "-inf", now_ms, 0, limit))
+        return await self._running(k, ids)
+
+    async def _running(self, k: QueueKeys, ids: list[str]) -> list[Expired]:
+        if not ids:
+            return []
+        found = []
+        for task_id, raw in zip(ids, await self._redis.hmget(k.meta, ids), strict=True):
+            if raw is None:
+                continue
+            record = json.loads(raw)
+            if record.get("state") == TaskState.RUNNING and "lease" in record:
+                found.append(
+                    Expired(task_id, record["lease"], record["att"], record.get("max_att"))
+                )
+        return found
+
+    async def sweep(self, queue: str, now_ms: int, limit: int) -> int:
+        """Delete finished tasks past their retention; returns how many."""
+        k = QueueKeys.of(queue)
+        ids: list[str] = await self._scripts.call(
+            "sweep",
+            [
+                k.policy,
+                k.meta,
+                k.payload,
+                k.result,
+                k.checkpoint,
+                k.attempts,
+                k.succeeded,
+                k.failed,
+                k.dead,
+                k.cancelled,
+                k.dedup,
+                k.dedup_exp,
+            ],
+            [now_ms, limit],
+        )
+        await self.forget(queue, ids)
+        return len(ids)
+
+    async def forget(self, queue: str, task_ids: Sequence[str]) -> None:
+        """Delete the index entries and log lists of tasks that are gone."""
+        k = QueueKeys.of(queue)
+        for start in range(0, len(task_ids), 500):
+            chunk = task_ids[start : start + 500]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for task_id in chunk:
+                    pipe.delete(keys.task_index(task_id))
+                    pipe.delete(k.log(task_id))
+                await pipe.execute()

@@ -1,0 +1,85 @@
+"""What enqueueing a run takes beside its arguments, and what can enqueue one.
+
+:class:`EnqueueOptions` is shared by :meth:`sdk.tasks.TaskFunction.apply` and
+:class:`sdk.groups.TaskSignature`; :class:`Enqueuer` is what a signature needs of its task
+function, so that :mod:`sdk.groups` depends on this small contract and not on :mod:`sdk.tasks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypedDict, Unpack
+
+from sdk.client import AsyncClient, Client
+from sdk.handles import AsyncTaskHandle, TaskHandle
+from sdk.wire import TaskCreate
+
+__all__ = ["EnqueueOptions", "Enqueuer"]
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """What :meth:`TaskFunction.apply` and :meth:`TaskFunction.create` take beside the
+    arguments, each a :class:`~sdk.wire.TaskCreate` field (``task_id`` is its ``id``).
+
+    ``delay`` (seconds) or ``run_at`` postpone the run. ``dedup_key``: enqueueing again with
+    the key (within the queue's dedup window) returns the first task, whose handle says
+    ``deduplicated``; ``singleton_key``: at most one queued task per key. ``depends_on``: task
+    ids or handles (of any queue) that must succeed first; ``group`` joins a group of the
+    queue, ``after_group`` waits until every member of one has succeeded (see
+    :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
+    ``owner`` and ``version`` label it. The rest override the decorator's defaults and the
+    queue's policy for this run.
+    """
+
+    delay: float | None
+    run_at: datetime | None
+    priority: int | None
+    max_attempts: int | None
+    lease_timeout: float | None
+    max_run_time: float | None
+    max_heartbeat_interval: float | None
+    task_id: str | None
+    dedup_key: str | None
+    singleton_key: str | None
+    depends_on: Sequence[str | TaskHandle | AsyncTaskHandle] | None
+    group: str | None
+    after_group: str | None
+    capability: str | None
+    owner: str | None
+    version: str | None
+
+
+class Enqueuer(Protocol):
+    """A task function as a :class:`~sdk.groups.TaskSignature` uses it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def queue(self) -> str: ...
+
+    def create(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> TaskCreate: ...
+
+    def apply(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> TaskHandle: ...
+
+    async def apply_async(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> AsyncTaskHandle: ...
+
+    def client(self) -> Client: ...
+
+    def async_client(self) -> AsyncClient: ...

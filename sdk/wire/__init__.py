@@ -1,0 +1,184 @@
+"""The wire contract: every shape that crosses HTTP between producers, the gateway and workers.
+
+Both sides import this module (the gateway imports ``sdk.wire``; the SDK never imports
+``gateway``), so a client and the server cannot drift apart.
+
+Conventions:
+
+- durations are seconds (floats), timestamps are RFC 3339 date-times in UTC;
+- a task's ``payload``, ``result`` and ``checkpoint`` are any JSON value;
+- errors are RFC 9457 ``application/problem+json`` documents (:class:`Problem`).
+
+The push protocol (gateway → worker)::
+
+    POST <endpoint url>
+    webhook-id: <task id>            same for every attempt: the worker's idempotency key
+    webhook-timestamp: <unix seconds>
+    webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">
+    jobgate-attempt: <attempt number, from 1>
+    jobgate-lease: <lease token>
+    jobgate-callback: <callback base URL>
+    traceparent: <W3C trace context>
+    body: PushBody
+
+An endpoint registered with ``batch_size`` above 1 gets every push as a batch instead: the
+same Standard Webhooks headers (``webhook-id`` naming the batch), ``jobgate-batch: <count>``,
+and a :class:`PushBatch` body whose items carry their own lease and callback; it answers 200
+with a :class:`BatchAnswer`, one :class:`BatchResult` per task.
+
+Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the lease token in the
+``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``,
+``release`` (give the task back at once, no attempt spent).
+
+The models live by concept -- :mod:`sdk.wire.tasks`, :mod:`sdk.wire.queues` (with endpoints),
+:mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools) on
+:mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
+"""
+
+from __future__ import annotations
+
+from sdk.wire.base import (
+    DAY,
+    HEADER_ATTEMPT,
+    HEADER_BATCH,
+    HEADER_CALLBACK,
+    HEADER_LEASE,
+    MAX_PRIORITY,
+    PROBLEM_CONTENT_TYPE,
+    Capability,
+    FieldError,
+    GroupName,
+    Key,
+    Label,
+    PositiveSeconds,
+    Problem,
+    QueueName,
+    Seconds,
+    TaskId,
+    TaskName,
+    check_queue_name,
+)
+from sdk.wire.operations import (
+    CleanRequest,
+    CleanResult,
+    DeadLetterFilter,
+    LogPage,
+    ResubmitRequest,
+    ResubmitResult,
+    RunningList,
+    RunningTask,
+    ScheduledPage,
+    ScheduledTask,
+    Skipped,
+)
+from sdk.wire.pushes import (
+    BatchAnswer,
+    BatchItem,
+    BatchResult,
+    CallbackAck,
+    CheckpointIn,
+    ErrorIn,
+    HeartbeatIn,
+    HeartbeatOut,
+    LogIn,
+    LogLine,
+    PushBatch,
+    PushBody,
+    ResultIn,
+)
+from sdk.wire.queues import (
+    Backoff,
+    BackoffStrategy,
+    CircuitBreaker,
+    CircuitState,
+    Endpoint,
+    EndpointCreate,
+    EndpointCreated,
+    EndpointList,
+    Queue,
+    QueueList,
+    QueuePolicy,
+    QueuePolicyPatch,
+    RateLimit,
+    StallPolicy,
+)
+from sdk.wire.tasks import (
+    Attempt,
+    AttemptOutcome,
+    BatchCreate,
+    BatchCreated,
+    Task,
+    TaskArgs,
+    TaskCreate,
+    TaskPage,
+    TaskState,
+)
+
+__all__ = [
+    "DAY",
+    "HEADER_ATTEMPT",
+    "HEADER_BATCH",
+    "HEADER_CALLBACK",
+    "HEADER_LEASE",
+    "MAX_PRIORITY",
+    "PROBLEM_CONTENT_TYPE",
+    "Attempt",
+    "AttemptOutcome",
+    "Backoff",
+    "BackoffStrategy",
+    "BatchAnswer",
+    "BatchCreate",
+    "BatchCreated",
+    "BatchItem",
+    "BatchResult",
+    "CallbackAck",
+    "Capability",
+    "CheckpointIn",
+    "CircuitBreaker",
+    "CircuitState",
+    "CleanRequest",
+    "CleanResult",
+    "DeadLetterFilter",
+    "Endpoint",
+    "EndpointCreate",
+    "EndpointCreated",
+    "EndpointList",
+    "ErrorIn",
+    "FieldError",
+    "GroupName",
+    "HeartbeatIn",
+    "HeartbeatOut",
+    "Key",
+    "Label",
+    "LogIn",
+    "LogLine",
+    "LogPage",
+    "PositiveSeconds",
+    "Problem",
+    "PushBatch",
+    "PushBody",
+    "Queue",
+    "QueueList",
+    "QueueName",
+    "QueuePolicy",
+    "QueuePolicyPatch",
+    "RateLimit",
+    "ResubmitRequest",
+    "ResubmitResult",
+    "ResultIn",
+    "RunningList",
+    "RunningTask",
+    "ScheduledPage",
+    "ScheduledTask",
+    "Seconds",
+    "Skipped",
+    "StallPolicy",
+    "Task",
+    "TaskArgs",
+    "TaskCreate",
+    "TaskId",
+    "TaskName",
+    "TaskPage",
+    "TaskState",
+    "check_queue_name",
+]

@@ -1,0 +1,131 @@
+"""Operators' tools: scheduled and running listings, dead letters and resubmits, cleaning, logs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from sdk.wire.base import (
+    InputModel,
+    Label,
+    OutputModel,
+    QueueName,
+    Seconds,
+    TaskId,
+    TaskName,
+)
+from sdk.wire.pushes import LogLine
+from sdk.wire.tasks import TaskState
+
+
+class ScheduledTask(OutputModel):
+    """A task waiting for its time: delayed by its producer, or backing off before a retry."""
+
+    id: str
+    name: str
+    due_at: datetime
+    kind: Literal["delayed", "retry"]
+    attempt: int = Field(description="Attempts made so far (0 for a delayed task).")
+    priority: int = 0
+    owner: str | None = None
+    error: str | None = Field(None, description="The last attempt's error, for a retry.")
+
+
+class ScheduledPage(OutputModel):
+    items: list[ScheduledTask]
+    next_cursor: str | None = None
+
+
+class RunningTask(OutputModel):
+    id: str
+    queue: str
+    name: str
+    attempt: int
+    endpoint_id: str | None = None
+    endpoint_url: str | None = None
+    started_at: datetime
+    elapsed: float = Field(description="Seconds since this attempt started.")
+    last_heartbeat_at: datetime | None = None
+    progress: float | None = None
+    lease_expires_at: datetime | None = None
+    stalled: bool = False
+    owner: str | None = None
+
+
+class RunningList(OutputModel):
+    items: list[RunningTask]
+    truncated: bool = Field(False, description="More tasks run than the limit returned.")
+
+
+class DeadLetterFilter(InputModel):
+    """Which dead tasks: every given field must match."""
+
+    queue: QueueName | None = Field(None, description="One queue; every queue when absent.")
+    name: TaskName | None = None
+    version: Label | None = None
+    owner: Label | None = None
+    since: datetime | None = Field(None, description="Died at or after this time.")
+    until: datetime | None = Field(None, description="Died before this time.")
+
+
+class ResubmitRequest(InputModel):
+    """Body of ``POST /v1/deadletters/resubmit``: give ``ids`` or ``filter``, not both."""
+
+    ids: list[TaskId] | None = Field(None, min_length=1, max_length=1000)
+    filter: DeadLetterFilter | None = None
+    limit: int = Field(1000, ge=1, le=1000, description="Most tasks resubmitted by a filter.")
+    reset_attempts: bool = Field(
+        True, description="Start the attempt count again (the history is kept either way)."
+    )
+
+    @model_validator(mode="after")
+    def _ids_or_filter(self) -> Self:
+        if (self.ids is None) == (self.filter is None):
+            raise ValueError("give either ids or filter")
+        return self
+
+
+class Skipped(OutputModel):
+    id: str
+    reason: str
+
+
+class ResubmitResult(OutputModel):
+    resubmitted: list[str] = Field(description="Ids of the tasks queued again.")
+    skipped: list[Skipped] = Field(
+        default_factory=list, description="Ids given that were not dead letters, and why."
+    )
+
+
+class CleanRequest(InputModel):
+    """Body of ``POST /v1/queues/{queue}/clean``: delete finished tasks now."""
+
+    states: list[TaskState] = Field(
+        default_factory=lambda: [
+            TaskState.SUCCEEDED,
+            TaskState.FAILED,
+            TaskState.DEAD,
+            TaskState.CANCELLED,
+        ],
+        min_length=1,
+        description="Finished states only.",
+    )
+    name: TaskName | None = None
+    older_than: Seconds = Field(0, description="Only tasks finished at least this long ago.")
+    limit: int = Field(10_000, ge=1, le=100_000, description="Most tasks deleted by one call.")
+
+    @model_validator(mode="after")
+    def _finished_states(self) -> Self:
+        if not all(s.finished for s in self.states):
+            raise ValueError("states must be finished states: succeeded, failed, dead, cancelled")
+        return self
+
+
+class CleanResult(OutputModel):
+    deleted: int
+
+
+class LogPage(OutputModel):
+    items: list[LogLine]

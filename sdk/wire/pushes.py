@@ -1,0 +1,108 @@
+"""The push protocol: what the gateway POSTs to a worker, its answers, and the callbacks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, JsonValue
+
+from sdk.wire.base import (
+    InputModel,
+    OutputModel,
+    PositiveSeconds,
+    Seconds,
+)
+from sdk.wire.tasks import TaskState
+
+
+class PushBody(OutputModel):
+    """What the gateway POSTs to a worker endpoint."""
+
+    id: str
+    queue: str
+    name: str
+    payload: JsonValue = None
+    attempt: int
+    checkpoint: JsonValue = None
+    lease_expires_at: datetime
+    deadline: datetime = Field(description="Hard end of this attempt (max_run_time).")
+
+
+class BatchItem(PushBody):
+    """One task of a batch push: its push body, and what a single push carries in headers."""
+
+    lease: str = Field(description="The lease token of this task's attempt.")
+    callback: str = Field(description="The callback base URL of this task.")
+
+
+class PushBatch(OutputModel):
+    """What the gateway POSTs to an endpoint whose ``batch_size`` is above 1 (with the
+    ``jobgate-batch`` header giving the count). The signature covers the whole body."""
+
+    tasks: list[BatchItem]
+
+
+class BatchResult(OutputModel):
+    """A worker's answer for one task of a batch: the status a single push would have got."""
+
+    id: str
+    status: int = Field(
+        ge=100,
+        le=599,
+        description="200 done (result), 202 accepted (callbacks follow), 429/503 busy, "
+        "410 gone, other 4xx failed, 5xx retried; as for a single push.",
+    )
+    result: JsonValue = None
+    error: ErrorIn | None = None
+    retry_after: Seconds | None = None
+
+
+class BatchAnswer(OutputModel):
+    """The worker's 200 answer to a batch push: one result per task; a task left out is
+    retried like a push that got no answer."""
+
+    results: list[BatchResult]
+
+
+class HeartbeatIn(InputModel):
+    progress: float | None = Field(None, ge=0, le=1, description="Fraction done, 0 to 1.")
+    extend: PositiveSeconds | None = Field(
+        None, description="Lease extension; the task's lease timeout when absent."
+    )
+
+
+class HeartbeatOut(OutputModel):
+    cancel_requested: bool
+    lease_expires_at: datetime
+
+
+class CheckpointIn(InputModel):
+    state: JsonValue
+
+
+class LogLine(InputModel):
+    message: Annotated[str, Field(max_length=8192)]
+    level: Annotated[str, Field(max_length=16)] = "info"
+    at: datetime | None = None
+
+
+class LogIn(InputModel):
+    lines: list[LogLine] = Field(min_length=1, max_length=500)
+
+
+class ResultIn(InputModel):
+    result: JsonValue = None
+
+
+class ErrorIn(InputModel):
+    """The error callback, and the JSON body of a worker's inline error answer."""
+
+    error: Annotated[str, Field(max_length=65_536)]
+    traceback: Annotated[str, Field(max_length=262_144)] | None = None
+    retryable: bool = True
+    retry_delay: Seconds | None = None
+
+
+class CallbackAck(OutputModel):
+    state: TaskState

@@ -1,0 +1,203 @@
+"""Queues and their endpoints: policies, registration, and what the gateway reports of them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+
+from sdk.wire.base import (
+    DAY,
+    Capability,
+    InputModel,
+    OutputModel,
+    PositiveSeconds,
+    Seconds,
+)
+from sdk.wire.tasks import TaskState
+
+
+class BackoffStrategy(StrEnum):
+    """How the delay before retry ``n`` grows (``n`` counts failed attempts, from 1)."""
+
+    CONSTANT = "constant"  # base
+    LINEAR = "linear"  # base * n
+    EXPONENTIAL = "exponential"  # base * 2 ** (n - 1)
+    EXPONENTIAL_JITTER = "exponential_jitter"  # uniform(0, base * 2 ** (n - 1)), "full jitter"
+
+
+class Backoff(InputModel):
+    """Retry delays: ``strategy`` from ``base_delay``, never more than ``max_delay``."""
+
+    strategy: BackoffStrategy = BackoffStrategy.EXPONENTIAL_JITTER
+    base_delay: Seconds = 1.0
+    max_delay: Seconds = 300.0
+
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> Self:
+        if self.max_delay < self.base_delay:
+            raise ValueError("max_delay must be at least base_delay")
+        return self
+
+
+class RateLimit(InputModel):
+    """A token bucket shared by every gateway: ``per_second`` dispatches on average, at most
+    ``burst`` at once after a quiet spell."""
+
+    per_second: float = Field(gt=0, le=100_000, description="Dispatches per second.")
+    burst: int = Field(1, ge=1, le=100_000, description="Most dispatches at once.")
+
+
+class CircuitBreaker(InputModel):
+    """When an endpoint keeps failing: after ``failures`` failed pushes in a row it gets no
+    pushes for ``open_for`` seconds, then one probe; each failed probe doubles the pause, up to
+    ``max_open_for``. One success closes it."""
+
+    failures: int = Field(5, ge=1, le=10_000, description="Failed pushes in a row that open it.")
+    open_for: PositiveSeconds = Field(5.0, description="First pause.")
+    max_open_for: PositiveSeconds = Field(300.0, description="Longest pause.")
+
+    @model_validator(mode="after")
+    def _cap_not_below_first(self) -> Self:
+        if self.max_open_for < self.open_for:
+            raise ValueError("max_open_for must be at least open_for")
+        return self
+
+
+class StallPolicy(StrEnum):
+    """What happens to a running task whose heartbeats stopped (``max_heartbeat_interval``)."""
+
+    WAIT = "wait"  # flag it 'stalled'; the lease expiry ends the attempt as usual
+    REDISPATCH = "redispatch"  # end the attempt now (outcome 'stalled') and retry it
+
+
+class QueuePolicy(InputModel):
+    """A queue's policy: the body of ``PUT /v1/queues/{queue}``. Every field has a default."""
+
+    lease_timeout: PositiveSeconds = Field(
+        30.0, description="Visibility lease of a dispatched task; heartbeats extend it."
+    )
+    max_attempts: int = Field(5, ge=1, le=1000, description="Attempts before a task fails.")
+    backoff: Backoff = Field(default_factory=Backoff)
+    push_timeout: PositiveSeconds = Field(
+        30.0, le=900, description="How long one push waits for the worker's answer."
+    )
+    max_run_time: PositiveSeconds = Field(
+        3600.0, description="Hard limit of one attempt; no heartbeat extends a lease past it."
+    )
+    max_concurrency: int = Field(
+        100, ge=1, le=100_000, description="Tasks of this queue running at once."
+    )
+    max_retry_duration: Seconds = Field(
+        3600.0,
+        description="How long a busy worker (429/503) is retried without spending attempts, "
+        "counted from the task's first dispatch.",
+    )
+    dead_letter: bool = Field(True, description="Failed tasks end as 'dead' instead of 'failed'.")
+    retention_succeeded: Seconds = Field(7 * DAY, description="How long succeeded tasks are kept.")
+    retention_failed: Seconds = Field(
+        30 * DAY, description="How long failed, dead and cancelled tasks are kept."
+    )
+    paused: bool = Field(False, description="A paused queue accepts tasks but dispatches none.")
+    rate_limit: RateLimit | None = Field(
+        None, description="Dispatches per second, shared by all gateways; none when absent."
+    )
+    circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
+    dedup_window: Seconds = Field(
+        3600.0, description="How long a dedup key keeps returning the first task."
+    )
+    max_heartbeat_interval: PositiveSeconds | None = Field(
+        None, description="A running task silent for longer is 'stalled'; tasks may override."
+    )
+    stall_policy: StallPolicy = Field(StallPolicy.WAIT, description="What a stall leads to.")
+
+
+class QueuePolicyPatch(InputModel):
+    """Body of ``PATCH /v1/queues/{queue}``: only the fields given change."""
+
+    lease_timeout: PositiveSeconds | None = None
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+    backoff: Backoff | None = None
+    push_timeout: PositiveSeconds | None = Field(None, le=900)
+    max_run_time: PositiveSeconds | None = None
+    max_concurrency: int | None = Field(None, ge=1, le=100_000)
+    max_retry_duration: Seconds | None = None
+    dead_letter: bool | None = None
+    retention_succeeded: Seconds | None = None
+    retention_failed: Seconds | None = None
+    paused: bool | None = None
+    rate_limit: RateLimit | None = Field(
+        None, description="Sets the rate limit; remove_rate_limit drops it."
+    )
+    remove_rate_limit: bool | None = Field(None, description="true drops the queue's rate limit.")
+    circuit_breaker: CircuitBreaker | None = None
+    dedup_window: Seconds | None = None
+    max_heartbeat_interval: PositiveSeconds | None = None
+    stall_policy: StallPolicy | None = None
+
+
+class Queue(OutputModel):
+    name: str
+    policy: QueuePolicy
+    created_at: datetime
+    counts: dict[TaskState, int] = Field(description="Tasks in each state.")
+    unroutable: dict[str, int] = Field(
+        default_factory=dict,
+        description="Queued tasks per required capability that no enabled endpoint advertises: "
+        "they wait until such an endpoint is registered.",
+    )
+
+
+class QueueList(OutputModel):
+    items: list[Queue]
+
+
+class EndpointCreate(InputModel):
+    """Body of ``POST /v1/queues/{queue}/endpoints``."""
+
+    url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")]
+    concurrency: int = Field(10, ge=1, le=10_000, description="Tasks in flight at once.")
+    capabilities: list[Capability] = Field(default_factory=list, max_length=32)
+    batch_size: int = Field(
+        1,
+        ge=1,
+        le=500,
+        description="Most tasks one push carries. Above 1 the endpoint receives every push as "
+        "a PushBatch and answers a BatchAnswer.",
+    )
+
+
+class CircuitState(StrEnum):
+    CLOSED = "closed"  # pushes flow
+    OPEN = "open"  # failing: no pushes until open_until
+    HALF_OPEN = "half_open"  # one probe push is out; its answer closes or reopens the circuit
+
+
+class Endpoint(OutputModel):
+    id: str
+    queue: str
+    url: str
+    concurrency: int
+    capabilities: list[str]
+    batch_size: int = 1
+    enabled: bool
+    disabled_reason: str | None = None
+    created_at: datetime
+    in_flight: int = 0
+    circuit: CircuitState = CircuitState.CLOSED
+    failures: int = Field(0, description="Failed pushes in a row.")
+    open_until: datetime | None = Field(
+        None, description="While the circuit is open: when the next probe may go."
+    )
+
+
+class EndpointCreated(Endpoint):
+    """Returned once, at registration: the only time the signing secret is shown."""
+
+    secret: str = Field(description="Standard Webhooks signing secret, 'whsec_…'.")
+
+
+class EndpointList(OutputModel):
+    items: list[Endpoint]

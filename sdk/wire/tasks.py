@@ -1,0 +1,188 @@
+"""Tasks: what a producer enqueues and what the gateway answers about a task."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Self
+
+from pydantic import Field, JsonValue, model_validator
+
+from sdk.wire.base import (
+    MAX_PRIORITY,
+    Capability,
+    GroupName,
+    InputModel,
+    Key,
+    Label,
+    OutputModel,
+    PositiveSeconds,
+    Seconds,
+    TaskId,
+    TaskName,
+)
+
+
+class TaskState(StrEnum):
+    SCHEDULED = "scheduled"
+    WAITING = "waiting"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED
+
+
+_FINISHED = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED})
+
+
+class TaskCreate(InputModel):
+    """Body of ``POST /v1/queues/{queue}/tasks``."""
+
+    id: TaskId | None = Field(None, description="A ULID; the gateway makes one when absent.")
+    name: TaskName
+    payload: JsonValue = None
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="Higher runs first.")
+    delay: Seconds | None = Field(None, description="Run no earlier than this many seconds.")
+    run_at: datetime | None = Field(None, description="Run no earlier than this time.")
+    max_attempts: int | None = Field(None, ge=1, le=1000, description="Overrides the queue's.")
+    lease_timeout: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
+    max_run_time: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
+    traceparent: str | None = Field(None, max_length=55, pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-")
+    dedup_key: Key | None = Field(
+        None,
+        description="Enqueueing again with this key within the queue's dedup_window returns "
+        "the first task (200) instead of making a second.",
+    )
+    singleton_key: Key | None = Field(
+        None,
+        description="At most one queued or scheduled task per key in the queue: while one "
+        "waits to run, enqueueing another returns it (200).",
+    )
+    depends_on: list[TaskId] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Run only after each of these tasks (of any queue) has succeeded; if one "
+        "fails or is cancelled, this task fails.",
+    )
+    group: GroupName | None = Field(None, description="Join this group of the queue.")
+    after_group: GroupName | None = Field(
+        None,
+        description="Run only after every task of this group of the queue has succeeded "
+        "(the members enqueued so far, including those earlier in the same batch).",
+    )
+    capability: Capability | None = Field(
+        None, description="Only endpoints advertising this capability receive the task."
+    )
+    owner: Label | None = Field(None, description="Owner or tenant id, for filtering.")
+    version: Label | None = Field(None, description="Version of the task's code, for search.")
+    max_heartbeat_interval: PositiveSeconds | None = Field(
+        None, description="Overrides the queue's: silent longer than this, it is 'stalled'."
+    )
+
+    @model_validator(mode="after")
+    def _one_start_time(self) -> Self:
+        if self.delay is not None and self.run_at is not None:
+            raise ValueError("give either delay or run_at, not both")
+        if self.run_at is not None and self.run_at.tzinfo is None:
+            raise ValueError("run_at needs a timezone, e.g. '2030-01-01T00:00:00Z'")
+        return self
+
+
+class BatchCreate(InputModel):
+    """Body of ``POST /v1/queues/{queue}/tasks/batch``: all or none are stored."""
+
+    tasks: list[TaskCreate] = Field(min_length=1, max_length=1000)
+
+
+class AttemptOutcome(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    ERROR = "error"  # retryable failure: 5xx, 408, timeout, connection error, error callback
+    FAILED = "failed"  # not retryable: other 4xx, or the worker said so
+    BUSY = "busy"  # 429/503: retried without spending an attempt
+    GONE = "gone"  # 410: the endpoint is disabled, the task goes back untouched
+    EXPIRED = "expired"  # the lease ran out with no answer
+    STALLED = "stalled"  # heartbeats stopped and the queue's stall policy re-dispatched it
+    RELEASED = "released"  # the worker gave the task back (shutting down): no attempt spent
+    CANCELLED = "cancelled"
+
+
+class Attempt(OutputModel):
+    number: int
+    endpoint_id: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    outcome: AttemptOutcome
+    http_status: int | None = None
+    error: str | None = None
+    traceback: str | None = None
+
+
+class Task(OutputModel):
+    id: str
+    queue: str
+    name: str
+    payload: JsonValue = None
+    priority: int = 0
+    state: TaskState
+    deduplicated: bool = Field(
+        False,
+        description="This enqueue matched an earlier task by dedup or singleton key; the task "
+        "shown is that earlier one, and nothing new was stored.",
+    )
+    owner: str | None = None
+    version: str | None = None
+    capability: str | None = None
+    dedup_key: str | None = None
+    singleton_key: str | None = None
+    group: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    after_group: str | None = None
+    waiting_on: list[str] = Field(
+        default_factory=list,
+        description="While waiting: the dependencies not yet met (task ids, 'group:<name>').",
+    )
+    endpoint_id: str | None = Field(None, description="Where the running attempt was pushed.")
+    last_heartbeat_at: datetime | None = None
+    stalled: bool = Field(
+        False, description="Running, and silent for longer than its max_heartbeat_interval."
+    )
+    attempt: int = Field(0, description="Attempts started so far (busy answers not counted).")
+    max_attempts: int
+    created_at: datetime
+    run_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    progress: float | None = None
+    cancel_requested: bool = False
+    result: JsonValue = None
+    error: str | None = None
+    checkpoint: JsonValue = None
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class TaskPage(OutputModel):
+    items: list[Task]
+    next_cursor: str | None = None
+
+
+class BatchCreated(OutputModel):
+    tasks: list[Task]
+
+
+class TaskArgs(InputModel):
+    """The SDK's payload convention: a task function is called as ``fn(*args, **kwargs)``.
+
+    ``@task`` producers send this shape, SDK workers expect it; a ``null`` payload means no
+    arguments. Other producers may send any JSON payload to workers of their own.
+    """
+
+    args: list[JsonValue] = Field(default_factory=list)
+    kwargs: dict[str, JsonValue] = Field(default_factory=dict)
