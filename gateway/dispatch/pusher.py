@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
 from standardwebhooks import Webhook
 
 from gateway.dispatch.verdict import Answer, batch_answers
-from gateway.ssrf import AddressRefused, GuardedResolver
+from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
 from gateway.store.records import EndpointRecord, Lease, to_datetime
 from sdk.wire import HEADER_ATTEMPT, HEADER_BATCH, HEADER_CALLBACK, HEADER_LEASE
 
@@ -64,11 +65,18 @@ def traceparent(lease: Lease) -> str:
     return f"00-{trace_id}-{secrets.token_hex(8)}-01"
 
 
-def new_session(*, allow_private: bool, connections: int = 512) -> aiohttp.ClientSession:
+def new_session(
+    *, allow_private: bool, connections: int = 512, dns: AbstractResolver | None = None
+) -> aiohttp.ClientSession:
+    """The pushes' pooled session. Every connection is checked against SSRF twice: the resolver
+    drops refused addresses (``dns`` does the lookups, aiohttp's default resolver unless given),
+    and the socket factory refuses to connect to one whatever resolved it (IP-literal URLs
+    bypass the resolver)."""
     connector = aiohttp.TCPConnector(
         limit=connections,
         limit_per_host=0,
-        resolver=GuardedResolver(allow_private),
+        resolver=GuardedResolver(allow_private, dns),
+        socket_factory=guarded_socket_factory(allow_private),
         keepalive_timeout=60,
     )
     return aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
@@ -145,10 +153,17 @@ class Pusher:
                 )
         except TimeoutError:
             return Answer(None, failure=f"no answer within {push_timeout:g}s")
-        except AddressRefused as e:
-            return Answer(None, failure=str(e))
         except (aiohttp.ClientError, OSError) as e:
-            return Answer(None, failure=f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+            return Answer(None, failure=_failure(e))
+
+
+def _failure(e: Exception) -> str:
+    """What went wrong with a push that got no answer; an SSRF refusal in its own words."""
+    if isinstance(e, aiohttp.ClientConnectorError) and isinstance(e.os_error, AddressRefused):
+        e = e.os_error
+    if isinstance(e, AddressRefused):
+        return f"refused: {e}"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes:

@@ -199,6 +199,9 @@ async def test_endpoint_urls_are_checked(api: httpx.AsyncClient) -> None:
         ("ftp://example.com/", 422),
         ("http://169.254.169.254/latest/meta-data", 422),
         ("http://127.0.0.1:8000/", 422),
+        ("http://100.100.100.200/latest/meta-data", 422),
+        ("http://[2002:7f00:1::]:8000/", 422),
+        ("http://[64:ff9b::a9fe:a9fe]/", 422),
         ("http://user:pw@example.com/", 422),
     ]:
         problem(await api.post("/v1/queues/mail-out/endpoints", json={"url": url}), status)
