@@ -261,7 +261,7 @@ class TaskService:
 
     async def cancel(self, queue: str, task_id: str) -> Task:
         outcome = await self._tasks.cancel(queue, task_id, self._clock.now_ms())
-        if outcome is CancelResult.NOTASK:
+        if outcome in (CancelResult.NOTASK, CancelResult.NOQUEUE):
             raise TaskNotFound(task_id)
         if outcome is CancelResult.FINISHED:
             task = await self._read(queue, task_id)
