@@ -1,7 +1,7 @@
 """Gateway settings, read from ``JOBGATE_*`` environment variables (or a ``.env`` file).
 
-``docs/configuration.md`` lists every setting; ``tests/unit/test_settings_docs.py`` keeps that
-page and this class in step.
+``docs/configuration.md`` lists every setting; ``tests/unit/test_docs.py`` keeps that page and
+this class in step.
 """
 
 from __future__ import annotations
