@@ -283,7 +283,9 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
         return Settings(**given)
     except ValidationError as e:
         problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or 'settings'}: {err['msg']}" for err in e.errors()
+            f"{'.'.join(map(str, err['loc'])) or 'settings'}: "
+            + err["msg"].removeprefix("Value error, ")
+            for err in e.errors()
         )
         raise CommandError(f"invalid settings: {problems}") from None
     except SettingsError as e:  # a JOBGATE_* value that is not valid JSON

@@ -76,6 +76,20 @@ def test_setting_that_is_not_json_is_one_line_and_exit_1(
     assert err.count("\n") == 1
 
 
+def test_an_unknown_scope_is_refused_at_start_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = '[{"key": "0123456789abcdef", "scopes": ["admin"]}, '
+    keys += '{"key": "fedcba9876543210", "scopes": ["write"], "name": "ci"}]'
+    monkeypatch.setenv("JOBGATE_API_KEYS", keys)
+    assert cli.main(["serve"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "jobgate: error: invalid settings: api_keys.1: key 'ci' has unknown scope 'write'; "
+        "valid scopes: admin, read, enqueue:<queue pattern>\n"
+    )
+
+
 # --- openapi -----------------------------------------------------------------------------------
 
 DOCUMENT = {
