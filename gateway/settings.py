@@ -93,6 +93,11 @@ class Settings(BaseSettings):
         None, description="UDP port for HTTP/3; the TCP port when unset and TLS is on."
     )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    access_log: bool = Field(
+        False,
+        description="Log one line per request (method, path, status, duration, request id) on "
+        "the gateway.access logger; jobgate dev turns it on unless this is set.",
+    )
     idempotency_ttl: int = Field(
         86400, ge=1, description="Seconds the answer to a POST with an Idempotency-Key is kept."
     )
