@@ -1,4 +1,5 @@
-"""What a new user sees first: the warning of a gateway without keys, and the access log."""
+"""What a new user sees first: the warning of a gateway without keys, the access log, and
+results in task listings."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import logging
 import re
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from gateway.settings import ApiKey, Settings
-from tests.support import gateway_client
+from sdk.wire import PushBody
+from tests.support import gateway_client, serve
 
 ADMIN = "admin-key-0123456789"
 LEASE = "lease-token-never-logged"
@@ -84,3 +90,39 @@ async def test_the_access_log_can_be_turned_off(
     assert response.status_code == 200
     assert "x-request-id" not in response.headers
     assert [r for r in caplog.records if r.name == "gateway.access"] == []
+
+
+async def echo(request: Request) -> Response:
+    """A worker that answers every push at once with its payload as the result."""
+    push = PushBody.model_validate_json(await request.body())
+    return JSONResponse({"echo": push.payload})
+
+
+async def test_listed_succeeded_tasks_carry_their_results(redis_url: str) -> None:
+    settings = Settings(
+        redis_url=redis_url,
+        api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
+        allow_private_endpoints=True,
+    )
+    worker = Starlette(routes=[Route("/", echo, methods=["POST"])])
+    async with serve(worker) as worker_url, gateway_client(settings, ADMIN) as api:
+        (await api.put("/v1/queues/q", json={})).raise_for_status()
+        (await api.put("/v1/queues/idle", json={})).raise_for_status()
+        r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
+        assert r.status_code == 201, r.text
+        ids = []
+        for n in range(3):
+            r = await api.post("/v1/queues/q/tasks", json={"name": "job", "payload": {"n": n}})
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        for task_id in ids:
+            r = await api.get(f"/v1/tasks/{task_id}", params={"wait": 10}, timeout=15)
+            assert r.json()["state"] == "succeeded", r.text
+        r = await api.post("/v1/queues/idle/tasks", json={"name": "job", "payload": 1})
+        assert r.status_code == 201, r.text
+
+        page = (await api.get("/v1/queues/q/tasks", params={"state": "succeeded"})).json()
+        queued = (await api.get("/v1/queues/idle/tasks", params={"state": "queued"})).json()
+    results = {item["id"]: item["result"] for item in page["items"]}
+    assert results == {task_id: {"echo": {"n": n}} for n, task_id in enumerate(ids)}
+    assert [item["result"] for item in queued["items"]] == [None]
