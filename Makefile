@@ -46,11 +46,7 @@ lint: venv
 	$(BIN)/mypy gateway sdk
 
 bench: venv redis-server
-	@if [ -f bench/run.sh ]; then \
-		bash bench/run.sh; \
-	else \
-		echo "make bench: bench/run.sh does not exist yet; nothing to run."; \
-	fi
+	bash bench/run.sh
 
 openapi: venv
 	$(BIN)/jobgate openapi --output openapi.yaml

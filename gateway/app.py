@@ -7,6 +7,7 @@ lives in module globals: two apps in one process do not share anything.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,11 +15,13 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api import OPERATIONS
+from gateway.api.access_log import AccessLog
 from gateway.api.problems import EXCEPTION_HANDLERS
 from gateway.api.routing import routes
 from gateway.auth import Authenticator
@@ -42,6 +45,8 @@ from gateway.store.queues import QueueStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
 
+log = logging.getLogger(__name__)
+
 
 async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
@@ -50,6 +55,12 @@ async def _health(request: Request) -> Response:
 def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        if not settings.api_keys:
+            log.warning(
+                "no API keys are configured: every /v1 request except worker callbacks will be "
+                "answered 401. Set JOBGATE_API_KEYS, e.g. "
+                'JOBGATE_API_KEYS=\'[{"key": "<16+ characters>", "scopes": ["admin"]}]\''
+            )
         redis = await connect(settings.redis_url)
         scripts = Scripts(redis)
         await scripts.load()
@@ -123,5 +134,6 @@ def create_app(settings: Settings) -> Starlette:
     return Starlette(
         routes=[Route("/healthz", _health, methods=["GET"]), *routes(OPERATIONS)],
         exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[Middleware(AccessLog)] if settings.access_log else [],
         lifespan=lifespan,
     )

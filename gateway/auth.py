@@ -19,7 +19,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from gateway.errors import Forbidden, Unauthorized
-from gateway.settings import ApiKey
+from gateway.settings import ADMIN_SCOPE, ENQUEUE_SCOPE, READ_SCOPE, ApiKey
 
 
 class Access(StrEnum):
@@ -37,15 +37,16 @@ class Principal:
     scopes: tuple[str, ...]
 
     def may(self, access: Access, queue: str | None = None) -> bool:
-        if "admin" in self.scopes:
+        if ADMIN_SCOPE in self.scopes:
             return True
         if access is Access.READ and queue is None:
-            return "read" in self.scopes
+            return READ_SCOPE in self.scopes
         if access in (Access.READ, Access.PRODUCE) and queue is not None:
-            if access is Access.READ and "read" in self.scopes:
+            if access is Access.READ and READ_SCOPE in self.scopes:
                 return True
             return any(
-                scope.startswith("enqueue:") and fnmatchcase(queue, scope.removeprefix("enqueue:"))
+                scope.startswith(ENQUEUE_SCOPE)
+                and fnmatchcase(queue, scope.removeprefix(ENQUEUE_SCOPE))
                 for scope in self.scopes
             )
         return False

@@ -44,7 +44,7 @@ from pydantic_settings import SettingsError
 from gateway.commands import queues, repair
 from gateway.commands.common import CommandError, gateway_flags
 from gateway.redis_server import ManagedRedis, RedisServerNotFound, RedisServerStartError
-from gateway.settings import ApiKey, Settings
+from gateway.settings import ADMIN_SCOPE, ApiKey, Settings
 
 if TYPE_CHECKING:
     from gateway.server import Listening
@@ -158,17 +158,20 @@ def _dev(args: argparse.Namespace) -> int:
     from gateway.server import ServerError, configure_logging, serve_async
 
     data_dir: Path = args.data_dir
-    # A dev gateway pushes to workers on this machine.
+    # A dev gateway pushes to workers on this machine, and logs each request unless told not to.
     settings = _settings(args, allow_private_endpoints=True)
+    if "access_log" not in settings.model_fields_set:
+        settings.access_log = True
     redis_server = ManagedRedis(data_dir / "redis", port=args.redis_port, appendonly=True)
     try:
         configure_logging(settings.log_level)
         with _sigint_blocked():
             redis_server.start()
-        api_key = _admin_key(settings)
+        api_key = _shown_key(settings)
         if api_key is None:  # no JOBGATE_API_KEYS: make (or reuse) one
-            api_key = _dev_api_key(data_dir / DEV_KEY_FILE)
-            settings.api_keys = [ApiKey(key=api_key, scopes=["admin"], name="dev")]
+            key = _dev_api_key(data_dir / DEV_KEY_FILE)
+            api_key = ApiKey(key=key, scopes=[ADMIN_SCOPE], name="dev")
+            settings.api_keys = [api_key]
         settings.redis_url = redis_server.url
 
         def ready(listening: Listening) -> None:
@@ -203,10 +206,10 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _admin_key(settings: Settings) -> str | None:
+def _shown_key(settings: Settings) -> ApiKey | None:
     """The key to show for keys given in ``JOBGATE_API_KEYS``: an admin one if any."""
-    keys = sorted(settings.api_keys, key=lambda k: "admin" not in k.scopes)
-    return keys[0].key if keys else None
+    keys = sorted(settings.api_keys, key=lambda k: ADMIN_SCOPE not in k.scopes)
+    return keys[0] if keys else None
 
 
 def _dev_api_key(path: Path) -> str:
@@ -225,16 +228,19 @@ def _dev_api_key(path: Path) -> str:
     return key
 
 
-def _banner(listening: Listening, api_key: str, redis_server: ManagedRedis) -> str:
+def _banner(listening: Listening, api_key: ApiKey, redis_server: ManagedRedis) -> str:
     exports = f"export JOBGATE_URL={shlex.quote(listening.url)} "
-    exports += f"JOBGATE_API_KEY={shlex.quote(api_key)}"
+    exports += f"JOBGATE_API_KEY={shlex.quote(api_key.key)}"
+    scopes = ", ".join(api_key.scopes)
+    if ADMIN_SCOPE not in api_key.scopes:  # the examples register queues: that needs admin
+        scopes += "; not admin: it cannot register queues or endpoints"
     http3 = f"  HTTP/3:    UDP port {listening.quic_port}\n" if listening.quic_port else ""
     return (
         "\n"
         "Jobgate dev gateway is up.\n"
         "\n"
         f"  Gateway:   {listening.url}\n"
-        f"  API key:   {api_key}  (admin)\n"
+        f"  API key:   {api_key.key}  ({scopes})\n"
         f"{http3}"
         f"  Redis:     {redis_server.url}  (data in {redis_server.data_dir})\n"
         "\n"
@@ -283,7 +289,9 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
         return Settings(**given)
     except ValidationError as e:
         problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or 'settings'}: {err['msg']}" for err in e.errors()
+            f"{'.'.join(map(str, err['loc'])) or 'settings'}: "
+            + err["msg"].removeprefix("Value error, ")
+            for err in e.errors()
         )
         raise CommandError(f"invalid settings: {problems}") from None
     except SettingsError as e:  # a JOBGATE_* value that is not valid JSON

@@ -121,9 +121,8 @@ def _hypercorn_config(settings: Settings) -> Config:
     config.bind = [_address(settings.host, settings.port)]
     # Log through the logging tree (see configure_logging), not handlers of Hypercorn's own.
     config.errorlog = logging.getLogger("hypercorn.error")
-    # One line per request: worth it when debugging, noise at the gateway's request rates.
-    debug = _log_level(settings.log_level) <= logging.DEBUG
-    config.accesslog = logging.getLogger("hypercorn.access") if debug else None
+    # The app writes its own access log when asked to (gateway/api/access_log.py).
+    config.accesslog = None
     # Hypercorn closes a connection after 1,000 requests by default, and over HTTP/2 it does so
     # with streams still in flight, which clients see as failed requests (bench/RESULTS.md).
     config.keep_alive_max_requests = 1_000_000

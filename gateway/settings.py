@@ -1,15 +1,20 @@
 """Gateway settings, read from ``JOBGATE_*`` environment variables (or a ``.env`` file).
 
-``docs/configuration.md`` lists every setting; ``tests/unit/test_settings_docs.py`` keeps that
-page and this class in step.
+``docs/configuration.md`` lists every setting; ``tests/unit/test_docs.py`` keeps that page and
+this class in step.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ADMIN_SCOPE = "admin"
+READ_SCOPE = "read"
+ENQUEUE_SCOPE = "enqueue:"
+VALID_SCOPES = f"{ADMIN_SCOPE}, {READ_SCOPE}, {ENQUEUE_SCOPE}<queue pattern>"
 
 
 class ApiKey(BaseModel):
@@ -17,11 +22,28 @@ class ApiKey(BaseModel):
 
     Scopes: ``admin`` (everything), ``read`` (every GET), ``enqueue:<queue>`` (enqueue to, and
     read tasks of, matching queues; ``*`` and ``?`` patterns allowed, e.g. ``enqueue:mail-*``).
+    Any other scope is refused here, at start, rather than with a 403 at the first request.
     """
 
     key: str = Field(min_length=16)
     scopes: list[str] = Field(min_length=1)
     name: str = ""
+
+    @model_validator(mode="after")
+    def _known_scopes(self) -> ApiKey:
+        unknown = [s for s in self.scopes if not _is_scope(s)]
+        if unknown:
+            which = f"key '{self.name}'" if self.name else "this key"
+            listed = ", ".join(repr(s) for s in unknown)
+            noun = "scope" if len(unknown) == 1 else "scopes"
+            raise ValueError(f"{which} has unknown {noun} {listed}; valid scopes: {VALID_SCOPES}")
+        return self
+
+
+def _is_scope(scope: str) -> bool:
+    if scope in (ADMIN_SCOPE, READ_SCOPE):
+        return True
+    return scope.startswith(ENQUEUE_SCOPE) and len(scope) > len(ENQUEUE_SCOPE)
 
 
 class Settings(BaseSettings):
@@ -71,6 +93,11 @@ class Settings(BaseSettings):
         None, description="UDP port for HTTP/3; the TCP port when unset and TLS is on."
     )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    access_log: bool = Field(
+        False,
+        description="Log one line per request (method, path, status, duration, request id) on "
+        "the gateway.access logger; jobgate dev turns it on unless this is set.",
+    )
     idempotency_ttl: int = Field(
         86400, ge=1, description="Seconds the answer to a POST with an Idempotency-Key is kept."
     )

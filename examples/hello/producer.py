@@ -7,7 +7,7 @@ Run it next to ``make dev`` and ``worker.py``, from the repository root::
 
 from __future__ import annotations
 
-from devgateway import use_dev_gateway
+from devgateway import one_line_errors, use_dev_gateway
 from tasks import greet, slow_count
 
 from sdk import Client, TaskHandle
@@ -30,4 +30,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with one_line_errors():
+        main()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 import uvicorn
-from devgateway import use_dev_gateway
+from devgateway import one_line_errors, use_dev_gateway
 from tasks import greet, slow_count
 
 from sdk import Client, Worker
@@ -36,7 +36,8 @@ def register() -> str:
 
 if __name__ == "__main__" and "JOBGATE_WORKER_SECRET" not in os.environ:
     use_dev_gateway()
-    os.environ["JOBGATE_WORKER_SECRET"] = register()
+    with one_line_errors():
+        os.environ["JOBGATE_WORKER_SECRET"] = register()
 
 app = Worker(tasks=[greet, slow_count], secret=os.environ["JOBGATE_WORKER_SECRET"])
 

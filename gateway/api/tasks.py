@@ -109,7 +109,8 @@ OPERATIONS = [
         errors=(404, 422),
         description="Queued tasks in the order they will run; scheduled by due time; running "
         "by lease expiry; waiting by when they were enqueued; finished by when they ended. "
-        "Items carry no attempt history. With owner or name, up to 10,000 entries are scanned "
+        "Items carry their result (succeeded tasks) but no attempt history or checkpoint: "
+        "GET /v1/tasks/{task_id} has those. With owner or name, up to 10,000 entries are scanned "
         "per call: a page may be short and still have a next_cursor.",
     ),
     Operation(

@@ -3,6 +3,8 @@
 A callback is authorised by its lease token alone, and every change is fenced by it inside one
 script: a token that is not the task's current lease (the task was re-dispatched, or ended) gets
 409 and changes nothing. That is what stops a zombie worker from overwriting a newer attempt.
+The same scripts answer for a queue that is not registered (404) and a task that is not in the
+queue named (404), so no combination of queue, task and token reaches a change.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 
 from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
-from gateway.errors import StaleLease, TaskNotFound
+from gateway.errors import QueueNotFound, StaleLease, TaskNotFound
 from gateway.store.queues import QueueStore
 from gateway.store.records import seconds_to_ms, to_datetime
 from gateway.store.tasks import Fence, Finish, TaskStore
@@ -30,7 +32,9 @@ from sdk.wire import (
 )
 
 
-def _check(fence: Fence, task_id: str, state: TaskState | None = None) -> None:
+def _check(fence: Fence, queue: str, task_id: str, state: TaskState | None = None) -> None:
+    if fence is Fence.NOQUEUE:
+        raise QueueNotFound(queue)
     if fence is Fence.NOTASK:
         raise TaskNotFound(task_id)
     if fence is not Fence.OK:
@@ -65,7 +69,7 @@ class CallbackService:
             extend_ms=None if body.extend is None else seconds_to_ms(body.extend),
             progress=body.progress,
         )
-        _check(hb.fence, task_id, hb.state)
+        _check(hb.fence, queue, task_id, hb.state)
         return HeartbeatOut(
             cancel_requested=hb.cancel_requested, lease_expires_at=to_datetime(hb.expires_ms)
         )
@@ -80,11 +84,10 @@ class CallbackService:
             self._clock.now_ms(),
             checkpoint_json=json.dumps(body.state, separators=(",", ":")),
         )
-        _check(hb.fence, task_id, hb.state)
+        _check(hb.fence, queue, task_id, hb.state)
         return CallbackAck(state=TaskState.RUNNING)
 
     async def logs(self, queue: str, task_id: str, token: str, body: LogIn) -> CallbackAck:
-        stored = await self._queues.require(queue)
         now = self._clock.now_ms()
         lines = [
             line.model_copy(update={"at": line.at or to_datetime(now)}).model_dump_json(
@@ -92,10 +95,8 @@ class CallbackService:
             )
             for line in body.lines
         ]
-        keep = max(stored.policy.retention_succeeded, stored.policy.retention_failed)
-        keep_ms = seconds_to_ms(keep + stored.policy.max_run_time)
-        fence = await self._tasks.append_log(queue, task_id, token, lines, keep_ms)
-        _check(fence, task_id)
+        fence = await self._tasks.append_log(queue, task_id, token, lines)
+        _check(fence, queue, task_id)
         return CallbackAck(state=TaskState.RUNNING)
 
     async def result(self, queue: str, task_id: str, token: str, body: ResultIn) -> CallbackAck:
@@ -110,9 +111,11 @@ class CallbackService:
     async def error(self, queue: str, task_id: str, token: str, body: ErrorIn) -> CallbackAck:
         delay = 0
         if body.retryable:
-            record = await self._tasks.record(queue, task_id)
             stored = await self._queues.get(queue)
-            if record is None or stored is None:
+            if stored is None:
+                raise QueueNotFound(queue)
+            record = await self._tasks.record(queue, task_id)
+            if record is None:
                 raise TaskNotFound(task_id)
             failures = int(record.get("att", 1))
             delay = retry_delay_ms(failures, stored.policy.backoff, self._rng, body.retry_delay)
@@ -133,7 +136,7 @@ class CallbackService:
 
     async def _finish(self, queue: str, finish: Finish) -> CallbackAck:
         done = await self._tasks.finish(queue, finish, self._clock.now_ms())
-        _check(done.fence, finish.task_id, done.state)
+        _check(done.fence, queue, finish.task_id, done.state)
         self._on_finished(queue)
         assert done.state is not None
         return CallbackAck(state=done.state)

@@ -237,14 +237,21 @@ class TaskService:
         while True:
             rows, more = await self._tasks.page(queue, state, offset, step)
             taken = 0
-            for task_id, record, payload in rows:
+            for row in rows:
                 taken += 1
+                record = row.record
                 if (owner is None or record.get("own") == owner) and (
                     name is None or record.get("name") == name
                 ):
                     items.append(
                         task_from_record(
-                            queue, task_id, record, stored.policy, payload=payload, now_ms=now
+                            queue,
+                            row.task_id,
+                            record,
+                            stored.policy,
+                            payload=row.payload,
+                            result=row.result,
+                            now_ms=now,
                         )
                     )
                     if len(items) == limit:
@@ -261,7 +268,7 @@ class TaskService:
 
     async def cancel(self, queue: str, task_id: str) -> Task:
         outcome = await self._tasks.cancel(queue, task_id, self._clock.now_ms())
-        if outcome is CancelResult.NOTASK:
+        if outcome in (CancelResult.NOTASK, CancelResult.NOQUEUE):
             raise TaskNotFound(task_id)
         if outcome is CancelResult.FINISHED:
             task = await self._read(queue, task_id)

@@ -227,7 +227,7 @@ async def test_sweep_and_delete_leave_no_keys(stores: Stores) -> None:
     task = new_task(now)
     await stores.tasks.enqueue("q", [task], now)
     (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
-    await stores.tasks.append_log("q", task.id, lease.token, ['{"message":"hi"}'], 60_000)
+    await stores.tasks.append_log("q", task.id, lease.token, ['{"message":"hi"}'])
     await stores.tasks.finish(
         "q", Finish(task.id, lease.token, AttemptOutcome.SUCCEEDED, text="1"), now
     )
@@ -264,3 +264,28 @@ async def test_finishes_in_one_call_are_fenced_one_by_one(stores: Stores) -> Non
         (Fence.OK, TaskState.SUCCEEDED),
         (Fence.OK, TaskState.DEAD),
     ]
+
+
+async def test_scripts_refuse_a_task_whose_queue_policy_is_gone(stores: Stores) -> None:
+    """A task left without its queue's policy (never made by the gateway, but Redis state can be
+    damaged by hand): every lease-fenced script answers NOQUEUE and changes nothing, rather than
+    failing on a missing policy."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    task, queued = new_task(now), new_task(now)
+    await stores.tasks.enqueue("q", [task, queued], now)
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
+    await stores.redis.hdel(QueueKeys.of("q").policy, "policy")
+    before = {k: await stores.redis.dump(k) for k in sorted(await stores.redis.keys("*"))}
+
+    hb = await stores.tasks.heartbeat("q", task.id, lease.token, now)
+    logged = await stores.tasks.append_log("q", task.id, lease.token, ['{"message":"hi"}'])
+    done = await stores.tasks.finish(
+        "q", Finish(task.id, lease.token, AttemptOutcome.SUCCEEDED, text="1"), now
+    )
+    cancelled = await stores.tasks.cancel("q", queued.id, now)
+
+    assert (hb.fence, logged, done.fence) == (Fence.NOQUEUE,) * 3
+    assert cancelled is CancelResult.NOQUEUE
+    after = {k: await stores.redis.dump(k) for k in sorted(await stores.redis.keys("*"))}
+    assert after == before

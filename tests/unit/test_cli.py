@@ -76,6 +76,20 @@ def test_setting_that_is_not_json_is_one_line_and_exit_1(
     assert err.count("\n") == 1
 
 
+def test_an_unknown_scope_is_refused_at_start_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = '[{"key": "0123456789abcdef", "scopes": ["admin"]}, '
+    keys += '{"key": "fedcba9876543210", "scopes": ["write"], "name": "ci"}]'
+    monkeypatch.setenv("JOBGATE_API_KEYS", keys)
+    assert cli.main(["serve"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "jobgate: error: invalid settings: api_keys.1: key 'ci' has unknown scope 'write'; "
+        "valid scopes: admin, read, enqueue:<queue pattern>\n"
+    )
+
+
 # --- openapi -----------------------------------------------------------------------------------
 
 DOCUMENT = {
@@ -168,19 +182,49 @@ def test_dev_api_key_too_short_is_replaced(tmp_path: Path) -> None:
 
 
 def test_dev_shows_an_admin_key_from_the_environment() -> None:
-    settings = Settings(
-        api_keys=[
-            ApiKey(key="r" * 16, scopes=["read"]),
-            ApiKey(key="a" * 16, scopes=["admin"]),
-        ]
-    )
-    assert cli._admin_key(settings) == "a" * 16
-    assert cli._admin_key(Settings(api_keys=[])) is None
+    admin = ApiKey(key="a" * 16, scopes=["admin"])
+    settings = Settings(api_keys=[ApiKey(key="r" * 16, scopes=["read"]), admin])
+    assert cli._shown_key(settings) == admin
+    assert cli._shown_key(Settings(api_keys=[])) is None
+
+
+@pytest.mark.parametrize(
+    ("scopes", "label"),
+    [
+        (["admin"], "(admin)"),
+        (["read", "enqueue:mail-*"], "(read, enqueue:mail-*; not admin: "),
+    ],
+)
+def test_dev_banner_labels_the_key_by_its_scopes(
+    tmp_path: Path, scopes: list[str], label: str
+) -> None:
+    redis_server = ManagedRedis(tmp_path, port=6390)
+    key = ApiKey(key="k" * 32, scopes=scopes)
+    banner = cli._banner(Listening("http://127.0.0.1:8787", None), key, redis_server)
+    assert f"API key:   {'k' * 32}  {label}" in banner
+
+
+def test_dev_turns_the_access_log_on_unless_it_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Settings] = []
+
+    async def serve_async(settings: Settings, **kwargs: object) -> None:
+        seen.append(settings)
+
+    monkeypatch.setattr("gateway.server.serve_async", serve_async)
+    monkeypatch.setattr(ManagedRedis, "start", lambda self: None)
+    argv = ["dev", "--data-dir", str(tmp_path)]
+    assert cli.main(argv) == 0
+    monkeypatch.setenv("JOBGATE_ACCESS_LOG", "false")
+    assert cli.main(argv) == 0
+    assert [s.access_log for s in seen] == [True, False]
 
 
 def test_dev_banner_has_urls_key_and_exports(tmp_path: Path) -> None:
     redis_server = ManagedRedis(tmp_path, port=6390)
-    banner = cli._banner(Listening("http://127.0.0.1:8787", None), "k" * 32, redis_server)
+    key = ApiKey(key="k" * 32, scopes=["admin"])
+    banner = cli._banner(Listening("http://127.0.0.1:8787", None), key, redis_server)
     assert "Gateway:   http://127.0.0.1:8787\n" in banner
     assert "/admin" not in banner  # no admin UI yet: the banner must not promise one
     assert f"export JOBGATE_URL=http://127.0.0.1:8787 JOBGATE_API_KEY={'k' * 32}" in banner

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from gateway.settings import Settings
+from gateway.settings import ApiKey, Settings
 
 
 @pytest.mark.parametrize(
@@ -30,3 +31,19 @@ def test_api_keys_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOBGATE_API_KEYS", '[{"key": "0123456789abcdef", "scopes": ["read"]}]')
     (key,) = Settings().api_keys
     assert key.scopes == ["read"]
+
+
+@pytest.mark.parametrize("scopes", [["admin"], ["read"], ["enqueue:mail-*"], ["read", "enqueue:a"]])
+def test_known_scopes_are_accepted(scopes: list[str]) -> None:
+    assert ApiKey(key="0123456789abcdef", scopes=scopes).scopes == scopes
+
+
+@pytest.mark.parametrize("scopes", [["write"], ["admin", "Read"], ["enqueue:"], ["enqueue"]])
+def test_unknown_scopes_are_refused_naming_the_key_and_the_valid_scopes(
+    scopes: list[str],
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        ApiKey(key="0123456789abcdef", scopes=scopes, name="ci")
+    message = str(refused.value)
+    assert "key 'ci' has unknown scope" in message
+    assert "valid scopes: admin, read, enqueue:<queue pattern>" in message

@@ -6,6 +6,11 @@
 -- KEYS[11] done:failed   KEYS[12] done:dead
 -- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel prefix   ARGV[4] queue name
 -- Returns {'CANCELLED'} | {'REQUESTED'} | {'FINISHED', state} | {'NOTASK'}
+--      or {'NOQUEUE'} (the queue is not registered)
+local policy = policy_of(KEYS[5])
+if not policy then
+  return {'NOQUEUE'}
+end
 local id = ARGV[1]
 local t = load_task(KEYS[1], id)
 if not t then
@@ -35,7 +40,7 @@ save_task(KEYS[1], id, t)
 redis.call('ZADD', KEYS[4], int(now), id)
 redis.call('PUBLISH', ARGV[3] .. id, 'cancelled')
 local Q = {
-  name = ARGV[4], policy = policy_of(KEYS[5]), meta = KEYS[1], ready = KEYS[2], seq = KEYS[6],
+  name = ARGV[4], policy = policy, meta = KEYS[1], ready = KEYS[2], seq = KEYS[6],
   scheduled = KEYS[3], waiting = KEYS[7], dependents = KEYS[8], groups = KEYS[9],
   outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], channel = ARGV[3], now = now,
 }

@@ -15,10 +15,18 @@
 --   delay ms before the retry (error, busy, expired)
 -- Returns, per task: {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired or stalled, but a heartbeat came meanwhile)
+--      or {'NOQUEUE'} for every task when the queue is not registered (nothing changed)
 -- Each end also feeds the endpoint's circuit breaker, and a final state settles the task's
 -- dependents (in this queue at once; in other queues through the outbox) and its group.
 local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
+if not policy then
+  local replies = {}
+  for i = 4, #ARGV, 7 do
+    replies[#replies + 1] = {'NOQUEUE'}
+  end
+  return replies
+end
 local CHANNEL = ARGV[2]
 local Q = {
   name = ARGV[3], policy = policy, meta = KEYS[2],

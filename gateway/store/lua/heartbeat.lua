@@ -4,6 +4,11 @@
 -- ARGV[1] task id   ARGV[2] lease token   ARGV[3] now ms   ARGV[4] extension ms or ''
 -- ARGV[5] progress or ''   ARGV[6] checkpoint JSON or ''
 -- Returns {'OK', cancel requested 0|1, lease expiry ms} | {'NOTASK'} | {'STALE', state}
+--      or {'NOQUEUE'} (the queue is not registered)
+local policy = policy_of(KEYS[1])
+if not policy then
+  return {'NOQUEUE'}
+end
 local id = ARGV[1]
 local t, refusal = fenced(KEYS[2], id, ARGV[2])
 if not t then
@@ -12,7 +17,7 @@ end
 local now = tonumber(ARGV[3])
 local extension = tonumber(ARGV[4])
 if not extension then
-  extension = t.lease_ms or ms(policy_of(KEYS[1]).lease_timeout)
+  extension = t.lease_ms or ms(policy.lease_timeout)
 end
 t.exp = math.max(t.exp, math.min(now + extension, t.deadline))
 t.hb = now

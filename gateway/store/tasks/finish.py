@@ -39,6 +39,7 @@ class CancelResult(StrEnum):
     REQUESTED = "REQUESTED"
     FINISHED = "FINISHED"
     NOTASK = "NOTASK"
+    NOQUEUE = "NOQUEUE"
 
 
 def _finish_keys(k: QueueKeys) -> list[str]:

@@ -37,6 +37,7 @@ class Fence(StrEnum):
 
     OK = "OK"
     NOTASK = "NOTASK"  # no such task
+    NOQUEUE = "NOQUEUE"  # the queue is not registered: nothing changed
     STALE = "STALE"  # the token is not the current lease: nothing changed
     ALIVE = "ALIVE"  # an expiry found the lease extended meanwhile: nothing changed
 
@@ -129,13 +130,13 @@ class Leasing(StoreBase):
             return Heartbeat(fence, state=TaskState(reply[1]))
         return Heartbeat(fence)
 
-    async def append_log(
-        self, queue: str, task_id: str, token: str, lines: Sequence[str], keep_ms: int
-    ) -> Fence:
+    async def append_log(self, queue: str, task_id: str, token: str, lines: Sequence[str]) -> Fence:
+        """Append log lines; the log expires with the task (the queue's retention, read by the
+        script)."""
         k = QueueKeys.of(queue)
         reply = await self._scripts.call(
             "append_log",
-            [k.meta, k.log(task_id)],
-            [task_id, token, LOG_LINES_KEPT, keep_ms, *lines],
+            [k.policy, k.meta, k.log(task_id)],
+            [task_id, token, LOG_LINES_KEPT, *lines],
         )
         return Fence(reply[0])

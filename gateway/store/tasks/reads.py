@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
+
+
+class PageRow(NamedTuple):
+    """One task of a page: its id, record, payload JSON and result JSON (succeeded only)."""
+
+    task_id: str
+    record: dict[str, Any]
+    payload: str | None
+    result: str | None
 
 
 class Reading(StoreBase):
@@ -45,8 +54,9 @@ class Reading(StoreBase):
 
     async def page(
         self, queue: str, state: TaskState, offset: int, limit: int
-    ) -> tuple[list[tuple[str, dict[str, Any], str | None]], bool]:
-        """Records and payloads of tasks in ``state``, in the order they will run or ended."""
+    ) -> tuple[list[PageRow], bool]:
+        """Records and payloads of tasks in ``state``, in the order they will run or ended; for
+        succeeded tasks their results too (one HMGET for the page)."""
         k = QueueKeys.of(queue)
         index = {
             TaskState.QUEUED: k.ready,
@@ -66,10 +76,13 @@ class Reading(StoreBase):
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hmget(k.meta, ids)
             pipe.hmget(k.payload, ids)
-            records, payloads = await pipe.execute()
+            if state is TaskState.SUCCEEDED:  # only a success stores a result
+                pipe.hmget(k.result, ids)
+            records, payloads, *found = await pipe.execute()
+        results = found[0] if found else [None] * len(ids)
         rows = [
-            (i, json.loads(r), p)
-            for i, r, p in zip(ids, records, payloads, strict=True)
+            PageRow(i, json.loads(r), p, res)
+            for i, r, p, res in zip(ids, records, payloads, results, strict=True)
             if r is not None
         ]
         return rows, more
