@@ -6,7 +6,8 @@
 --   opens       times it opened in a row (each failed probe doubles the pause)
 --   probe       the half-open probe is out
 --   lat         answer time in ms, push to answer: a peak-sensitive average (a slower answer is
---               taken whole, a faster one moves it by HEALTH_ALPHA)
+--               taken whole, a faster one moves it by HEALTH_ALPHA; a failure only raises it,
+--               so an endpoint failing fast does not look fast)
 --   err         share of recent attempts that failed, 0..1 (an average of 0s and 1s)
 --   at          ms of the last sample; lat and err fade toward 0 with time since, so an endpoint
 --               avoided for its past is tried again (HEALTH_FADE_MS)
@@ -53,7 +54,7 @@ local function health_sample(h, now, latency, failed)
   if latency then
     if not lat or latency > lat then
       lat = latency
-    else
+    elseif not failed then
       lat = lat + HEALTH_ALPHA * (latency - lat)
     end
   end
