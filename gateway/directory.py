@@ -61,7 +61,8 @@ class Directory:
             stored = await self._queues.get(queue)
             view = None
             if stored is not None:
-                endpoints = {e.id: e for e, _ in await self._queues.endpoints(queue)}
+                listed = await self._queues.endpoints(queue)
+                endpoints = {e.record.id: e.record for e in listed}
                 view = QueueView(stored.policy, endpoints, time.monotonic())
             if self._loading.get(queue) is me:  # not forgotten meanwhile
                 if view is None:

@@ -7,6 +7,12 @@ slow safety tick for wake-ups lost on another gateway.
 
 Several gateways may run dispatchers on one Redis: the claim script is the only way a task
 becomes running, so each attempt is pushed once.
+
+Every answer is recorded, 202 included (the endpoint accepted the attempt: from then on its
+lease running out counts against the endpoint), and no push waits past its lease, heartbeats
+included (:meth:`Dispatcher._within_lease`): a live gateway always sees how its push ended
+before the lease runs out, so a lease that runs out with the push unanswered means the gateway
+holding it died or lost Redis, which is no fault of the endpoint.
 """
 
 from __future__ import annotations
@@ -16,20 +22,35 @@ import contextlib
 import logging
 import random
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
 from gateway.directory import Directory, QueueView
+from gateway.dispatch.batching import Coalescer
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
-from gateway.store.tasks import Claim, ClaimStatus, Finish, Finished, TaskStore
+from gateway.store.tasks import Claim, ClaimStatus, Fence, Finish, Finished, TaskStore
 from sdk.wire import AttemptOutcome
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+LEASE_OVER = Answer(None, failure="no answer before the lease ran out")
+
 IDLE_TICK = 5.0
+LEASE_MARGIN = 0.5  # seconds before its lease ends that a push gives up, at most
+
+
+def lease_budget(expires_ms: int, now_ms: int) -> float:
+    """Seconds a push may still wait for its answer under a lease ending at ``expires_ms``: up
+    to a margin (``LEASE_MARGIN``, at most a fifth of the time left) before, so that the
+    timeout is recorded as the endpoint's failure before the recoverer finds the lease expired
+    (which, unanswered, would count for nothing and be retried at once)."""
+    left = (expires_ms - now_ms) / 1000
+    return max(0.0, left - min(LEASE_MARGIN, left / 5))
 
 
 class Dispatcher:
@@ -54,8 +75,8 @@ class Dispatcher:
         self._events: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self._loops: dict[str, asyncio.Task[None]] = {}
         self._pushes: set[asyncio.Task[None]] = set()
-        self._pending: dict[str, list[tuple[Finish, asyncio.Future[Finished]]]] = {}
-        self._writers: dict[str, asyncio.Task[None]] = {}
+        self._finishes = Coalescer[Finish, Finished](self._finish_many)
+        self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
         self._stopping = False
 
     # --- loops ----------------------------------------------------------------------------
@@ -168,22 +189,55 @@ class Dispatcher:
             log.exception("pushes to endpoint %s failed; their leases will expire", endpoint_id)
 
     async def _push_one(self, lease: Lease, endpoint: EndpointRecord, view: QueueView) -> None:
-        answer = await self._pusher.push(lease, endpoint, view.policy.push_timeout)
-        await self._settle(lease, answer, view)
+        push = self._pusher.push(lease, endpoint, view.policy.push_timeout)
+        answer = await self._within_lease(push, [lease])
+        await self._settle(lease, answer or LEASE_OVER, view)
 
     async def _push_batch(
         self, leases: list[Lease], endpoint: EndpointRecord, view: QueueView
     ) -> None:
-        answers = await self._pusher.push_batch(leases, endpoint, view.policy.push_timeout)
+        push = self._pusher.push_batch(leases, endpoint, view.policy.push_timeout)
+        answers = await self._within_lease(push, leases) or [LEASE_OVER] * len(leases)
         await asyncio.gather(
             *(self._settle(lease, a, view) for lease, a in zip(leases, answers, strict=True))
         )
 
+    async def _within_lease(self, push: Awaitable[T], leases: list[Lease]) -> T | None:
+        """The push's answer, or None when its leases ran out first (then the push is cut).
+
+        The push keeps its own timeout (the queue's ``push_timeout``). At the end of the lease
+        (less a margin) the current expiries are read once: heartbeats may have extended them,
+        and the wait goes on to the new end; otherwise the push is given up.
+        """
+        keys = [(lease.task_id, lease.token) for lease in leases]
+        expires = min(lease.expires_ms for lease in leases)
+        waiting = asyncio.ensure_future(push)
+        try:
+            while True:
+                budget = lease_budget(expires, self._clock.now_ms())
+                done, _ = await asyncio.wait({waiting}, timeout=budget)
+                if done:
+                    return waiting.result()
+                current = [e for e in await self._tasks.lease_expiries(leases[0].queue, keys) if e]
+                if not current or min(current) <= expires:
+                    return None
+                expires = min(current)
+        finally:
+            if not waiting.done():
+                waiting.cancel()
+                await asyncio.gather(waiting, return_exceptions=True)
+
     async def _settle(self, lease: Lease, answer: Answer, view: QueueView) -> None:
-        """Read one task's answer by the table and record it (unless accepted: 202)."""
+        """Read one task's answer by the table and record it."""
         verdict = judge(answer)
         if verdict.outcome is None:
-            return  # accepted: the worker calls back
+            # Accepted: the worker calls back. Losing this record costs little (the lease
+            # running out would then not count against the endpoint): no shield, no retry.
+            try:
+                await self._accepts.submit(lease.queue, (lease.task_id, lease.token))
+            except Exception:
+                log.warning("recording that task %s was accepted failed", lease.task_id)
+            return
         delay = 0
         if verdict.outcome in (AttemptOutcome.ERROR, AttemptOutcome.BUSY):
             delay = retry_delay_ms(
@@ -203,35 +257,12 @@ class Dispatcher:
             delay_ms,
         )
         # Shielded: shutting down must not lose an answer the worker already gave.
-        done = await asyncio.shield(self._submit(lease.queue, finish))
+        done = await asyncio.shield(self._finishes.submit(lease.queue, finish))
         self._on_finished(lease.queue, done)
         self.wake(lease.queue)
 
-    async def _submit(self, queue: str, finish: Finish) -> Finished:
-        """Queue a finish for the queue's writer: one round trip at a time per queue, carrying
-        every finish that arrived while the previous one was in flight."""
-        future: asyncio.Future[Finished] = asyncio.get_running_loop().create_future()
-        batch = self._pending.setdefault(queue, [])
-        batch.append((finish, future))
-        if queue not in self._writers:
-            writer = asyncio.create_task(self._write(queue), name=f"finish:{queue}")
-            self._writers[queue] = writer
-        return await future
+    async def _finish_many(self, queue: str, finishes: list[Finish]) -> list[Finished]:
+        return await self._tasks.finish_many(queue, finishes, self._clock.now_ms())
 
-    async def _write(self, queue: str) -> None:
-        try:
-            while batch := self._pending.pop(queue, []):
-                try:
-                    results = await self._tasks.finish_many(
-                        queue, [f for f, _ in batch], self._clock.now_ms()
-                    )
-                except Exception as e:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(e)
-                    continue
-                for (_, future), result in zip(batch, results, strict=True):
-                    if not future.done():
-                        future.set_result(result)
-        finally:
-            del self._writers[queue]
+    async def _accept_many(self, queue: str, accepted: list[tuple[str, str]]) -> list[Fence]:
+        return await self._tasks.accept_many(queue, accepted, self._clock.now_ms())

@@ -48,7 +48,7 @@ class QueueService:
 
     async def _view(self, stored: StoredQueue) -> Queue:
         endpoints = await self._queues.endpoints(stored.name)
-        covered = {c for e, _ in endpoints if e.enabled for c in e.capabilities}
+        covered = {c for e in endpoints if e.record.enabled for c in e.record.capabilities}
         return Queue(
             name=stored.name,
             policy=stored.policy,
@@ -114,7 +114,8 @@ class QueueService:
     async def endpoints(self, queue: str) -> EndpointList:
         await self._queues.require(queue)
         found = await self._queues.endpoints(queue)
-        return EndpointList(items=[e.to_wire(in_flight) for e, in_flight in found])
+        now = self._clock.now_ms()
+        return EndpointList(items=[e.record.to_wire(e.in_flight, e.health, now) for e in found])
 
     async def delete_endpoint(self, queue: str, endpoint_id: str) -> None:
         await self._queues.require(queue)

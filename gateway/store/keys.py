@@ -26,6 +26,8 @@ key                   type   content
 ``done:<state>``      ZSET   id → finished ms, for succeeded, failed, dead and cancelled
 ``endpoints``         HASH   endpoint id → endpoint JSON (url, concurrency, secrets, enabled)
 ``inflight``          HASH   endpoint id → pushes in flight
+``health``            HASH   endpoint id → small JSON of its circuit breaker and recent latency and
+                             error share (``lua/health.lua``), fed by the end of each attempt
 ``waiting``           ZSET   id → enqueued ms, for tasks waiting on dependencies
 ``dependents``        HASH   task id or ``group:<name>`` → JSON list of ``[queue, id]`` waiting
 ``groups``            HASH   group name → JSON ``{n: members, ok: succeeded, bad: failure}``
@@ -100,6 +102,7 @@ class QueueKeys:
     running: str
     endpoints: str
     inflight: str
+    health: str
     succeeded: str
     failed: str
     dead: str
@@ -132,6 +135,7 @@ class QueueKeys:
             running=p + "running",
             endpoints=p + "endpoints",
             inflight=p + "inflight",
+            health=p + "health",
             succeeded=p + "done:succeeded",
             failed=p + "done:failed",
             dead=p + "done:dead",
@@ -175,6 +179,7 @@ class QueueKeys:
             self.running,
             self.endpoints,
             self.inflight,
+            self.health,
             self.succeeded,
             self.failed,
             self.dead,

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from gateway.errors import QueueNotEmpty, QueueNotFound
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
-from gateway.store.records import EndpointRecord, StoredQueue
+from gateway.store.records import EndpointHealth, EndpointRecord, ListedEndpoint, StoredQueue
 from gateway.store.scripts import Scripts
 from sdk.wire import QueuePolicy
 
@@ -86,16 +86,24 @@ class QueueStore:
             QueueKeys.of(endpoint.queue).endpoints, endpoint.id, endpoint.model_dump_json()
         )
 
-    async def endpoints(self, queue: str) -> list[tuple[EndpointRecord, int]]:
-        """Every endpoint of a queue with its pushes in flight, oldest first."""
+    async def endpoints(self, queue: str) -> list[ListedEndpoint]:
+        """Every endpoint of a queue with its pushes in flight and health, oldest first."""
         k = QueueKeys.of(queue)
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(k.endpoints)
             pipe.hgetall(k.inflight)
-            stored, inflight = await pipe.execute()
+            pipe.hgetall(k.health)
+            stored, inflight, health = await pipe.execute()
         records = [EndpointRecord.model_validate_json(raw) for raw in stored.values()]
         records.sort(key=lambda e: (e.created_ms, e.id))
-        return [(e, int(inflight.get(e.id, 0))) for e in records]
+        return [
+            ListedEndpoint(
+                e,
+                int(inflight.get(e.id, 0)),
+                EndpointHealth.model_validate_json(health.get(e.id) or "{}"),
+            )
+            for e in records
+        ]
 
     async def delete_endpoint(self, queue: str, endpoint_id: str) -> bool:
         """Forget an endpoint; pushes in flight to it still finish normally."""
@@ -103,5 +111,6 @@ class QueueStore:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hdel(k.endpoints, endpoint_id)
             pipe.hdel(k.inflight, endpoint_id)
-            removed, _ = await pipe.execute()
+            pipe.hdel(k.health, endpoint_id)
+            removed, _, _ = await pipe.execute()
         return bool(removed)

@@ -1,8 +1,10 @@
 """The Lua scripts that make every state change atomic, and how they are called.
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
-``ARGV[i]`` is. ``lua/prelude.lua`` (shared helpers) is prepended to each. Scripts run with
-EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or a failover).
+``ARGV[i]`` is. ``lua/prelude.lua`` (shared helpers) is prepended to each, and
+``lua/health.lua`` (endpoint health and the circuit breaker) to those in ``WITH_HEALTH``.
+Scripts run with EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or
+a failover).
 
 redis-py's own ``Script`` objects check ``SCRIPT EXISTS`` before every pipeline, one extra round
 trip on the hot path; callers that pipeline a script (the enqueue) use :meth:`Scripts.sha` and
@@ -23,6 +25,7 @@ from redis.exceptions import NoScriptError
 ScriptName = Literal[
     "enqueue",
     "claim",
+    "accept",
     "heartbeat",
     "append_log",
     "finish",
@@ -40,6 +43,7 @@ ScriptName = Literal[
     "settle_idempotency",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
+WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
 
 Arg = str | int | float | bytes
 Reply = Any
@@ -52,7 +56,10 @@ def _read(name: str) -> str:
 def _source(name: ScriptName) -> str:
     # The shebang (Redis 7+) makes Redis refuse a whole script up front when it is out of
     # memory, instead of failing at its first write and leaving the change half done.
-    return "#!lua\n" + _read("prelude") + "\n" + _read(name)
+    helpers = _read("prelude") + "\n"
+    if name in WITH_HEALTH:
+        helpers += _read("health") + "\n"
+    return "#!lua\n" + helpers + _read(name)
 
 
 class Scripts:

@@ -187,9 +187,26 @@ class Endpoint(OutputModel):
     created_at: datetime
     in_flight: int = 0
     circuit: CircuitState = CircuitState.CLOSED
-    failures: int = Field(0, description="Failed pushes in a row.")
+    failures: int = Field(
+        0,
+        description="Failed attempts in a row, as the circuit breaker counts them: only what "
+        "the gateway observed from the endpoint (an error answer, a push timeout or connection "
+        "failure, an accepted task whose lease ran out), never a lease that ran out unanswered.",
+    )
     open_until: datetime | None = Field(
         None, description="While the circuit is open: when the next probe may go."
+    )
+    latency_ms: float | None = Field(
+        None,
+        description="Recent answer time to a push, in ms: a moving average that takes a slower "
+        "answer (or a push timeout) at once and fades toward 0 while no push is answered. "
+        "Null until the endpoint answered once.",
+    )
+    error_rate: float = Field(
+        0.0,
+        description="Share of its recent attempts that failed or were refused as busy (0 to 1), "
+        "fading toward 0 while nothing new is observed. The dispatcher weighs it, the latency "
+        "and the pushes in flight to choose an endpoint.",
     )
 
 

@@ -70,9 +70,14 @@ class Cluster:
         return url
 
     def worker(
-        self, secret: str, port: int, log: Path, app: str = "tests.e2e.worker_app:app"
+        self,
+        secret: str,
+        port: int,
+        log: Path,
+        app: str = "tests.e2e.worker_app:app",
+        **env: str,
     ) -> subprocess.Popen[bytes]:
-        environ = {**os.environ, "JOBGATE_WORKER_SECRET": secret, "E2E_LOG": str(log)}
+        environ = {**os.environ, "JOBGATE_WORKER_SECRET": secret, "E2E_LOG": str(log), **env}
         proc = subprocess.Popen(
             [
                 sys.executable,

@@ -1,8 +1,9 @@
 """The worker process of the end-to-end tests: an SDK ``Worker`` under uvicorn.
 
 Run as ``uvicorn tests.e2e.worker_app:app``. Environment: ``JOBGATE_WORKER_SECRET`` (the
-endpoint's signing secret) and ``E2E_LOG`` (a file where every push received is appended as a
-JSON line, with its headers, before the task runs).
+endpoint's signing secret), ``E2E_LOG`` (a file where every push received is appended as a
+JSON line, with its headers, before the task runs) and ``E2E_INLINE_WINDOW`` (seconds a push
+waits for its task before the answer is 202; default 0.5).
 """
 
 from __future__ import annotations
@@ -43,10 +44,19 @@ async def long_inline(seconds: float) -> str:
     return "called back"
 
 
+@task(queue="e2e")
+async def hold(seconds: float, ctx: AsyncContext) -> int:
+    """The first attempt holds its push (answered inline, given a long enough inline window)
+    for ``seconds``; later attempts answer at once."""
+    if ctx.attempt == 1:
+        await asyncio.sleep(seconds)
+    return ctx.attempt
+
+
 worker = Worker(
-    tasks=[echo, slow, long_inline],
+    tasks=[echo, slow, long_inline, hold],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
-    inline_window=0.5,
+    inline_window=float(os.environ.get("E2E_INLINE_WINDOW", "0.5")),
     heartbeat_interval=0.2,
 )
 LOG = os.environ.get("E2E_LOG")

@@ -223,7 +223,7 @@ async def test_a_failing_endpoint_opens_its_circuit_and_is_probed(stores: Stores
     now = stores.clock.now_ms()
     await stores.tasks.enqueue("q", [task(now) for _ in range(10)], now)
     await run_all_one_at_a_time(stores, 3, AttemptOutcome.ERROR)
-    endpoint = json.loads(await stores.redis.hget(QueueKeys.of("q").endpoints, "ep0"))
+    endpoint = json.loads(await stores.redis.hget(QueueKeys.of("q").health, "ep0"))
     assert endpoint["open_until"] == now + 1000
     blocked = await stores.tasks.claim("q", 10, "s", now)
     assert blocked.status is ClaimStatus.NOENDPOINT
@@ -236,7 +236,7 @@ async def test_a_failing_endpoint_opens_its_circuit_and_is_probed(stores: Stores
     await stores.tasks.finish(
         "q", Finish(lease.task_id, lease.token, AttemptOutcome.ERROR), now + 1000
     )
-    endpoint = json.loads(await stores.redis.hget(QueueKeys.of("q").endpoints, "ep0"))
+    endpoint = json.loads(await stores.redis.hget(QueueKeys.of("q").health, "ep0"))
     assert endpoint["open_until"] == now + 3000
     # A successful probe closes it.
     (lease,) = (await stores.tasks.claim("q", 10, "s", now + 3000)).leases

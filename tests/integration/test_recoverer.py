@@ -66,8 +66,14 @@ async def enqueue(s: Stores, *, run_at: int | None = None, queue: str = Q) -> st
     return task.id
 
 
-async def claim(s: Stores, n: int = 1, queue: str = Q) -> list[Lease]:
-    return (await s.tasks.claim(queue, n, secrets.token_hex(16), s.clock.now_ms())).leases
+async def claim(s: Stores, n: int = 1, queue: str = Q, *, accepted: bool = True) -> list[Lease]:
+    """Claim ``n`` tasks. ``accepted``: their endpoint answered 202, so a lease running out is
+    its failure (retried with backoff), not a push nobody saw answered (retried at once)."""
+    now = s.clock.now_ms()
+    leases = (await s.tasks.claim(queue, n, secrets.token_hex(16), now)).leases
+    if accepted:
+        await s.tasks.accept_many(queue, [(x.task_id, x.token) for x in leases], now)
+    return leases
 
 
 async def record(s: Stores, task_id: str, queue: str = Q) -> dict[str, object]:

@@ -128,7 +128,9 @@ async def test_expired_lease_retries_with_delay_then_dead_letters(stores: Stores
     now = stores.clock.now_ms()
     task = new_task(now)
     await stores.tasks.enqueue("q", [task], now)
-    await stores.tasks.claim("q", 1, seed(), now)
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
+    # The endpoint accepted it (202), then went silent.
+    await stores.tasks.accept_many("q", [(task.id, lease.token)], now)
     assert await stores.tasks.expired("q", now + 9_999, 10) == []
     (exp,) = await stores.tasks.expired("q", now + 10_000, 10)
     done = await stores.tasks.finish(
@@ -139,6 +141,7 @@ async def test_expired_lease_retries_with_delay_then_dead_letters(stores: Stores
     assert await stores.tasks.promote("q", now + 10_500, 100) == 1
     (lease,) = (await stores.tasks.claim("q", 1, seed(), now + 10_600)).leases
     assert lease.attempt == 2
+    await stores.tasks.accept_many("q", [(task.id, lease.token)], now + 10_600)
     (exp,) = await stores.tasks.expired("q", now + 30_000, 10)
     done = await stores.tasks.finish(
         "q", Finish(task.id, exp.token, AttemptOutcome.EXPIRED), now + 30_000
@@ -179,9 +182,9 @@ async def test_busy_and_gone_do_not_spend_attempts(stores: Stores) -> None:
     assert lease.attempt == 1
     gone = Finish(task.id, lease.token, AttemptOutcome.GONE, http_status=410)
     assert (await stores.tasks.finish("q", gone, now + 1001)).state is TaskState.QUEUED
-    ((endpoint, in_flight),) = await stores.queues.endpoints("q")
-    assert in_flight == 0
-    assert not endpoint.enabled
+    (listed,) = await stores.queues.endpoints("q")
+    assert listed.in_flight == 0
+    assert not listed.record.enabled
     assert (await stores.tasks.claim("q", 1, seed(), now + 1002)).status is ClaimStatus.NOENDPOINT
 
 

@@ -1,8 +1,11 @@
--- Claim up to N ready tasks, leasing each to the enabled endpoint with the fewest pushes in
--- flight that still has room, can take the task's capability, and whose circuit is not open.
+-- Claim up to N ready tasks, leasing each to an enabled endpoint that still has room, can take
+-- the task's capability, and whose circuit is not open: the cheapest by health_weight (pushes
+-- in flight x answer time x error share, see health.lua), and for a retry one other than the
+-- endpoint that failed the attempt before (t.lep) whenever another can take it.
 -- Push and pull share this script.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] checkpoint   KEYS[5] running
 -- KEYS[6] endpoints    KEYS[7] inflight   KEYS[8] ready   KEYS[9] singleton   KEYS[10] stalls
+-- KEYS[11] health
 -- ARGV[1] now ms   ARGV[2] most tasks wanted   ARGV[3] a fresh secret random seed
 -- Lease token i of this claim is sha1(seed:i): unguessable without the seed, which never leaves
 -- the gateway, so holding one token reveals nothing of the others.
@@ -51,6 +54,8 @@ end
 local endpoints = {}
 local caps = {['/'] = true}
 local probe_at = nil
+local healths = {}
+local fastest = nil
 local raw = redis.call('HGETALL', KEYS[6])
 for i = 1, #raw, 2 do
   local ep = cjson.decode(raw[i + 1])
@@ -58,14 +63,12 @@ for i = 1, #raw, 2 do
     local busy = tonumber(redis.call('HGET', KEYS[7], raw[i]) or '0')
     local limit = ep.concurrency
     local probing = false
-    if ep.open_until == cjson.null then
-      ep.open_until = nil
-    end
-    if ep.open_until then
-      if now < ep.open_until then
+    local h = health_of(healths, KEYS[11], raw[i])
+    if h.open_until then
+      if now < h.open_until then
         limit = 0
-        probe_at = math.min(probe_at or ep.open_until, ep.open_until)
-      elseif ep.probe then
+        probe_at = math.min(probe_at or h.open_until, h.open_until)
+      elseif h.probe then
         limit = 0
       else
         limit = math.min(limit, busy + 1)
@@ -79,10 +82,35 @@ for i = 1, #raw, 2 do
         caps[c .. '/'] = true
       end
       endpoints[#endpoints + 1] = {
-        id = raw[i], busy = busy, limit = limit, has = has, probing = probing, record = ep,
+        id = raw[i], busy = busy, limit = limit, has = has, probing = probing, health = h,
       }
+      local lat = health_faded(h, now)
+      if lat and (fastest == nil or lat < fastest) then
+        fastest = lat
+      end
     end
   end
+end
+-- An endpoint with no answer time yet is taken to be as fast as the fastest known one.
+for _, e in ipairs(endpoints) do
+  e.weight = health_weight(e.health, now, fastest or 0)
+end
+
+-- The endpoint for a task needing ``cap``: the cheapest with room, avoiding ``avoid`` (the one
+-- that failed its last attempt) unless no other can take it.
+local function choose(cap, avoid)
+  local best, best_cost, fallback = nil, nil, nil
+  for _, e in ipairs(endpoints) do
+    if e.busy < e.limit and (cap == '' or e.has[cap]) then
+      local cost = (e.busy + 1) * e.weight
+      if e.id == avoid then
+        fallback = e
+      elseif best == nil or cost < best_cost then
+        best, best_cost = e, cost
+      end
+    end
+  end
+  return best or fallback
 end
 
 -- The head of each capability's part of the ready set that some endpoint can take.
@@ -122,19 +150,13 @@ for i = 1, wanted do
   if best_prefix == nil then
     break
   end
-  local cap = string.sub(best_prefix, 1, -2)
-  local best = nil
-  for _, e in ipairs(endpoints) do
-    if e.busy < e.limit and (cap == '' or e.has[cap]) and (best == nil or e.busy < best.busy) then
-      best = e
-    end
-  end
   local member = heads[best_prefix]
   redis.call('ZREM', KEYS[8], member)
   refresh(best_prefix)
   local id = member_id(member)
   local t = load_task(KEYS[2], id)
   if t then
+    local best = choose(string.sub(best_prefix, 1, -2), t.lep)
     if t.sk and redis.call('HGET', KEYS[9], t.sk) == id then
       redis.call('HDEL', KEYS[9], t.sk)
     end
@@ -145,6 +167,8 @@ for i = 1, wanted do
     t.ep = best.id
     t.started = now
     t.hb = nil
+    t.acc = nil
+    t.pr = best.probing or nil
     t.progress = nil
     t.first = t.first or now
     t.deadline = now + (t.run_ms or run_default)
@@ -158,9 +182,10 @@ for i = 1, wanted do
     redis.call('HINCRBY', KEYS[7], best.id, 1)
     best.busy = best.busy + 1
     if best.probing then
-      best.record.probe = true
+      best.health.probe = true
+      best.health.dirty = true
       best.limit = best.busy
-      redis.call('HSET', KEYS[6], best.id, cjson.encode(best.record))
+      best.probing = false
     end
     if rate then
       tokens = tokens - 1
@@ -173,6 +198,7 @@ end
 if rate then
   redis.call('HSET', KEYS[1], 'rl_tokens', tostring(tokens), 'rl_at', int(now))
 end
+health_save(healths, KEYS[11])
 if #out == 1 then
   return {'NOENDPOINT', probe_at and int(probe_at) or ''}
 end

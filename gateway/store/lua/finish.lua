@@ -5,6 +5,7 @@
 -- KEYS[6] inflight     KEYS[7] ready   KEYS[8] scheduled   KEYS[9] seq   KEYS[10] endpoints
 -- KEYS[11] done:succeeded   KEYS[12] done:failed   KEYS[13] done:dead   KEYS[14] done:cancelled
 -- KEYS[15] waiting   KEYS[16] dependents   KEYS[17] groups   KEYS[18] outbox   KEYS[19] stalls
+-- KEYS[20] health
 -- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)   ARGV[3] queue name
 -- ARGV[4..] seven values per task:
 --   task id, lease token,
@@ -16,8 +17,16 @@
 -- Returns, per task: {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired or stalled, but a heartbeat came meanwhile)
 --      or {'NOQUEUE'} for every task when the queue is not registered (nothing changed)
--- Each end also feeds the endpoint's circuit breaker, and a final state settles the task's
--- dependents (in this queue at once; in other queues through the outbox) and its group.
+-- Each end the gateway observed from the endpoint also feeds its health (health.lua): answers
+-- and push failures always; a lease that ran out or heartbeats that stopped only once the
+-- endpoint had answered the push 202 (t.acc, recorded by accept.lua). Before that answer, the
+-- gateway pushing it owns the outcome: alive, it sees an answer, a timeout or a broken
+-- connection before the lease ends (the dispatcher never waits past the lease). So a lease that
+-- ran out with the push unanswered says the gateway died or lost Redis, not the endpoint
+-- (heartbeats meanwhile do not change that: they may have gone to the dead gateway): it counts
+-- for nothing, and its retry goes at once, without the backoff delay.
+-- A final state settles the task's dependents (in this queue at once; in other queues through
+-- the outbox) and its group.
 local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
 if not policy then
@@ -36,34 +45,34 @@ local Q = {
 }
 local ended = {}
 local breaker = policy.circuit_breaker or {failures = 5, open_for = 5, max_open_for = 300}
-local HEALTHY = {succeeded = true, failed = true}
-local UNHEALTHY = {error = true, expired = true, stalled = true}
+local healths = {}
+-- What an observed end says of the endpoint: true healthy, false failed (for the breaker too),
+-- 'busy' failed for the endpoint choice only (it shed load; the breaker ignores it).
+local VERDICT = {
+  succeeded = true, failed = true, error = false, expired = false, stalled = false,
+  busy = 'busy',
+}
 
--- Feed an endpoint's circuit breaker with the end of one push.
-local function count_push(ep_id, raw, outcome)
-  local healthy = HEALTHY[outcome]
-  if not healthy and not UNHEALTHY[outcome] then
+-- Feed the health of the endpoint of attempt ``t`` with its end, when ``observed``.
+local function feed_health(t, outcome, observed)
+  local h = health_of(healths, KEYS[20], t.ep)
+  local verdict = VERDICT[outcome]
+  if verdict == nil or not observed then
+    if t.pr and h.probe then
+      h.probe = nil -- the probe told nothing: another may go
+      h.dirty = true
+    end
     return
   end
-  local ep = cjson.decode(raw)
-  if ep.open_until == cjson.null then
-    ep.open_until = nil
+  -- Push to answer; after a 202 the end comes from a callback and says nothing of it.
+  local latency = nil
+  if not t.acc then
+    latency = now - t.started
   end
-  if healthy then
-    if (ep.fails or 0) == 0 and not ep.open_until then
-      return
-    end
-    ep.fails, ep.open_until, ep.opens, ep.probe = 0, nil, nil, nil
-  else
-    ep.fails = (ep.fails or 0) + 1
-    if ep.probe or (not ep.open_until and ep.fails >= breaker.failures) then
-      local pause = ms(breaker.open_for) * math.pow(2, ep.opens or 0)
-      ep.open_until = now + math.min(pause, ms(breaker.max_open_for))
-      ep.opens = (ep.opens or 0) + 1
-      ep.probe = nil
-    end
+  health_sample(h, now, latency, verdict ~= true)
+  if verdict ~= 'busy' then
+    health_breaker(h, breaker, now, verdict)
   end
-  redis.call('HSET', KEYS[10], ep_id, cjson.encode(ep))
 end
 
 local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
@@ -85,11 +94,17 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
 
   redis.call('ZREM', KEYS[5], id)
   redis.call('ZREM', KEYS[19], id)
+  -- A lease that ran out, or heartbeats that stopped, tell of the endpoint only after it
+  -- answered the push.
+  local observed = (outcome ~= 'expired' and outcome ~= 'stalled') or t.acc
   local endpoint = redis.call('HGET', KEYS[10], t.ep)
   if endpoint then
     redis.call('HINCRBY', KEYS[6], t.ep, -1)
-    count_push(t.ep, endpoint, outcome)
-    endpoint = redis.call('HGET', KEYS[10], t.ep)
+    feed_health(t, outcome, observed)
+  end
+  if not observed and outcome == 'expired' then
+    delay_ms = 0
+    text = 'the lease ran out before the endpoint answered (the gateway pushing it stopped?)'
   end
 
   local attempt = {n = t.att, ep = t.ep, started = t.started, ended = now, outcome = outcome}
@@ -136,11 +151,16 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
     redis.call('HSET', KEYS[10], t.ep, cjson.encode(ep))
   end
 
+  if observed and outcome ~= 'succeeded' and outcome ~= 'failed' and outcome ~= 'gone' then
+    t.lep = t.ep
+  end
   t.lease = nil
   t.exp = nil
   t.deadline = nil
   t.ep = nil
   t.sti = nil
+  t.acc = nil
+  t.pr = nil
   local due = ''
   if next_state == 'retry' or next_state == 'requeue' then
     local delay = tonumber(delay_ms) or 0
@@ -175,5 +195,6 @@ for i = 4, #ARGV, 7 do
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   )
 end
+health_save(healths, KEYS[20])
 settle_all(Q, ended)
 return replies

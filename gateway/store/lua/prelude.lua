@@ -7,7 +7,9 @@
 --   cap (required capability), own (owner), ver (version), dk (dedup key), sk (singleton key),
 --   grp (group joined), ag (after_group), deps (depends_on ids), wait (dependencies not yet met:
 --   task ids and 'group:<name>'), hbi (max heartbeat interval override), sti (the heartbeat
---   interval this attempt is held to).
+--   interval this attempt is held to), acc (ms when the endpoint accepted this attempt: 202),
+--   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
+--   last attempt, which the retry avoids).
 
 -- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
 local function int(x)

@@ -63,6 +63,7 @@ def _finish_keys(k: QueueKeys) -> list[str]:
         k.groups,
         k.outbox,
         k.stalls,
+        k.health,
     ]
 
 

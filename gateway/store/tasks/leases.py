@@ -70,6 +70,7 @@ class Leasing(StoreBase):
                 k.ready,
                 k.singleton,
                 k.stalls,
+                k.health,
             ],
             [now_ms, count, seed],
         )
@@ -98,6 +99,34 @@ class Leasing(StoreBase):
                 )
             )
         return Claim(status, leases)
+
+    async def accept_many(
+        self, queue: str, accepted: Sequence[tuple[str, str]], now_ms: int
+    ) -> list[Fence]:
+        """Record that the endpoints answered these pushes 202 (task id, lease token): their
+        leases running out now counts against the endpoint. Each is fenced by its token."""
+        if not accepted:
+            return []
+        k = QueueKeys.of(queue)
+        args: list[str | int] = [now_ms]
+        for task_id, token in accepted:
+            args += [task_id, token]
+        replies = await self._scripts.call("accept", [k.meta, k.endpoints, k.health], args)
+        return [Fence(reply[0]) for reply in replies]
+
+    async def lease_expiries(
+        self, queue: str, leases: Sequence[tuple[str, str]]
+    ) -> list[int | None]:
+        """The current expiry of each lease (task id, token), heartbeats included; None for a
+        lease that is no longer the task's (it ended, or the task was pushed again)."""
+        k = QueueKeys.of(queue)
+        raws = await self._redis.hmget(k.meta, [task_id for task_id, _ in leases])
+        found: list[int | None] = []
+        for (_, token), raw in zip(leases, raws, strict=True):
+            record = None if raw is None else json.loads(raw)
+            current = record is not None and record.get("lease") == token
+            found.append(int(record["exp"]) if current and record is not None else None)
+        return found
 
     async def heartbeat(
         self,

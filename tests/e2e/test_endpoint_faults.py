@@ -1,0 +1,106 @@
+"""Faults that are not the endpoint's: a gateway killed mid-push must not open a healthy
+endpoint's circuit, and a hung endpoint must not get every retry. Real gateway and worker
+processes over loopback, a real Redis; SIGKILL and SIGSTOP."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from gateway.redis_server import free_port
+from sdk import TaskCreate, TaskState
+
+from .conftest import Cluster, pushes
+from .test_e2e import ECHO, until
+
+pytestmark = pytest.mark.e2e
+
+HOLD = "tests.e2e.worker_app.hold"
+
+
+def test_a_killed_gateways_tasks_are_pushed_again_within_lease_and_a_tick(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Leases are 5 s and the worker heartbeats (to the gateway that pushed): a lease ends at
+    # most 5 s after the kill. The bound is the issue's: lease + recoverer interval + 1 s.
+    lease, tick, tasks = 5.0, 0.25, 8
+    doomed = cluster.gateway(JOBGATE_RECOVER_INTERVAL=str(tick))
+    doomed_proc = cluster.procs[-1]
+    client = cluster.client(doomed)
+    # Default backoff and circuit breaker (5 failures open it). The queue's concurrency is the
+    # number of tasks, so the doomed gateway holds every lease and the survivor claims nothing
+    # before the kill.
+    client.put_queue("e2e", lease_timeout=lease, max_concurrency=tasks)
+    port = free_port()
+    endpoint = client.add_endpoint("e2e", f"http://127.0.0.1:{port}/", concurrency=64)
+    log = tmp_path / "pushes.jsonl"
+    cluster.worker(endpoint.secret, port, log, E2E_INLINE_WINDOW="60")
+    created = client.enqueue_batch(
+        "e2e", [TaskCreate(name=HOLD, payload={"args": [2 * lease]}) for _ in range(tasks)]
+    )
+    until(lambda: len(pushes(log)) == tasks, what="every first push")
+    survivor = cluster.client(cluster.gateway(JOBGATE_RECOVER_INTERVAL=str(tick)))
+    assert all(p["attempt"] == "1" for p in pushes(log)), "the survivor started too slowly"
+
+    os.kill(doomed_proc.pid, signal.SIGKILL)
+    killed = time.time()
+    doomed_proc.wait()
+
+    def again() -> dict[str, float]:
+        return {p["id"]: p["t"] for p in pushes(log) if p["attempt"] == "2"}
+
+    until(lambda: len(again()) == tasks, timeout=30, what="every task pushed again")
+    late = max(again().values()) - killed
+    assert late <= lease + tick + 1.0, f"pushed again {late:.2f} s after the kill"
+    for t in created:
+        done = survivor.wait(t.id, timeout=30)
+        assert done.state is TaskState.SUCCEEDED
+        assert [a.outcome for a in done.attempts] == ["expired", "succeeded"]
+    (state,) = survivor.list_endpoints("e2e")
+    assert (state.circuit.value, state.failures) == ("closed", 0)
+
+
+def test_retries_leave_a_hung_endpoint_for_a_healthy_one(cluster: Cluster, tmp_path: Path) -> None:
+    gateway = cluster.gateway()
+    client = cluster.client(gateway)
+    # The breaker is set out of reach: the endpoint choice alone must keep tasks alive.
+    client.put_queue(
+        "e2e",
+        push_timeout=1.0,
+        lease_timeout=10.0,
+        max_attempts=3,
+        backoff={"strategy": "constant", "base_delay": 0.2},
+        circuit_breaker={"failures": 1000},
+    )
+    ports = free_port(), free_port()
+    # Registered first, so it would win every tie of "least in flight".
+    hung = client.add_endpoint("e2e", f"http://127.0.0.1:{ports[0]}/", concurrency=64)
+    healthy = client.add_endpoint("e2e", f"http://127.0.0.1:{ports[1]}/", concurrency=64)
+    hung_log, healthy_log = tmp_path / "hung.jsonl", tmp_path / "healthy.jsonl"
+    stopped = cluster.worker(hung.secret, ports[0], hung_log)
+    cluster.worker(healthy.secret, ports[1], healthy_log)
+    os.kill(stopped.pid, signal.SIGSTOP)  # accepts connections, never answers
+    try:
+        created = client.enqueue_batch(
+            "e2e", [TaskCreate(name=ECHO, payload={"args": [i]}) for i in range(10)]
+        )
+        done = [client.wait(t.id, timeout=60) for t in created]
+        states = [t.state for t in done]
+        assert states == [TaskState.SUCCEEDED] * 10, [
+            [(a.endpoint_id == hung.id, a.outcome) for a in t.attempts] for t in done
+        ]
+        for t in done:
+            # A retry never went back to the endpoint that failed the attempt before it.
+            tried = [a.endpoint_id for a in t.attempts]
+            assert all(a != b for a, b in itertools.pairwise(tried)), tried
+        listed = {e.id: e for e in client.list_endpoints("e2e")}
+        assert listed[hung.id].error_rate > listed[healthy.id].error_rate
+        assert listed[hung.id].latency_ms is not None
+        assert listed[hung.id].latency_ms >= 900  # the push timeouts
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
