@@ -129,6 +129,18 @@ def build_openapi() -> dict[str, Any]:
     }
 
 
+class _Dumper(yaml.SafeDumper):
+    """Writes a schema used twice out twice, not as a YAML anchor and alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def to_yaml(document: dict[str, Any]) -> str:
+    """YAML in the document's own key order, with non-ASCII text as is."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+
+
 def openapi_yaml() -> str:
     """The document as ``openapi.yaml`` holds it."""
-    return yaml.safe_dump(build_openapi(), sort_keys=False, allow_unicode=True)
+    return to_yaml(build_openapi())

@@ -35,7 +35,7 @@ async def list_queues(call: Call) -> BaseModel:
 
 
 async def delete_queue(call: Call) -> None:
-    await call.services.queues.delete(call.queue, force=call.query_bool("force"))
+    await call.services.queues.delete(call.queue, force=call.param(FORCE))
 
 
 async def add_endpoint(call: Call) -> BaseModel:
@@ -52,10 +52,7 @@ async def delete_endpoint(call: Call) -> None:
 
 ENDPOINT_ID = Param("endpoint_id", "path", "Endpoint id.", required=True)
 FORCE = Param(
-    "force",
-    "query",
-    "Delete even with unfinished tasks (they are lost).",
-    {"type": "boolean", "default": False},
+    "force", "query", "Delete even with unfinished tasks (they are lost).", bool, default=False
 )
 
 OPERATIONS = [

@@ -15,6 +15,7 @@ from sdk.wire.base import (
     Seconds,
     TaskId,
     TaskName,
+    Timestamp,
 )
 from sdk.wire.pushes import LogLine
 from sdk.wire.tasks import TaskState
@@ -66,8 +67,8 @@ class DeadLetterFilter(InputModel):
     name: TaskName | None = None
     version: Label | None = None
     owner: Label | None = None
-    since: datetime | None = Field(None, description="Died at or after this time.")
-    until: datetime | None = Field(None, description="Died before this time.")
+    since: Timestamp | None = Field(None, description="Died at or after this time.")
+    until: Timestamp | None = Field(None, description="Died before this time.")
 
 
 class ResubmitRequest(InputModel):
