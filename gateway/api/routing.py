@@ -30,7 +30,6 @@ Schema = dict[str, Any]
 CALLBACKS = "/v1/callbacks/"  # worker callbacks: fenced by lease tokens, not Idempotency-Keys
 
 
-_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
@@ -68,10 +67,11 @@ class Param:
 def _json_value(raw: str, kind: object) -> Any:
     """A query string value as the JSON value it spells for a parameter of type ``kind``:
     numbers and booleans as JSON writes them, anything else stays a string (and fails)."""
-    if kind == "integer" and _INTEGER.fullmatch(raw):
-        return int(raw)
-    if kind == "number" and _NUMBER.fullmatch(raw):
-        return json.loads(raw)
+    if kind in ("integer", "number") and _NUMBER.fullmatch(raw):
+        number = json.loads(raw)
+        if kind == "integer" and isinstance(number, float) and number.is_integer():
+            return int(number)  # JSON Schema counts 10.0 as an integer
+        return number
     if kind == "boolean" and raw in ("true", "false"):
         return raw == "true"
     return raw
@@ -115,6 +115,17 @@ Handler = Callable[[Call], Awaitable[BaseModel | Reply | None]]
 
 
 @dataclass(frozen=True, slots=True)
+class Link:
+    """An OpenAPI link from an operation's answer to the next call (for generated clients and
+    stateful testing): ``parameters`` maps the target's parameters to runtime expressions such
+    as ``$response.body#/id`` or ``$request.path.queue``."""
+
+    name: str
+    operation_id: str
+    parameters: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Operation:
     method: str
     path: str
@@ -128,6 +139,8 @@ class Operation:
     params: tuple[Param, ...] = ()
     errors: tuple[int, ...] = ()
     description: str = ""
+    also: tuple[int, ...] = ()  # other success statuses, with the same response
+    links: tuple[Link, ...] = ()
 
     @property
     def operation_id(self) -> str:
@@ -216,4 +229,20 @@ def _endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
 
 
 def routes(operations: Sequence[Operation]) -> list[Route]:
-    return [Route(op.path, _endpoint(op), methods=[op.method]) for op in operations]
+    """One route per path, so a method the path lacks gets 405 with an ``Allow`` header that
+    names every method it has (HEAD comes with GET)."""
+    by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
+    for op in operations:
+        by_path.setdefault(op.path, {})[op.method] = _endpoint(op)
+        if op.method == "GET":
+            by_path[op.path]["HEAD"] = by_path[op.path]["GET"]
+    return [Route(path, _by_method(table), methods=list(table)) for path, table in by_path.items()]
+
+
+def _by_method(
+    table: dict[str, Callable[[Request], Awaitable[Response]]],
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        return await table[request.method](request)
+
+    return endpoint

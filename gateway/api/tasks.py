@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from gateway.api.routing import QUEUE, TASK_ID, Call, Operation, Param, Reply
+from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
 from sdk.wire import (
@@ -69,6 +69,15 @@ CURSOR = Param("cursor", "query", "The next_cursor of the previous page.", Offse
 OWNER = Param("owner", "query", "Only tasks of this owner (tenant).", Label)
 NAME = Param("name", "query", "Only tasks of this name.", TaskName)
 
+TASK_LINKS = tuple(
+    Link(name, target, {"task_id": "$response.body#/id"})
+    for name, target in (
+        ("GetTask", "get_task"),
+        ("CancelTask", "cancel_task"),
+        ("TaskLogs", "task_logs"),
+    )
+)
+
 OPERATIONS = [
     Operation(
         "POST",
@@ -81,7 +90,11 @@ OPERATIONS = [
         response=Task,
         status=201,
         params=(QUEUE,),
-        errors=(400, 404, 409, 413, 422),
+        errors=(404, 409),
+        description="201 with the new task; 200 with the earlier one when the dedup or "
+        "singleton key matched it (deduplicated: true). A depends_on or after_group naming "
+        "nothing that exists is refused (422).",
+        links=TASK_LINKS,
     ),
     Operation(
         "POST",
@@ -94,7 +107,8 @@ OPERATIONS = [
         response=BatchCreated,
         status=201,
         params=(QUEUE,),
-        errors=(400, 404, 409, 413, 422),
+        errors=(404, 409),
+        links=(Link("GetFirstTask", "get_task", {"task_id": "$response.body#/tasks/0/id"}),),
     ),
     Operation(
         "GET",
@@ -105,7 +119,7 @@ OPERATIONS = [
         list_tasks,
         response=TaskPage,
         params=(QUEUE, STATE, LIMIT, CURSOR, OWNER, NAME),
-        errors=(404, 422),
+        errors=(404,),
         description="Queued tasks in the order they will run; scheduled by due time; running "
         "by lease expiry; waiting by when they were enqueued; finished by when they ended. "
         "Items carry no attempt history. With owner or name, up to 10,000 entries are scanned "
@@ -120,7 +134,8 @@ OPERATIONS = [
         get_task,
         response=Task,
         params=(TASK_ID, WAIT),
-        errors=(404, 422),
+        errors=(404,),
+        links=TASK_LINKS[1:],
     ),
     Operation(
         "POST",

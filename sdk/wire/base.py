@@ -10,8 +10,10 @@ same models from Python values (``datetime`` objects, enum members), in pydantic
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import typing
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -23,6 +25,7 @@ from pydantic import (
     Field,
     JsonValue,
     WithJsonSchema,
+    model_validator,
 )
 
 HEADER_LEASE = "jobgate-lease"
@@ -135,6 +138,8 @@ Timestamp = Annotated[
     BeforeValidator(_timestamp),
     WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339_PATTERN}),
 ]
+
+
 Json = Annotated[JsonValue, AfterValidator(_finite)]
 """Any JSON value (a payload, a result, a checkpoint), finite numbers only."""
 Label = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")]
@@ -142,11 +147,34 @@ Seconds = Annotated[float, Field(ge=0, le=365 * DAY)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=365 * DAY)]
 
 
+@functools.cache
+def _integer_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``model`` whose type is ``int`` or ``int | None``."""
+    return frozenset(
+        name
+        for name, info in model.model_fields.items()
+        if info.annotation is int or int in typing.get_args(info.annotation)
+    )
+
+
 class InputModel(BaseModel):
     """What a client sends: unknown fields are an error, not silently dropped; so are NaN and
     Infinity in float fields (see :data:`Json` for JSON values)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        """JSON Schema counts ``3.0`` as an integer: an integer field takes it as 3 (but
+        never ``true`` or ``"3"``)."""
+        if not isinstance(data, dict):
+            return data
+        fields = _integer_fields(cls)
+        return {
+            k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v
+            for k, v in data.items()
+        }
 
 
 class OutputModel(BaseModel):

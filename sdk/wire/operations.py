@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from sdk.wire.base import (
     InputModel,
@@ -74,6 +74,15 @@ class DeadLetterFilter(InputModel):
 class ResubmitRequest(InputModel):
     """Body of ``POST /v1/deadletters/resubmit``: give ``ids`` or ``filter``, not both."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["ids"], "properties": {"ids": {"type": "array"}}},
+                {"required": ["filter"], "properties": {"filter": {"type": "object"}}},
+            ]
+        }
+    )
+
     ids: list[TaskId] | None = Field(None, min_length=1, max_length=1000)
     filter: DeadLetterFilter | None = None
     limit: int = Field(1000, ge=1, le=1000, description="Most tasks resubmitted by a filter.")
@@ -100,10 +109,13 @@ class ResubmitResult(OutputModel):
     )
 
 
+_FINISHED_STATES = {"type": "string", "enum": ["succeeded", "failed", "dead", "cancelled"]}
+
+
 class CleanRequest(InputModel):
     """Body of ``POST /v1/queues/{queue}/clean``: delete finished tasks now."""
 
-    states: list[TaskState] = Field(
+    states: list[Annotated[TaskState, WithJsonSchema(_FINISHED_STATES)]] = Field(
         default_factory=lambda: [
             TaskState.SUCCEEDED,
             TaskState.FAILED,

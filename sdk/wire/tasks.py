@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from sdk.wire.base import (
     MAX_PRIORITY,
@@ -45,6 +45,15 @@ _FINISHED = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DEAD, Ta
 
 class TaskCreate(InputModel):
     """Body of ``POST /v1/queues/{queue}/tasks``."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["delay", "run_at"],
+                "properties": {"delay": {"type": "number"}, "run_at": {"type": "string"}},
+            }
+        }
+    )
 
     id: TaskId | None = Field(None, description="A ULID; the gateway makes one when absent.")
     name: TaskName

@@ -75,7 +75,7 @@ def problem(response: httpx.Response, status: int) -> dict[str, Any]:
         ({}, "name"),
         # strict: nothing is coerced to the type the schema says
         ({"name": "ok", "priority": True}, "priority"),
-        ({"name": "ok", "priority": 1.0}, "priority"),
+        ({"name": "ok", "priority": 1.5}, "priority"),
         ({"name": "ok", "delay": "5"}, "delay"),
         ({"name": "ok", "max_attempts": "3"}, "max_attempts"),
         ({"name": "ok", "run_at": -1}, "run_at"),
