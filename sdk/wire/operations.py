@@ -75,11 +75,10 @@ class ResubmitRequest(InputModel):
     """Body of ``POST /v1/deadletters/resubmit``: give ``ids`` or ``filter``, not both."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "oneOf": [
-                {"required": ["ids"], "properties": {"ids": {"type": "array"}}},
-                {"required": ["filter"], "properties": {"filter": {"type": "object"}}},
-            ]
+        json_schema_extra={  # exactly one of ids and filter, given and not null
+            "if": {"required": ["ids"], "properties": {"ids": {"type": "array"}}},
+            "then": {"not": {"required": ["filter"], "properties": {"filter": {"type": "object"}}}},
+            "else": {"required": ["filter"], "properties": {"filter": {"type": "object"}}},
         }
     )
 
