@@ -54,7 +54,13 @@ def test_schemathesis_finds_no_failure(cluster: Cluster) -> None:
         "--no-color",
     ]
     run = subprocess.run(
-        command, env=environ, cwd=ROOT, capture_output=True, text=True, timeout=360, check=False
+        command,
+        env=environ,
+        cwd=cluster.tmp,  # Schemathesis keeps a .schemathesis/ folder in its working directory
+        capture_output=True,
+        text=True,
+        timeout=360,
+        check=False,
     )
     assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
     assert httpx.get(f"{gateway}/healthz").is_success
