@@ -37,7 +37,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
@@ -265,9 +264,9 @@ def _redis_start_failure(error: RedisServerStartError, redis_server: ManagedRedi
 
 
 def _openapi(args: argparse.Namespace) -> int:
-    from gateway.api.openapi import build_openapi
+    from gateway.api.openapi import openapi_yaml
 
-    text = yaml.safe_dump(build_openapi(), sort_keys=False, allow_unicode=True)
+    text = openapi_yaml()
     if args.output is None:
         sys.stdout.write(text)
         return 0

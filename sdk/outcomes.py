@@ -183,12 +183,13 @@ def _traceback(exc: BaseException) -> str:
 
 
 def success(value: Any) -> Verdict:
+    """A returned value as the result; one JSON cannot hold (an object, NaN, Infinity) fails
+    the task instead of reaching the gateway as null."""
     try:
-        result = to_jsonable_python(value)
-    except PydanticSerializationError as e:
+        return Verdict(200, ResultIn(result=to_jsonable_python(value)))
+    except (PydanticSerializationError, ValidationError) as e:
         error = f"the result is not JSON-serialisable: {e}"[:_MAX_ERROR]
         return Verdict(422, ErrorIn(error=error, retryable=False))
-    return Verdict(200, ResultIn(result=result))
 
 
 def failure(exc: BaseException) -> Verdict | None:

@@ -1,10 +1,17 @@
-"""Reading a JSON request body: size limit first, then parse, then validate."""
+"""Reading a JSON request body: size limit first, then parse, then validate.
+
+Everything that comes from a request is validated in pydantic's strict mode, from JSON, so the
+gateway accepts exactly what ``openapi.yaml`` describes: ``true`` is not 1, ``"5"`` is not 5, a
+number is not a date-time. JSON has no NaN or Infinity, so a body that spells them is not JSON.
+"""
 
 from __future__ import annotations
 
-from typing import TypeVar
+import json
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import from_json
 from starlette.requests import Request
 
 from gateway.errors import (
@@ -16,6 +23,8 @@ from gateway.errors import (
 )
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+_CONSTANTS = (b"NaN", b"Infinity")
 
 
 def field_problems(error: ValidationError, prefix: str = "") -> list[FieldProblem]:
@@ -40,6 +49,40 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+def refuse_constants(body: bytes) -> None:
+    """400 when the body uses NaN, Infinity or -Infinity, which JSON (RFC 8259) does not have.
+
+    pydantic's parser accepts them; a JSON value (a payload) would keep them and they would be
+    stored as null. Only a body with such a word in it is parsed a second time to find out.
+    """
+    if not any(word in body for word in _CONSTANTS):
+        return
+    try:
+        from_json(body, allow_inf_nan=False)
+    except ValueError as e:
+        raise InvalidRequest(f"the body is not valid JSON: {e}") from e
+
+
+def parse_model(model: type[M], body: bytes) -> M:
+    """``body`` as a ``model``, strictly: 400 when it is not JSON, 422 naming each bad field."""
+    refuse_constants(body)
+    try:
+        return model.model_validate_json(body, strict=True)
+    except ValidationError as e:
+        if any(err["type"] == "json_invalid" for err in e.errors()):
+            raise InvalidRequest(f"the body is not valid JSON: {e.errors()[0]['msg']}") from e
+        raise ValidationFailed(field_problems(e)) from e
+
+
+def parse_value(adapter: TypeAdapter[T], name: str, value: Any) -> T:
+    """A query or path parameter, already turned into its JSON value, checked as strictly as a
+    body field (422 naming ``name``)."""
+    try:
+        return adapter.validate_json(json.dumps(value), strict=True)
+    except ValidationError as e:
+        raise ValidationFailed(field_problems(e, f"{name}.")) from e
+
+
 async def read_model(request: Request, model: type[M], limit: int) -> tuple[M, bytes]:
     """The validated body, and the bytes it came from (what an Idempotency-Key fingerprints)."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -50,9 +93,4 @@ async def read_model(request: Request, model: type[M], limit: int) -> tuple[M, b
     body = await read_body(request, limit)
     if not body.strip():
         raise InvalidRequest("the request needs a JSON body")
-    try:
-        return model.model_validate_json(body), body
-    except ValidationError as e:
-        if any(err["type"] == "json_invalid" for err in e.errors()):
-            raise InvalidRequest(f"the body is not valid JSON: {e.errors()[0]['msg']}") from e
-        raise ValidationFailed(field_problems(e)) from e
+    return parse_model(model, body), body

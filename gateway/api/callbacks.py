@@ -6,7 +6,9 @@ gives the task back to the queue at once, without spending an attempt.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Annotated
+
+from pydantic import BaseModel, Field
 
 from gateway.api.routing import QUEUE, TASK_ID, Call, Handler, Operation, Param
 from gateway.auth import Access
@@ -58,7 +60,13 @@ async def release(call: Call) -> BaseModel:
     return await call.services.callbacks.release(call.queue, call.task_id, _lease(call))
 
 
-LEASE = Param(HEADER_LEASE, "header", "The lease token the push carried.", required=True)
+LEASE = Param(
+    HEADER_LEASE,
+    "header",
+    "The lease token the push carried; one that is not the task's current lease gets 409.",
+    Annotated[str, Field(min_length=1, pattern=r"^[!-~]+$")],
+    required=True,
+)
 BASE = "/v1/callbacks/{queue}/{task_id}"
 
 
@@ -80,7 +88,7 @@ def _callback(
         body=body,
         response=response,
         params=(QUEUE, TASK_ID, LEASE),
-        errors=(400, 401, 404, 409, 422) if body else (400, 401, 404, 409),
+        errors=(404, 409),  # no such queue or task; not the current lease
         description=description,
     )
 

@@ -17,7 +17,9 @@ import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable
+from typing import Annotated
 
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -35,9 +37,10 @@ log = logging.getLogger(__name__)
 
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
-KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"}
+# 1 to 255 printable ASCII characters, not all spaces
+Key = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[ -~]*[!-~][ -~]*$")]
 ANONYMOUS = "anonymous"
-_VALID = re.compile(r"[ -~]{1,255}")  # printable ASCII
+_VALID = re.compile(r"[ -~]{1,255}")
 
 
 def requested_key(request: Request) -> str | None:

@@ -60,6 +60,20 @@ def _problem(status: int) -> dict[str, Any]:
     }
 
 
+def error_statuses(op: Operation) -> set[int]:
+    """Every error status the operation can answer: its own, and those that come with what it
+    reads (a body, parameters, credentials, an Idempotency-Key)."""
+    statuses = set(op.errors) | {503}
+    if op.body is not None:
+        statuses |= {400, 413, 415, 422}  # not JSON, too large, not JSON's media type, invalid
+    if op.params:
+        statuses.add(422)  # a path, query or header parameter that breaks its schema
+    if op.idempotent:
+        statuses |= {400, 409, 422}
+    statuses |= {401} if op.access is Access.LEASE else {401, 403}
+    return statuses
+
+
 def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "operationId": op.operation_id,
@@ -88,19 +102,23 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": "No content" if op.response is None else "OK"}
     if op.response is not None:
         ok["content"] = {"application/json": {"schema": refs[(op.response, "serialization")]}}
+    if op.links:
+        ok["links"] = {
+            link.name: {"operationId": link.operation_id, "parameters": link.parameters}
+            for link in op.links
+        }
     responses: dict[str, Any] = {str(op.status): ok}
-    statuses = set(op.errors) | {503}
+    for status in op.also:
+        responses[str(status)] = ok
     if op.idempotent:
-        statuses |= {400, 409, 422}
         ok["headers"] = REPLAYED_HEADER
         if op.status == 201:
             responses["200"] = {**ok, "description": "A replay of the first answer"}
     if op.access is not Access.LEASE:
-        statuses |= {401, 403}
         doc["security"] = [{"apiKey": []}]
     else:
         doc["security"] = []
-    for status in sorted(statuses):
+    for status in sorted(error_statuses(op)):
         responses[str(status)] = _problem(status)
     doc["responses"] = responses
     return doc
@@ -129,6 +147,18 @@ def build_openapi() -> dict[str, Any]:
     }
 
 
+class _Dumper(yaml.SafeDumper):
+    """Writes a schema used twice out twice, not as a YAML anchor and alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def to_yaml(document: dict[str, Any]) -> str:
+    """YAML in the document's own key order, with non-ASCII text as is."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+
+
 def openapi_yaml() -> str:
     """The document as ``openapi.yaml`` holds it."""
-    return yaml.safe_dump(build_openapi(), sort_keys=False, allow_unicode=True)
+    return to_yaml(build_openapi())

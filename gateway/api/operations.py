@@ -3,76 +3,40 @@ cleaning finished tasks now."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field
 
-from gateway.api.body import field_problems
 from gateway.api.routing import QUEUE, Call, Operation, Param
 from gateway.auth import Access
-from gateway.errors import FieldProblem, ValidationFailed
+from gateway.services.operations import DeadLetterCursor, ScheduledCursor
 from sdk.wire import (
     CleanRequest,
     CleanResult,
     DeadLetterFilter,
+    Label,
+    QueueName,
     ResubmitRequest,
     ResubmitResult,
     RunningList,
     ScheduledPage,
+    TaskName,
     TaskPage,
+    Timestamp,
 )
 
 TIME_EXAMPLE = "'2030-01-01T00:00:00Z'"
 
 
-def _problem(name: str, reason: str) -> ValidationFailed:
-    return ValidationFailed([FieldProblem(name, reason)])
-
-
-def query_time(call: Call, name: str) -> datetime | None:
-    """An RFC 3339 date-time with its timezone, or a 422 naming the parameter."""
-    raw = call.query(name)
-    if raw is None:
-        return None
-    try:
-        when = datetime.fromisoformat(raw)
-    except ValueError:
-        when = None
-    if when is None or when.tzinfo is None:
-        raise _problem(name, f"must be an RFC 3339 date-time with a timezone, e.g. {TIME_EXAMPLE}")
-    return when
-
-
-def query_int(call: Call, name: str, low: int, high: int, default: int) -> int:
-    raw = call.query(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
-    if not low <= value <= high:
-        raise _problem(name, f"must be a whole number from {low} to {high}")
-    return value
-
-
-def query_filter(call: Call, names: tuple[str, ...]) -> DeadLetterFilter:
-    """The query parameters ``names`` checked as the dead-letter filter declares them (queue
-    and task names, version and owner labels, times)."""
-    fields: dict[str, object] = {n: call.query(n) for n in names if call.query(n) is not None}
-    for name in ("since", "until"):
-        if name in names:
-            fields[name] = query_time(call, name)
-    try:
-        return DeadLetterFilter.model_validate(fields)
-    except ValidationError as e:
-        raise ValidationFailed(field_problems(e)) from e
+def query_filter(call: Call, params: tuple[Param, ...]) -> DeadLetterFilter:
+    """The filter the query parameters ``params`` give (each checked as it is declared)."""
+    return DeadLetterFilter(**{p.name: call.param(p) for p in params})
 
 
 async def search_dead_letters(call: Call) -> BaseModel:
-    f = query_filter(call, ("queue", "name", "version", "owner", "since", "until"))
-    limit = query_int(call, "limit", 1, 1000, 100)
-    return await call.services.operations.dead_letters(f, limit, call.query("cursor"))
+    f = query_filter(call, DEAD_LETTER_FILTER)
+    limit = call.param(DEAD_LETTER_LIMIT)
+    return await call.services.operations.dead_letters(f, limit, call.param(DEAD_LETTER_CURSOR))
 
 
 async def resubmit_dead_letters(call: Call) -> BaseModel:
@@ -80,14 +44,13 @@ async def resubmit_dead_letters(call: Call) -> BaseModel:
 
 
 async def list_scheduled(call: Call) -> BaseModel:
-    limit = query_int(call, "limit", 1, 500, 100)
-    return await call.services.operations.scheduled(call.queue, limit, call.query("cursor"))
+    limit, cursor = call.param(SCHEDULED_LIMIT), call.param(SCHEDULED_CURSOR)
+    return await call.services.operations.scheduled(call.queue, limit, cursor)
 
 
 async def list_running(call: Call) -> BaseModel:
-    f = query_filter(call, ("queue", "owner"))
-    limit = query_int(call, "limit", 1, 5000, 500)
-    return await call.services.operations.running(f.queue, f.owner, limit)
+    f = query_filter(call, (ANY_QUEUE, OWNER))
+    return await call.services.operations.running(f.queue, f.owner, call.param(RUNNING_LIMIT))
 
 
 async def clean_queue(call: Call) -> BaseModel:
@@ -95,38 +58,34 @@ async def clean_queue(call: Call) -> BaseModel:
 
 
 def _limit(high: int, default: int) -> Param:
-    schema = {"type": "integer", "minimum": 1, "maximum": high, "default": default}
-    return Param("limit", "query", "Most items returned.", schema)
+    limit = Annotated[int, Field(ge=1, le=high)]
+    return Param("limit", "query", "Most items returned.", limit, default=default)
 
 
-CURSOR = Param("cursor", "query", "The next_cursor of the previous page.")
-ANY_QUEUE = Param(
-    "queue",
-    "query",
-    "One queue; every registered queue when absent.",
-    {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"},
-)
-OWNER = Param("owner", "query", "Only tasks of this owner (tenant) id.")
-DEAD_LETTER_PARAMS = (
+ANY_QUEUE = Param("queue", "query", "One queue; every registered queue when absent.", QueueName)
+OWNER = Param("owner", "query", "Only tasks of this owner (tenant) id.", Label)
+DEAD_LETTER_FILTER = (
     ANY_QUEUE,
-    Param("name", "query", "Only tasks of this task name."),
-    Param("version", "query", "Only tasks of this version."),
+    Param("name", "query", "Only tasks of this task name.", TaskName),
+    Param("version", "query", "Only tasks of this version.", Label),
     OWNER,
     Param(
         "since",
         "query",
         f"Died at or after this RFC 3339 time, e.g. {TIME_EXAMPLE}.",
-        {"type": "string", "format": "date-time"},
+        Timestamp,
     ),
-    Param(
-        "until",
-        "query",
-        "Died before this RFC 3339 time.",
-        {"type": "string", "format": "date-time"},
-    ),
-    _limit(1000, 100),
-    CURSOR,
+    Param("until", "query", "Died before this RFC 3339 time.", Timestamp),
 )
+DEAD_LETTER_LIMIT = _limit(1000, 100)
+DEAD_LETTER_CURSOR = Param(
+    "cursor", "query", "The next_cursor of the previous page.", DeadLetterCursor
+)
+SCHEDULED_LIMIT = _limit(500, 100)
+SCHEDULED_CURSOR = Param(
+    "cursor", "query", "The next_cursor of the previous page.", ScheduledCursor
+)
+RUNNING_LIMIT = _limit(5000, 500)
 
 OPERATIONS = [
     Operation(
@@ -137,7 +96,7 @@ OPERATIONS = [
         Access.READ,
         search_dead_letters,
         response=TaskPage,
-        params=DEAD_LETTER_PARAMS,
+        params=(*DEAD_LETTER_FILTER, DEAD_LETTER_LIMIT, DEAD_LETTER_CURSOR),
         errors=(404, 422),
         description="Dead tasks of one queue or all, oldest death first (queues in name "
         "order), matching every filter given. Each item carries its whole attempt history "
@@ -165,7 +124,7 @@ OPERATIONS = [
         Access.READ,
         list_scheduled,
         response=ScheduledPage,
-        params=(QUEUE, _limit(500, 100), CURSOR),
+        params=(QUEUE, SCHEDULED_LIMIT, SCHEDULED_CURSOR),
         errors=(404, 422),
         description="By due time, soonest first.",
     ),
@@ -177,7 +136,7 @@ OPERATIONS = [
         Access.READ,
         list_running,
         response=RunningList,
-        params=(ANY_QUEUE, OWNER, _limit(5000, 500)),
+        params=(ANY_QUEUE, OWNER, RUNNING_LIMIT),
         errors=(404, 422),
         description="Longest running first. A task is 'stalled' when it has been silent (no "
         "heartbeat, else since it started) for longer than its max_heartbeat_interval or its "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from gateway.api.routing import QUEUE, Call, Operation, Param, Reply
+from gateway.api.routing import QUEUE, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
 from sdk.wire import (
     EndpointCreate,
@@ -35,7 +35,7 @@ async def list_queues(call: Call) -> BaseModel:
 
 
 async def delete_queue(call: Call) -> None:
-    await call.services.queues.delete(call.queue, force=call.query_bool("force"))
+    await call.services.queues.delete(call.queue, force=call.param(FORCE))
 
 
 async def add_endpoint(call: Call) -> BaseModel:
@@ -52,10 +52,7 @@ async def delete_endpoint(call: Call) -> None:
 
 ENDPOINT_ID = Param("endpoint_id", "path", "Endpoint id.", required=True)
 FORCE = Param(
-    "force",
-    "query",
-    "Delete even with unfinished tasks (they are lost).",
-    {"type": "boolean", "default": False},
+    "force", "query", "Delete even with unfinished tasks (they are lost).", bool, default=False
 )
 
 OPERATIONS = [
@@ -72,9 +69,19 @@ OPERATIONS = [
         body=QueuePolicy,
         response=Queue,
         status=201,
+        also=(200,),
         params=(QUEUE,),
-        errors=(400, 422),
         description="201 when the queue is new, 200 when its policy was replaced.",
+        links=tuple(
+            Link(name, target, {"queue": "$request.path.queue"})
+            for name, target in (
+                ("GetQueue", "get_queue"),
+                ("AddEndpoint", "add_endpoint"),
+                ("ListEndpoints", "list_endpoints"),
+                ("EnqueueTask", "enqueue"),
+                ("ListTasks", "list_tasks"),
+            )
+        ),
     ),
     Operation(
         "PATCH",
@@ -86,7 +93,7 @@ OPERATIONS = [
         body=QueuePolicyPatch,
         response=Queue,
         params=(QUEUE,),
-        errors=(400, 404, 422),
+        errors=(404,),
     ),
     Operation(
         "GET",
@@ -121,7 +128,14 @@ OPERATIONS = [
         response=EndpointCreated,
         status=201,
         params=(QUEUE,),
-        errors=(400, 404, 422),
+        errors=(404,),
+        links=(
+            Link(
+                "DeleteEndpoint",
+                "delete_endpoint",
+                {"queue": "$request.path.queue", "endpoint_id": "$response.body#/id"},
+            ),
+        ),
     ),
     Operation(
         "GET",

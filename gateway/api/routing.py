@@ -8,36 +8,73 @@ Every POST but the worker callbacks honours an ``Idempotency-Key`` (``gateway.ap
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.api import idempotency
-from gateway.api.body import read_model
+from gateway.api.body import parse_value, read_model
 from gateway.auth import Access, Principal
-from gateway.errors import FieldProblem, ValidationFailed
 from gateway.services import Services
 from gateway.store.failures import as_gateway_error
-from sdk.wire import check_queue_name
+from sdk.wire import QueueName, TaskId
 
 Schema = dict[str, Any]
-_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 CALLBACKS = "/v1/callbacks/"  # worker callbacks: fenced by lease tokens, not Idempotency-Keys
 
 
-@dataclass(frozen=True, slots=True)
+_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
+@dataclass(frozen=True)
 class Param:
+    """A path, query or header parameter. Its type is both what ``openapi.yaml`` shows and what
+    the request is checked against, so the two cannot disagree."""
+
     name: str
     location: Literal["path", "query", "header"]
     description: str
-    schema: Schema = field(default_factory=lambda: {"type": "string"})
+    annotation: Any = str
     required: bool = False
+    default: Any = None
+    adapter: TypeAdapter[Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "adapter", TypeAdapter(self.annotation))
+
+    @property
+    def schema(self) -> Schema:
+        schema = self.adapter.json_schema(mode="validation")
+        schema.pop("title", None)
+        if self.default is not None:
+            schema["default"] = self.adapter.dump_python(self.default, mode="json")
+        return schema
+
+    def parse(self, raw: str | None) -> Any:
+        """The parameter's value (its default when absent), or 422 naming it."""
+        if raw is None:
+            return self.default
+        return parse_value(self.adapter, self.name, _json_value(raw, self.schema.get("type")))
+
+
+def _json_value(raw: str, kind: object) -> Any:
+    """A query string value as the JSON value it spells for a parameter of type ``kind``:
+    numbers and booleans as JSON writes them, anything else stays a string (and fails)."""
+    if kind in ("integer", "number") and _NUMBER.fullmatch(raw):
+        number = json.loads(raw)
+        if kind == "integer" and isinstance(number, float) and number.is_integer():
+            return int(number)  # JSON Schema counts 10.0 as an integer
+        return number
+    if kind == "boolean" and raw in ("true", "false"):
+        return raw == "true"
+    return raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,29 +105,24 @@ class Call:
     def task_id(self) -> str:
         return self.path("task_id").upper()
 
-    def query(self, name: str) -> str | None:
-        return self.request.query_params.get(name)
-
-    def query_float(self, name: str, low: float, high: float) -> float | None:
-        raw = self.query(name)
-        if raw is None:
-            return None
-        try:
-            value = float(raw)
-        except ValueError:
-            value = float("nan")
-        if not low <= value <= high:
-            raise ValidationFailed([FieldProblem(name, f"must be a number from {low} to {high}")])
-        return value
-
-    def query_bool(self, name: str) -> bool:
-        raw = (self.query(name) or "false").lower()
-        if raw not in ("true", "false", "1", "0"):
-            raise ValidationFailed([FieldProblem(name, "must be true or false")])
-        return raw in ("true", "1")
+    def param(self, param: Param) -> Any:
+        """The value of a query or header parameter, checked against its declared type."""
+        source = self.request.query_params if param.location == "query" else self.request.headers
+        return param.parse(source.get(param.name))
 
 
 Handler = Callable[[Call], Awaitable[BaseModel | Reply | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """An OpenAPI link from an operation's answer to the next call (for generated clients and
+    stateful testing): ``parameters`` maps the target's parameters to runtime expressions such
+    as ``$response.body#/id`` or ``$request.path.queue``."""
+
+    name: str
+    operation_id: str
+    parameters: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +139,8 @@ class Operation:
     params: tuple[Param, ...] = ()
     errors: tuple[int, ...] = ()
     description: str = ""
+    also: tuple[int, ...] = ()  # other success statuses, with the same response
+    links: tuple[Link, ...] = ()
 
     @property
     def operation_id(self) -> str:
@@ -119,14 +153,8 @@ class Operation:
         return self.method == "POST" and not self.path.startswith(CALLBACKS)
 
 
-QUEUE = Param(
-    "queue",
-    "path",
-    "Queue name.",
-    {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"},
-    True,
-)
-TASK_ID = Param("task_id", "path", "Task id (a ULID).", {"type": "string"}, True)
+QUEUE = Param("queue", "path", "Queue name.", QueueName, True)
+TASK_ID = Param("task_id", "path", "Task id (a ULID, any case).", TaskId, True)
 IDEMPOTENCY_KEY = Param(
     idempotency.HEADER,
     "header",
@@ -134,26 +162,18 @@ IDEMPOTENCY_KEY = Param(
     f"(201 as 200, with '{idempotency.REPLAYED}: true') instead of running twice, for 24 h by "
     "default; the key with another body is refused (422), a repeat while the first still runs "
     "gets 409. Error answers are not kept. Scoped to the API key and the path.",
-    idempotency.KEY_SCHEMA,
+    idempotency.Key,
 )
-
-
-def _path_problem(name: str, reason: str) -> ValidationFailed:
-    return ValidationFailed([FieldProblem(name, reason)])
 
 
 async def _resolve_queue(request: Request, services: Services) -> str | None:
     """The queue a request is about: from the path, or the task's own for task routes."""
     params = request.path_params
-    if "task_id" in params and _ULID.match(params["task_id"].upper()) is None:
-        raise _path_problem("task_id", "must be a ULID: 26 Crockford base32 characters")
+    task_id = TASK_ID.parse(params["task_id"]) if "task_id" in params else None
     if "queue" in params:
-        try:
-            return check_queue_name(params["queue"])
-        except ValueError as e:
-            raise _path_problem("queue", str(e)) from e
-    if "task_id" in params:
-        return await services.tasks.locate(params["task_id"].upper())
+        return str(QUEUE.parse(params["queue"]))
+    if task_id is not None:
+        return await services.tasks.locate(task_id)
     return None
 
 
@@ -209,4 +229,20 @@ def _endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
 
 
 def routes(operations: Sequence[Operation]) -> list[Route]:
-    return [Route(op.path, _endpoint(op), methods=[op.method]) for op in operations]
+    """One route per path, so a method the path lacks gets 405 with an ``Allow`` header that
+    names every method it has (HEAD comes with GET)."""
+    by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
+    for op in operations:
+        by_path.setdefault(op.path, {})[op.method] = _endpoint(op)
+        if op.method == "GET":
+            by_path[op.path]["HEAD"] = by_path[op.path]["GET"]
+    return [Route(path, _by_method(table), methods=list(table)) for path, table in by_path.items()]
+
+
+def _by_method(
+    table: dict[str, Callable[[Request], Awaitable[Response]]],
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        return await table[request.method](request)
+
+    return endpoint

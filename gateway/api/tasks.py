@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Annotated
 
-from gateway.api.routing import QUEUE, TASK_ID, Call, Operation, Param, Reply
+from pydantic import BaseModel, Field
+
+from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
-from gateway.errors import FieldProblem, ValidationFailed
-from gateway.services.tasks import MAX_WAIT
-from sdk.wire import BatchCreate, BatchCreated, LogPage, Task, TaskCreate, TaskPage, TaskState
+from gateway.services.tasks import MAX_WAIT, OffsetCursor
+from sdk.wire import (
+    BatchCreate,
+    BatchCreated,
+    Label,
+    LogPage,
+    Task,
+    TaskCreate,
+    TaskName,
+    TaskPage,
+    TaskState,
+)
 
 
 async def enqueue(call: Call) -> BaseModel | Reply:
@@ -23,25 +34,17 @@ async def enqueue_batch(call: Call) -> BaseModel:
 
 
 async def get_task(call: Call) -> BaseModel:
-    wait = call.query_float("wait", 0, MAX_WAIT) or 0
-    return await call.services.tasks.get(call.queue, call.task_id, wait=wait)
+    return await call.services.tasks.get(call.queue, call.task_id, wait=call.param(WAIT))
 
 
 async def list_tasks(call: Call) -> BaseModel:
-    raw_state = call.query("state") or TaskState.QUEUED.value
-    try:
-        state = TaskState(raw_state)
-    except ValueError as e:
-        names = ", ".join(s.value for s in TaskState)
-        raise ValidationFailed([FieldProblem("state", f"must be one of {names}")]) from e
-    limit = int(call.query_float("limit", 1, 500) or 50)
     return await call.services.tasks.page(
         call.queue,
-        state,
-        call.query("cursor"),
-        limit,
-        owner=call.query("owner"),
-        name=call.query("name"),
+        call.param(STATE),
+        call.param(CURSOR),
+        call.param(LIMIT),
+        owner=call.param(OWNER),
+        name=call.param(NAME),
     )
 
 
@@ -57,18 +60,23 @@ WAIT = Param(
     "wait",
     "query",
     f"Seconds to wait for the task to finish (long poll), at most {MAX_WAIT:g}.",
-    {"type": "number", "minimum": 0, "maximum": MAX_WAIT},
+    Annotated[float, Field(ge=0, le=MAX_WAIT)],
+    default=0.0,
 )
-STATE = Param(
-    "state",
-    "query",
-    "Which tasks to list.",
-    {"type": "string", "enum": [s.value for s in TaskState], "default": "queued"},
+STATE = Param("state", "query", "Which tasks to list.", TaskState, default=TaskState.QUEUED)
+LIMIT = Param("limit", "query", "Page size.", Annotated[int, Field(ge=1, le=500)], default=50)
+CURSOR = Param("cursor", "query", "The next_cursor of the previous page.", OffsetCursor)
+OWNER = Param("owner", "query", "Only tasks of this owner (tenant).", Label)
+NAME = Param("name", "query", "Only tasks of this name.", TaskName)
+
+TASK_LINKS = tuple(
+    Link(name, target, {"task_id": "$response.body#/id"})
+    for name, target in (
+        ("GetTask", "get_task"),
+        ("CancelTask", "cancel_task"),
+        ("TaskLogs", "task_logs"),
+    )
 )
-LIMIT = Param("limit", "query", "Page size.", {"type": "integer", "minimum": 1, "maximum": 500})
-CURSOR = Param("cursor", "query", "The next_cursor of the previous page.")
-OWNER = Param("owner", "query", "Only tasks of this owner (tenant).")
-NAME = Param("name", "query", "Only tasks of this name.")
 
 OPERATIONS = [
     Operation(
@@ -82,7 +90,11 @@ OPERATIONS = [
         response=Task,
         status=201,
         params=(QUEUE,),
-        errors=(400, 404, 409, 413, 422),
+        errors=(404, 409),
+        description="201 with the new task; 200 with the earlier one when the dedup or "
+        "singleton key matched it (deduplicated: true). A depends_on or after_group naming "
+        "nothing that exists is refused (422).",
+        links=TASK_LINKS,
     ),
     Operation(
         "POST",
@@ -95,7 +107,8 @@ OPERATIONS = [
         response=BatchCreated,
         status=201,
         params=(QUEUE,),
-        errors=(400, 404, 409, 413, 422),
+        errors=(404, 409),
+        links=(Link("GetFirstTask", "get_task", {"task_id": "$response.body#/tasks/0/id"}),),
     ),
     Operation(
         "GET",
@@ -106,7 +119,7 @@ OPERATIONS = [
         list_tasks,
         response=TaskPage,
         params=(QUEUE, STATE, LIMIT, CURSOR, OWNER, NAME),
-        errors=(404, 422),
+        errors=(404,),
         description="Queued tasks in the order they will run; scheduled by due time; running "
         "by lease expiry; waiting by when they were enqueued; finished by when they ended. "
         "Items carry their result (succeeded tasks) but no attempt history or checkpoint: "
@@ -122,7 +135,8 @@ OPERATIONS = [
         get_task,
         response=Task,
         params=(TASK_ID, WAIT),
-        errors=(404, 422),
+        errors=(404,),
+        links=TASK_LINKS[1:],
     ),
     Operation(
         "POST",

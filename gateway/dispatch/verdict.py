@@ -70,11 +70,17 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
+def _no_constants(word: str) -> None:
+    raise ValueError(f"JSON has no {word}")
+
+
 def _result_json(answer: Answer) -> str:
+    """The result a 2xx answer carries: its body when that is JSON, else the body as a JSON
+    string. NaN and Infinity are not JSON (they would read back as null)."""
     if not answer.body.strip():
         return "null"
     try:
-        json.loads(answer.body)
+        json.dumps(json.loads(answer.body, parse_constant=_no_constants), allow_nan=False)
     except ValueError:
         return json.dumps(answer.body.decode("utf-8", "replace"))
     return answer.body.decode()
@@ -122,7 +128,7 @@ def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
             answers.append(Answer(None, failure="the task is missing from the batch answer"))
             continue
         if 200 <= r.status < 300:
-            body = json.dumps(r.result).encode()
+            body = json.dumps(r.result, allow_nan=False).encode()
         else:
             body = b"" if r.error is None else r.error.model_dump_json().encode()
         retry_after = None if r.retry_after is None else repr(r.retry_after)

@@ -82,7 +82,7 @@ class CallbackService:
             task_id,
             token,
             self._clock.now_ms(),
-            checkpoint_json=json.dumps(body.state, separators=(",", ":")),
+            checkpoint_json=json.dumps(body.state, separators=(",", ":"), allow_nan=False),
         )
         _check(hb.fence, queue, task_id, hb.state)
         return CallbackAck(state=TaskState.RUNNING)
@@ -104,7 +104,7 @@ class CallbackService:
             task_id,
             token,
             AttemptOutcome.SUCCEEDED,
-            text=json.dumps(body.result, separators=(",", ":")),
+            text=json.dumps(body.result, separators=(",", ":"), allow_nan=False),
         )
         return await self._finish(queue, finish)
 

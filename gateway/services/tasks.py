@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Sequence
+from typing import Annotated
 
+from pydantic import Field
 from ulid import ULID
 
 from gateway.clock import Clock
@@ -32,6 +34,8 @@ from gateway.store.tasks import CancelResult, TaskStore
 from sdk.wire import LogLine, LogPage, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
+OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
+"""A task listing's cursor: how many entries of the state's index came before."""
 FILTER_SCAN = 10_000
 
 
@@ -45,7 +49,7 @@ def _new_task(spec: TaskCreate, now_ms: int, located: dict[str, str], queue: str
     return NewTask(
         id=spec.id or str(ULID()),
         name=spec.name,
-        payload_json=json.dumps(spec.payload, separators=(",", ":")),
+        payload_json=json.dumps(spec.payload, separators=(",", ":"), allow_nan=False),
         priority=spec.priority,
         created_ms=now_ms,
         run_at_ms=run_at,

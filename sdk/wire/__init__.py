@@ -45,9 +45,11 @@ from sdk.wire.base import (
     HEADER_LEASE,
     MAX_PRIORITY,
     PROBLEM_CONTENT_TYPE,
+    QUEUE_NAME_PATTERN,
     Capability,
     FieldError,
     GroupName,
+    Json,
     Key,
     Label,
     PositiveSeconds,
@@ -56,6 +58,7 @@ from sdk.wire.base import (
     Seconds,
     TaskId,
     TaskName,
+    Timestamp,
     check_queue_name,
 )
 from sdk.wire.operations import (
@@ -122,6 +125,7 @@ __all__ = [
     "HEADER_LEASE",
     "MAX_PRIORITY",
     "PROBLEM_CONTENT_TYPE",
+    "QUEUE_NAME_PATTERN",
     "Attempt",
     "AttemptOutcome",
     "Backoff",
@@ -148,6 +152,7 @@ __all__ = [
     "GroupName",
     "HeartbeatIn",
     "HeartbeatOut",
+    "Json",
     "Key",
     "Label",
     "LogIn",
@@ -180,5 +185,6 @@ __all__ = [
     "TaskName",
     "TaskPage",
     "TaskState",
+    "Timestamp",
     "check_queue_name",
 ]

@@ -1,15 +1,32 @@
 """The wire contract's ground rules: header names, name formats, and the two model bases.
 
-Inputs (what a client sends) forbid unknown fields; outputs (what a server sends) ignore
-fields added by newer servers. Errors are RFC 9457 problem documents.
+Inputs (what a client sends) forbid unknown fields, NaN and Infinity; outputs (what a server
+sends) ignore fields added by newer servers. Errors are RFC 9457 problem documents.
+
+The gateway validates every input strictly, from its JSON (``gateway.api.body``): no coercion
+of ``true`` to 1 or of ``"5"`` to 5, date-times only as RFC 3339 strings. The SDK builds the
+same models from Python values (``datetime`` objects, enum members), in pydantic's lax mode.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
-from typing import Annotated
+import typing
+from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    WithJsonSchema,
+    model_validator,
+)
 
 HEADER_LEASE = "jobgate-lease"
 HEADER_CALLBACK = "jobgate-callback"
@@ -17,11 +34,29 @@ HEADER_ATTEMPT = "jobgate-attempt"
 HEADER_BATCH = "jobgate-batch"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
-_QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$")
-_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
-_CAPABILITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
-_KEY = re.compile(r"^[\x21-\x7e]{1,256}$")
+# Each format is written once, as the JSON Schema pattern openapi.yaml shows, and checked with
+# fullmatch (a Python '$' would let a trailing newline through; the schema's does not).
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+TASK_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$"
+ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$"
+CAPABILITY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
+KEY_PATTERN = r"^[\x21-\x7e]{1,256}$"
+RFC3339_PATTERN = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern.removeprefix("^").removesuffix("$"))
+
+
+_QUEUE_NAME = _regex(QUEUE_NAME_PATTERN)
+_TASK_NAME = _regex(TASK_NAME_PATTERN)
+_ULID = _regex(ULID_PATTERN)
+_CAPABILITY = _regex(CAPABILITY_PATTERN)
+_KEY = _regex(KEY_PATTERN)
+_RFC3339 = _regex(RFC3339_PATTERN)
 
 MAX_PRIORITY = 1000
 DAY = 86_400.0
@@ -29,7 +64,7 @@ DAY = 86_400.0
 
 def check_queue_name(name: str) -> str:
     """Check a queue name: 1 to 64 letters, digits, dots, underscores or dashes."""
-    if not _QUEUE_NAME.match(name):
+    if not _QUEUE_NAME.fullmatch(name):
         raise ValueError(
             "must be 1-64 characters of letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -38,7 +73,7 @@ def check_queue_name(name: str) -> str:
 
 
 def _check_task_name(name: str) -> str:
-    if not _TASK_NAME.match(name):
+    if not _TASK_NAME.fullmatch(name):
         raise ValueError(
             "must be 1-200 characters of letters, digits, '_', '.', ':' or '-', "
             "starting with a letter or '_'"
@@ -47,39 +82,99 @@ def _check_task_name(name: str) -> str:
 
 
 def _check_ulid(value: str) -> str:
-    upper = value.upper()
-    if not _ULID.match(upper):
+    if not _ULID.fullmatch(value):
         raise ValueError("must be a ULID: 26 Crockford base32 characters")
-    return upper
+    return value.upper()
 
 
 def _check_capability(value: str) -> str:
-    if not _CAPABILITY.match(value):
+    if not _CAPABILITY.fullmatch(value):
         raise ValueError("must be 1-64 characters of letters, digits, '.', '_', ':' or '-'")
     return value
 
 
 def _check_key(value: str) -> str:
-    if not _KEY.match(value):
+    if not _KEY.fullmatch(value):
         raise ValueError("must be 1-256 printable ASCII characters without spaces")
     return value
 
 
-QueueName = Annotated[str, AfterValidator(check_queue_name)]
-TaskName = Annotated[str, AfterValidator(_check_task_name)]
-TaskId = Annotated[str, AfterValidator(_check_ulid)]
-Capability = Annotated[str, AfterValidator(_check_capability)]
-Key = Annotated[str, AfterValidator(_check_key)]
-GroupName = Annotated[str, AfterValidator(_check_capability)]
+def _timestamp(value: object) -> datetime:
+    """A date-time with its timezone: an RFC 3339 string from JSON (pydantic alone would also
+    take ``"0"`` or ``-1`` as 1970, or a date-time without an offset), or an aware ``datetime``
+    from Python."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value
+    if isinstance(value, str) and _RFC3339.fullmatch(value):
+        try:
+            return datetime.fromisoformat(value.upper())
+        except ValueError as e:
+            raise ValueError(f"is not a date-time: {e}") from e
+    raise ValueError("must be an RFC 3339 date-time with a timezone, e.g. '2030-01-01T00:00:00Z'")
+
+
+def _finite(value: JsonValue) -> JsonValue:
+    """JSON has no NaN or Infinity (nor numbers too large for a double, which become
+    Infinity): refuse them instead of storing null."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError as e:
+        raise ValueError("JSON has no NaN or Infinity") from e
+    return value
+
+
+def _pattern(pattern: str) -> Any:
+    return Field(json_schema_extra={"pattern": pattern})
+
+
+QueueName = Annotated[str, AfterValidator(check_queue_name), _pattern(QUEUE_NAME_PATTERN)]
+TaskName = Annotated[str, AfterValidator(_check_task_name), _pattern(TASK_NAME_PATTERN)]
+TaskId = Annotated[str, AfterValidator(_check_ulid), _pattern(ULID_PATTERN)]
+Capability = Annotated[str, AfterValidator(_check_capability), _pattern(CAPABILITY_PATTERN)]
+Key = Annotated[str, AfterValidator(_check_key), _pattern(KEY_PATTERN)]
+GroupName = Annotated[str, AfterValidator(_check_capability), _pattern(CAPABILITY_PATTERN)]
+Timestamp = Annotated[
+    datetime,
+    BeforeValidator(_timestamp),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339_PATTERN}),
+]
+
+
+Json = Annotated[JsonValue, AfterValidator(_finite)]
+"""Any JSON value (a payload, a result, a checkpoint), finite numbers only."""
 Label = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")]
 Seconds = Annotated[float, Field(ge=0, le=365 * DAY)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=365 * DAY)]
 
 
-class InputModel(BaseModel):
-    """What a client sends: unknown fields are an error, not silently dropped."""
+@functools.cache
+def _integer_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``model`` whose type is ``int`` or ``int | None``."""
+    return frozenset(
+        name
+        for name, info in model.model_fields.items()
+        if info.annotation is int or int in typing.get_args(info.annotation)
+    )
 
-    model_config = ConfigDict(extra="forbid")
+
+class InputModel(BaseModel):
+    """What a client sends: unknown fields are an error, not silently dropped; so are NaN and
+    Infinity in float fields (see :data:`Json` for JSON values)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        """JSON Schema counts ``3.0`` as an integer: an integer field takes it as 3 (but
+        never ``true`` or ``"3"``)."""
+        if not isinstance(data, dict):
+            return data
+        fields = _integer_fields(cls)
+        return {
+            k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v
+            for k, v in data.items()
+        }
 
 
 class OutputModel(BaseModel):

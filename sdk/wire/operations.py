@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from sdk.wire.base import (
     InputModel,
@@ -15,6 +15,7 @@ from sdk.wire.base import (
     Seconds,
     TaskId,
     TaskName,
+    Timestamp,
 )
 from sdk.wire.pushes import LogLine
 from sdk.wire.tasks import TaskState
@@ -66,12 +67,20 @@ class DeadLetterFilter(InputModel):
     name: TaskName | None = None
     version: Label | None = None
     owner: Label | None = None
-    since: datetime | None = Field(None, description="Died at or after this time.")
-    until: datetime | None = Field(None, description="Died before this time.")
+    since: Timestamp | None = Field(None, description="Died at or after this time.")
+    until: Timestamp | None = Field(None, description="Died before this time.")
 
 
 class ResubmitRequest(InputModel):
     """Body of ``POST /v1/deadletters/resubmit``: give ``ids`` or ``filter``, not both."""
+
+    model_config = ConfigDict(
+        json_schema_extra={  # exactly one of ids and filter, given and not null
+            "if": {"required": ["ids"], "properties": {"ids": {"type": "array"}}},
+            "then": {"not": {"required": ["filter"], "properties": {"filter": {"type": "object"}}}},
+            "else": {"required": ["filter"], "properties": {"filter": {"type": "object"}}},
+        }
+    )
 
     ids: list[TaskId] | None = Field(None, min_length=1, max_length=1000)
     filter: DeadLetterFilter | None = None
@@ -99,10 +108,13 @@ class ResubmitResult(OutputModel):
     )
 
 
+_FINISHED_STATES = {"type": "string", "enum": ["succeeded", "failed", "dead", "cancelled"]}
+
+
 class CleanRequest(InputModel):
     """Body of ``POST /v1/queues/{queue}/clean``: delete finished tasks now."""
 
-    states: list[TaskState] = Field(
+    states: list[Annotated[TaskState, WithJsonSchema(_FINISHED_STATES)]] = Field(
         default_factory=lambda: [
             TaskState.SUCCEEDED,
             TaskState.FAILED,

@@ -9,9 +9,11 @@ from pydantic import Field, JsonValue
 
 from sdk.wire.base import (
     InputModel,
+    Json,
     OutputModel,
     PositiveSeconds,
     Seconds,
+    Timestamp,
 )
 from sdk.wire.tasks import TaskState
 
@@ -53,7 +55,7 @@ class BatchResult(OutputModel):
         description="200 done (result), 202 accepted (callbacks follow), 429/503 busy, "
         "410 gone, other 4xx failed, 5xx retried; as for a single push.",
     )
-    result: JsonValue = None
+    result: Json = None
     error: ErrorIn | None = None
     retry_after: Seconds | None = None
 
@@ -78,13 +80,13 @@ class HeartbeatOut(OutputModel):
 
 
 class CheckpointIn(InputModel):
-    state: JsonValue
+    state: Json
 
 
 class LogLine(InputModel):
     message: Annotated[str, Field(max_length=8192)]
     level: Annotated[str, Field(max_length=16)] = "info"
-    at: datetime | None = None
+    at: Timestamp | None = None
 
 
 class LogIn(InputModel):
@@ -92,7 +94,7 @@ class LogIn(InputModel):
 
 
 class ResultIn(InputModel):
-    result: JsonValue = None
+    result: Json = None
 
 
 class ErrorIn(InputModel):

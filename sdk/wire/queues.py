@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from sdk.wire.base import (
     DAY,
@@ -29,11 +29,12 @@ class BackoffStrategy(StrEnum):
 
 
 class Backoff(InputModel):
-    """Retry delays: ``strategy`` from ``base_delay``, never more than ``max_delay``."""
+    """Retry delays: ``strategy`` from ``base_delay``, never more than ``max_delay``, which
+    must be at least ``base_delay`` (422 otherwise)."""
 
     strategy: BackoffStrategy = BackoffStrategy.EXPONENTIAL_JITTER
     base_delay: Seconds = 1.0
-    max_delay: Seconds = 300.0
+    max_delay: Seconds = Field(300.0, description="At least base_delay.")
 
     @model_validator(mode="after")
     def _cap_not_below_base(self) -> Self:
@@ -57,7 +58,7 @@ class CircuitBreaker(InputModel):
 
     failures: int = Field(5, ge=1, le=10_000, description="Failed pushes in a row that open it.")
     open_for: PositiveSeconds = Field(5.0, description="First pause.")
-    max_open_for: PositiveSeconds = Field(300.0, description="Longest pause.")
+    max_open_for: PositiveSeconds = Field(300.0, description="Longest pause; at least open_for.")
 
     @model_validator(mode="after")
     def _cap_not_below_first(self) -> Self:
@@ -117,6 +118,18 @@ class QueuePolicy(InputModel):
 class QueuePolicyPatch(InputModel):
     """Body of ``PATCH /v1/queues/{queue}``: only the fields given change."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["rate_limit", "remove_rate_limit"],
+                "properties": {
+                    "rate_limit": {"type": "object"},
+                    "remove_rate_limit": {"const": True},
+                },
+            }
+        }
+    )
+
     lease_timeout: PositiveSeconds | None = None
     max_attempts: int | None = Field(None, ge=1, le=1000)
     backoff: Backoff | None = None
@@ -131,7 +144,9 @@ class QueuePolicyPatch(InputModel):
     rate_limit: RateLimit | None = Field(
         None, description="Sets the rate limit; remove_rate_limit drops it."
     )
-    remove_rate_limit: bool | None = Field(None, description="true drops the queue's rate limit.")
+    remove_rate_limit: bool | None = Field(
+        None, description="true drops the queue's rate limit; not with a rate_limit."
+    )
     circuit_breaker: CircuitBreaker | None = None
     dedup_window: Seconds | None = None
     max_heartbeat_interval: PositiveSeconds | None = None

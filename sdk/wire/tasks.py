@@ -6,13 +6,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from sdk.wire.base import (
     MAX_PRIORITY,
     Capability,
     GroupName,
     InputModel,
+    Json,
     Key,
     Label,
     OutputModel,
@@ -20,6 +21,7 @@ from sdk.wire.base import (
     Seconds,
     TaskId,
     TaskName,
+    Timestamp,
 )
 
 
@@ -44,12 +46,25 @@ _FINISHED = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DEAD, Ta
 class TaskCreate(InputModel):
     """Body of ``POST /v1/queues/{queue}/tasks``."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["delay", "run_at"],
+                "properties": {"delay": {"type": "number"}, "run_at": {"type": "string"}},
+            }
+        }
+    )
+
     id: TaskId | None = Field(None, description="A ULID; the gateway makes one when absent.")
     name: TaskName
-    payload: JsonValue = None
+    payload: Json = None
     priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="Higher runs first.")
-    delay: Seconds | None = Field(None, description="Run no earlier than this many seconds.")
-    run_at: datetime | None = Field(None, description="Run no earlier than this time.")
+    delay: Seconds | None = Field(
+        None, description="Run no earlier than this many seconds; not with run_at."
+    )
+    run_at: Timestamp | None = Field(
+        None, description="Run no earlier than this time; not with delay."
+    )
     max_attempts: int | None = Field(None, ge=1, le=1000, description="Overrides the queue's.")
     lease_timeout: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
     max_run_time: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
@@ -89,8 +104,6 @@ class TaskCreate(InputModel):
     def _one_start_time(self) -> Self:
         if self.delay is not None and self.run_at is not None:
             raise ValueError("give either delay or run_at, not both")
-        if self.run_at is not None and self.run_at.tzinfo is None:
-            raise ValueError("run_at needs a timezone, e.g. '2030-01-01T00:00:00Z'")
         return self
 
 
@@ -184,5 +197,5 @@ class TaskArgs(InputModel):
     arguments. Other producers may send any JSON payload to workers of their own.
     """
 
-    args: list[JsonValue] = Field(default_factory=list)
-    kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    args: list[Json] = Field(default_factory=list)
+    kwargs: dict[str, Json] = Field(default_factory=dict)

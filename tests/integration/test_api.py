@@ -71,8 +71,19 @@ def problem(response: httpx.Response, status: int) -> dict[str, Any]:
         ({"name": "ok", "delay": -1}, "delay"),
         ({"name": "ok", "id": "not-a-ulid"}, "id"),
         ({"name": "ok", "surprise": 1}, "surprise"),
-        ({"name": "ok", "run_at": "2030-01-01T00:00:00"}, "body"),
+        ({"name": "ok", "run_at": "2030-01-01T00:00:00"}, "run_at"),
         ({}, "name"),
+        # strict: nothing is coerced to the type the schema says
+        ({"name": "ok", "priority": True}, "priority"),
+        ({"name": "ok", "priority": 1.5}, "priority"),
+        ({"name": "ok", "delay": "5"}, "delay"),
+        ({"name": "ok", "max_attempts": "3"}, "max_attempts"),
+        ({"name": "ok", "run_at": -1}, "run_at"),
+        ({"name": "ok", "run_at": "0"}, "run_at"),
+        ({"name": "ok", "run_at": "2030-01-01"}, "run_at"),
+        ({"name": "ok", "id": "01ARZ3NDEKTSV4RRFFQ69G5FAV\n"}, "id"),
+        ({"name": "ok\n"}, "name"),
+        ({"name": "ok", "depends_on": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}, "depends_on"),
     ],
 )
 async def test_bad_fields_are_named_and_nothing_is_stored(

@@ -114,6 +114,18 @@ def test_name_defaults_to_module_and_qualname() -> None:
     assert local.name == f"{__name__}.test_name_defaults_to_module_and_qualname.local"
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [float("-inf")]])
+def test_nan_and_infinity_are_refused_before_sending(
+    gw: respx.MockRouter, client: Client, value: object
+) -> None:
+    add = make_add(client)
+    with pytest.raises(ValueError, match="finite number"):
+        add.delay(value)
+    with pytest.raises(ValueError, match="finite number"):
+        client.enqueue("math", "add", payload={"x": value})
+    assert not gw.routes["enqueue"].called
+
+
 def test_delay_enqueues_args_and_kwargs(gw: respx.MockRouter, client: Client) -> None:
     add = make_add(client)
     handle = add.delay(1, y=2)

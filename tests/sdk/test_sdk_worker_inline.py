@@ -58,6 +58,11 @@ def unjsonable() -> object:
     return object()
 
 
+@task("default", name="not_a_number")
+def not_a_number() -> object:
+    return {"ratio": float("nan"), "top": [float("inf")]}
+
+
 TASKS: list[TaskFunction[Any, Any]] = [
     add,
     greet,
@@ -67,6 +72,7 @@ TASKS: list[TaskFunction[Any, Any]] = [
     resume,
     aresume,
     unjsonable,
+    not_a_number,
 ]
 
 
@@ -139,6 +145,16 @@ async def test_unserialisable_result_fails_without_retry(
     assert response.status_code == 422
     assert response.json()["retryable"] is False
     assert "not JSON-serialisable" in response.json()["error"]
+
+
+async def test_nan_or_infinity_in_a_result_fails_without_retry(
+    make_worker: MakeWorker, serve: Serve
+) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push("not_a_number")
+    assert response.status_code == 422
+    assert response.json()["retryable"] is False
+    assert "finite number" in response.json()["error"]
 
 
 async def test_previous_checkpoint_reaches_the_context(

@@ -105,9 +105,11 @@ DOCUMENT = {
 
 @pytest.fixture
 def fake_openapi(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``gateway.api.openapi`` replaced by a module whose ``build_openapi`` returns DOCUMENT."""
+    """``gateway.api.openapi`` replaced by a module whose ``openapi_yaml`` writes DOCUMENT."""
+    from gateway.api.openapi import to_yaml
+
     module = types.ModuleType("gateway.api.openapi")
-    module.build_openapi = lambda: DOCUMENT  # type: ignore[attr-defined]
+    module.openapi_yaml = lambda: to_yaml(DOCUMENT)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "gateway.api.openapi", module)
 
 

@@ -49,6 +49,17 @@ def test_success_body_is_the_result_and_non_json_is_kept_as_a_string() -> None:
     assert json.loads(judge(Answer(200, b"plain text")).text) == "plain text"
 
 
+@pytest.mark.parametrize("body", [b'{"a": NaN}', b"[Infinity]", b"-Infinity", b"[1e400]"])
+def test_a_result_with_nan_or_infinity_is_not_json_and_kept_as_a_string(body: bytes) -> None:
+    assert json.loads(judge(Answer(200, body, JSON)).text) == body.decode()
+
+
+def test_a_batch_result_with_nan_is_not_a_batch_answer() -> None:
+    body = b'{"results": [{"id": "a", "status": 200, "result": NaN}]}'
+    (answer,) = batch_answers(Answer(200, body, JSON), ["a"])
+    assert answer.status is None
+
+
 def test_error_body_gives_text_traceback_and_delay() -> None:
     body = json.dumps({"error": "boom", "traceback": "tb", "retry_delay": 7}).encode()
     verdict = judge(Answer(500, body, JSON))

@@ -1,0 +1,66 @@
+"""openapi.yaml is the truth: Schemathesis (every check, stateful through the spec's links)
+against a real gateway process finds nothing the spec does not describe."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import ADMIN, ROOT, Cluster
+
+pytestmark = pytest.mark.e2e
+
+MAX_EXAMPLES = "25"  # per operation and phase; the whole run takes about a minute
+
+
+@pytest.mark.timeout(400)
+def test_schemathesis_finds_no_failure(cluster: Cluster) -> None:
+    gateway = cluster.gateway()
+    with cluster.api() as api:  # data for the generated requests to find
+        assert api.put("/v1/queues/st", json={}).is_success
+        assert api.post("/v1/queues/st/tasks", json={"name": "seed"}).is_success
+    environ = {
+        **os.environ,
+        "SCHEMATHESIS_HOOKS": "tests.e2e.schemathesis_hooks",
+        "CONTRACT_ENDPOINT_URL": f"{gateway}/healthz",
+        "PYTHONPATH": str(ROOT),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "run",
+        str(ROOT / "openapi.yaml"),
+        "--url",
+        gateway,
+        "--header",
+        f"Authorization: Bearer {ADMIN}",
+        "--checks",
+        "all",
+        "--phases",
+        "examples,coverage,fuzzing,stateful",
+        "--max-examples",
+        MAX_EXAMPLES,
+        "--seed",
+        "7",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "10",
+        "--no-color",
+    ]
+    run = subprocess.run(
+        command,
+        env=environ,
+        cwd=cluster.tmp,  # Schemathesis keeps a .schemathesis/ folder in its working directory
+        capture_output=True,
+        text=True,
+        timeout=360,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
+    assert httpx.get(f"{gateway}/healthz").is_success
