@@ -8,9 +8,6 @@ that depend on the world rather than on the request, each written in openapi.yam
 - ``depends_on`` and ``after_group`` name tasks and groups that exist (422 otherwise);
 - an endpoint URL resolves to an address the gateway may push to (here: loopback);
 - an ``Idempotency-Key`` reused with another body is refused (422): each request gets its own.
-
-Worker callbacks go to the registered queue ``st``: a callback for an unregistered queue
-answers 500 on this branch (fixed separately: it will answer 404); drop that mapping then.
 """
 
 from __future__ import annotations
@@ -40,8 +37,6 @@ def _valid_task(task: Any) -> None:
 
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
-    if case.path.startswith("/v1/callbacks/") and case.path_parameters:
-        case.path_parameters["queue"] = "st"
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return case
