@@ -1,7 +1,14 @@
 """The recoverer: moves due scheduled tasks to ready, expires leases, sweeps finished tasks.
 
-One :class:`Recoverer` runs in every gateway process, all of them on the same Redis, driven by
-APScheduler (:meth:`Recoverer.schedule`). Correctness never depends on there being just one:
+One :class:`Recoverer` runs in every gateway process, all of them on the same Redis. It does not
+scan queues: the due index (``jg:due``, :mod:`gateway.store.tasks.due`) holds when each queue
+next needs it, and :meth:`Recoverer.run` sleeps until the earliest entry, or until a script
+announces an earlier one over pub/sub (:meth:`Recoverer.notice`). Each :meth:`Recoverer.step`
+reads the head of the index with one command and handles only the queues that are due. An
+APScheduler job reckons every queue's due time again every ``rescan_interval``
+(:meth:`Recoverer.rescan`), which repairs what a gateway that died half way left behind.
+
+Correctness never depends on there being just one recoverer:
 
 - promoting and sweeping are single scripts, so two gateways doing it at once each move or
   delete a task at most once between them;
@@ -10,8 +17,8 @@ APScheduler (:meth:`Recoverer.schedule`). Correctness never depends on there bei
   the expiry (``STALE``), a heartbeat extended the lease (``ALIVE``), the worker's result
   arrived (``STALE``) -- the script changes nothing, so every attempt expires at most once.
 
-Tests drive :meth:`Recoverer.step` and :meth:`Recoverer.sweep` one call at a time with a
-:class:`~gateway.clock.ManualClock`; nothing here sleeps.
+Tests drive :meth:`Recoverer.step` and :meth:`Recoverer.rescan` one call at a time with a
+:class:`~gateway.clock.ManualClock`; nothing here sleeps but :meth:`Recoverer.run`.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
+from functools import partial
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -29,23 +37,23 @@ from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
 from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
 from gateway.store.queues import QueueStore
+from gateway.store.scripts import RELINK_AFTER_MS
 from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
+from gateway.store.tasks.due import mark
 from sdk.wire import AttemptOutcome, Backoff, StallPolicy, TaskState
 
-__all__ = ["RECOVER_JOB_ID", "SWEEP_JOB_ID", "Recoverer", "RecoveryReport"]
+__all__ = ["RESCAN_JOB_ID", "Recoverer", "RecoveryReport"]
 
 logger = logging.getLogger(__name__)
 
-RECOVER_JOB_ID = "jobgate.recover"
-SWEEP_JOB_ID = "jobgate.sweep"
+RESCAN_JOB_ID = "jobgate.rescan"
 EXPIRED_TEXT = "lease expired"
 STALLED_TEXT = "heartbeats stopped"
-RELINK_AFTER_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
-    """What one :meth:`Recoverer.step` did, summed over every queue.
+    """What one :meth:`Recoverer.step` did, summed over the queues that were due.
 
     ``expired`` counts the expiries this step recorded; each ended as ``retried`` (back to
     scheduled or queued), ``failed``, ``dead`` or ``cancelled``. ``skipped`` counts leases read
@@ -63,6 +71,7 @@ class RecoveryReport:
     errors: int = 0
     stalled: int = 0  # attempts ended early because heartbeats stopped (stall policy redispatch)
     notified: int = 0  # dependency notices delivered to other queues
+    swept: int = 0  # finished tasks deleted past their queue's retention
 
     def __add__(self, other: RecoveryReport) -> RecoveryReport:
         return RecoveryReport(
@@ -84,11 +93,15 @@ def _tally(results: list[Finished]) -> RecoveryReport:
 
 
 class Recoverer:
-    """Promotes due tasks and expires leases of every registered queue, and sweeps them.
+    """Promotes due tasks, expires leases and sweeps finished tasks of the queues that are due.
 
     ``on_ready(queue)`` is called when a step put tasks of ``queue`` in its ready set, so this
     process's dispatcher can claim them without waiting for the wake channel. ``batch`` bounds
-    each script call; a step loops until a queue has nothing more due.
+    each script call and the queues one step takes in hand; a step loops until a queue has
+    nothing more due. :meth:`run` steps at most every ``interval`` seconds, so anything due is
+    handled within ``interval`` of its time. Finished tasks and dedup windows are swept at most
+    every ``sweep_interval`` seconds per queue, so sweeps come in batches. ``max_sleep`` bounds
+    a sleep in case a wake-up was lost (a broken pub/sub connection).
     """
 
     def __init__(
@@ -101,6 +114,9 @@ class Recoverer:
         rng: random.Random | None = None,
         batch: int = 500,
         dependencies: DependencyStore | None = None,
+        interval: float = 0.25,
+        sweep_interval: float = 60.0,
+        max_sleep: float = 60.0,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -111,102 +127,168 @@ class Recoverer:
         self._on_ready = on_ready
         self._rng = rng or random.Random()
         self._batch = batch
+        self._interval_ms = round(interval * 1000)
+        self._sweep_ms = round(sweep_interval * 1000)
+        self._max_sleep_ms = round(max_sleep * 1000)
         self._failures: dict[str, int] = {}
+        self._next_due_ms: int | None = None  # from the last step: the index, and reckonings
+        self._noticed_ms: int | None = None  # announced since the last step read the index
+        self._woken = asyncio.Event()
+
+    @property
+    def next_due_ms(self) -> int | None:
+        """When something is next due, as far as this recoverer knows (None: nothing)."""
+        return _earliest(self._next_due_ms, self._noticed_ms)
+
+    def notice(self, due_ms: int) -> None:
+        """Something is due at ``due_ms`` (the due index's new earliest entry, announced over
+        pub/sub): wake :meth:`run` if it sleeps past that."""
+        self._noticed_ms = _earliest(self._noticed_ms, due_ms)
+        self._woken.set()
 
     async def step(self, now_ms: int | None = None) -> RecoveryReport:
-        """Promote due scheduled tasks and record expired leases, in every queue.
+        """Handle every queue due by now: promote due scheduled tasks, record expired leases,
+        deliver dependency notices, sweep; then reckon its next due time.
 
-        A queue whose recovery raises is logged and counted in ``errors``, and the step goes on
-        with the next queue, so one broken queue cannot stall the others. Listing the queues
-        is not guarded: when Redis is unreachable, the step raises.
+        Each due queue's index entry is first set to a mark (due again a while later), so that
+        if this gateway dies mid-way another one takes the queue in hand then. A queue whose
+        recovery raises is logged and counted in ``errors``, its entry left at the mark, and the
+        step goes on with the next queue, so one broken queue cannot stall the others. Reading
+        the index is not guarded: when Redis is unreachable, the step raises.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
+        self._noticed_ms = None  # the read below sees every entry announced before it
+        entries = await self._tasks.due_queues(self._batch)
+        due = [queue for queue, at in entries if at <= now]
+        later = [math.ceil(at) for _, at in entries if at > now]
+        next_due = now if len(due) == self._batch else (later[0] if later else None)
         report = RecoveryReport()
-        for queue in await self._queues.names():
-            try:
-                report += await self._recover(queue, now)
-            except Exception:
-                logger.exception("recovering queue %r failed", queue)
-                report += RecoveryReport(errors=1)
+        if due:
+            held = mark(now)
+            await self._tasks.hold(due, held)
+            for queue in due:
+                try:
+                    report += await self._recover(queue, now)
+                    at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
+                    await self._tasks.settle_due(queue, at, held)
+                except Exception:
+                    logger.exception("recovering queue %r failed", queue)
+                    report += RecoveryReport(errors=1)
+                    continue
+                next_due = _earliest(next_due, at)
+        self._next_due_ms = next_due
         return report
 
-    async def sweep(self, now_ms: int | None = None) -> int:
-        """Delete finished tasks past their queue's retention; returns how many were deleted.
+    async def rescan(self, now_ms: int | None = None) -> int:
+        """Reckon the due time of every registered queue again and lower its index entry to
+        it; returns how many queues have something due.
 
-        A queue whose sweep raises is logged and skipped, as in :meth:`step`.
+        This repairs an entry that a gateway did not write because it died between a script
+        and the index update (or the update failed). It reads every queue, so it runs rarely
+        (``rescan_interval``) and once when a gateway starts. A queue whose reckoning raises is
+        logged and skipped; listing the queues is not guarded.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
-        deleted = 0
+        found = 0
         for queue in await self._queues.names():
             try:
-                while True:
-                    # The script deletes up to ``batch`` tasks of each finished state.
-                    n = await self._tasks.sweep(queue, now, self._batch)
-                    deleted += n
-                    if n < self._batch:
-                        break
+                at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
+                if at is not None:
+                    await self._tasks.lower_due(queue, at)
+                    found += 1
             except Exception:
-                logger.exception("sweeping queue %r failed", queue)
-        return deleted
+                logger.exception("reckoning the due time of queue %r failed", queue)
+        return found
 
-    async def recover_job(self) -> None:
-        """The scheduled recover job: :meth:`step`, logging a failure instead of raising."""
-        await self._guard("recover", self.step)
+    async def run(self) -> None:
+        """Rescan once, then step whenever something is due, until cancelled.
 
-    async def sweep_job(self) -> None:
-        """The scheduled sweep job: :meth:`sweep`, logging a failure instead of raising."""
-        await self._guard("sweep", self.sweep)
-
-    def schedule(
-        self, scheduler: AsyncIOScheduler, recover_interval: float, sweep_interval: float
-    ) -> None:
-        """Add the recover and sweep jobs to ``scheduler``; its owner starts and stops it.
-
-        Each job runs one instance at a time; runs missed while one was late are coalesced
-        into one, and a run later than one interval (at least a second) is dropped for the
-        next. The jobs are coroutine methods, which the scheduler's asyncio executor awaits on
-        its loop; they log failures and go on. Calling this again replaces them.
+        Between steps it sleeps until the next due time, but at least ``interval`` after the
+        previous step began (so a busy index cannot make it spin) and at most ``max_sleep``; a
+        :meth:`notice` of an earlier time shortens the sleep. A failed step is tried again
+        after ``interval``.
         """
-        for job_id, job, interval in (
-            (RECOVER_JOB_ID, self.recover_job, recover_interval),
-            (SWEEP_JOB_ID, self.sweep_job, sweep_interval),
-        ):
-            scheduler.add_job(
-                job,
-                "interval",
-                seconds=interval,
-                id=job_id,
-                name=job_id,
-                max_instances=1,
-                coalesce=True,
-                misfire_grace_time=max(1, math.ceil(interval)),
-                replace_existing=True,
-            )
+        await self._guard("rescan", self.rescan)
+        while True:
+            began = self._clock.now_ms()
+            if not await self._guard("recover", partial(self.step, began)):
+                self._next_due_ms = began
+            await self._sleep(began)
 
-    async def _guard(self, name: str, run: Callable[[], Awaitable[object]]) -> None:
+    async def _sleep(self, began: int) -> None:
+        while True:
+            self._woken.clear()
+            due = self.next_due_ms
+            if due is None:
+                wait_ms = self._max_sleep_ms
+            else:
+                wait_ms = max(due, began + self._interval_ms) - self._clock.now_ms()
+                wait_ms = min(wait_ms, self._max_sleep_ms)
+            if wait_ms <= 0:
+                return
+            try:
+                async with asyncio.timeout(wait_ms / 1000):
+                    await self._woken.wait()
+            except TimeoutError:
+                return
+
+    async def recover_job(self) -> bool:
+        """One :meth:`step`, logging a failure instead of raising; returns whether it worked."""
+        return await self._guard("recover", self.step)
+
+    async def rescan_job(self) -> None:
+        """The scheduled rescan: :meth:`rescan`, logging a failure instead of raising."""
+        try:
+            await self._guard("rescan", self.rescan)
+        except asyncio.CancelledError:
+            # The scheduler shuts down mid-run. The next rescan (here or on another gateway)
+            # simply does it again; nothing to report.
+            return
+
+    def schedule(self, scheduler: AsyncIOScheduler, rescan_interval: float) -> None:
+        """Add the rescan job to ``scheduler``; its owner starts and stops it.
+
+        The job runs one instance at a time; runs missed while one was late are coalesced into
+        one. It is a coroutine method, which the scheduler's asyncio executor awaits on its
+        loop; it logs failures and goes on. Calling this again replaces it.
+        """
+        scheduler.add_job(
+            self.rescan_job,
+            "interval",
+            seconds=rescan_interval,
+            id=RESCAN_JOB_ID,
+            name=RESCAN_JOB_ID,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, math.ceil(rescan_interval)),
+            replace_existing=True,
+        )
+
+    async def _guard(self, name: str, run: Callable[[], Awaitable[object]]) -> bool:
         """Run one job, so that it never dies: a failure is logged and the next run goes on.
 
         The first failure of a streak is logged with its traceback, later ones of the same
-        streak only at debug level (the recover job runs several times a second), and the
+        streak only at debug level (the recover job may run several times a second), and the
         recovery once, as a warning.
         """
         try:
             await run()
         except asyncio.CancelledError:
-            # The scheduler shuts down mid-run. Every change is one atomic script, so the next
-            # run (here or on another gateway) simply carries on; nothing to report.
+            # Shutdown mid-run. Every change is one atomic script, and a queue taken in hand
+            # is due again at its mark, so the next run (here or on another gateway) carries on.
             logger.debug("the %s job was stopped mid-run by shutdown", name)
-            return
+            raise
         except Exception:
             failures = self._failures[name] = self._failures.get(name, 0) + 1
             if failures == 1:
                 logger.exception("the %s job failed; it runs again at its next time", name)
             else:
                 logger.debug("the %s job failed again (%d runs in a row)", name, failures)
-            return
+            return False
         failures = self._failures.pop(name, 0)
         if failures:
             logger.warning("the %s job works again after %d failed runs", name, failures)
+        return True
 
     async def _recover(self, queue: str, now: int) -> RecoveryReport:
         promoted = await self._promote(queue, now)
@@ -221,7 +303,18 @@ class Recoverer:
                 requeued += again
         if promoted or requeued:
             self._on_ready(queue)
-        return RecoveryReport(promoted=promoted) + expired + await self._notify(queue, now)
+        report = RecoveryReport(promoted=promoted, swept=await self._sweep(queue, now))
+        return report + expired + await self._notify(queue, now)
+
+    async def _sweep(self, queue: str, now: int) -> int:
+        """Delete the queue's finished tasks past retention (and its ended dedup windows)."""
+        deleted = 0
+        while True:
+            # The script deletes up to ``batch`` tasks of each finished state.
+            n = await self._tasks.sweep(queue, now, self._batch)
+            deleted += n
+            if n < self._batch:
+                return deleted
 
     async def _notify(self, queue: str, now: int) -> RecoveryReport:
         """Deliver this queue's dependency notices to other queues, and link again the
@@ -298,3 +391,11 @@ class Recoverer:
             text=EXPIRED_TEXT,
             delay_ms=retry_delay_ms(lease.attempt, backoff, self._rng),
         )
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

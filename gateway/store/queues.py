@@ -26,7 +26,10 @@ class QueueStore:
         self._scripts = scripts
 
     async def put(self, name: str, policy: QueuePolicy, now_ms: int) -> tuple[StoredQueue, bool]:
-        """Create or replace a queue's policy; returns the queue and whether it is new."""
+        """Create or replace a queue's policy; returns the queue and whether it is new.
+
+        A changed policy can move the queue's due times (retention, stall policy): the queue is
+        made due now, so the recoverer works them out again with the new policy."""
         k = QueueKeys.of(name)
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hsetnx(k.policy, "created_ms", now_ms)
@@ -34,14 +37,17 @@ class QueueStore:
             pipe.hget(k.policy, "created_ms")
             pipe.sadd(keys.QUEUES, name)
             created, _, created_ms, _ = await pipe.execute()
+        if not created:
+            await self._scripts.lower_due(name, now_ms)
         return StoredQueue(name, policy, int(created_ms)), bool(created)
 
-    async def patch(self, name: str, fields: dict[str, object]) -> StoredQueue:
+    async def patch(self, name: str, fields: dict[str, object], now_ms: int) -> StoredQueue:
         """Change some policy fields atomically; raises QueueNotFound."""
         k = QueueKeys.of(name)
         encoded = await self._scripts.call("patch_queue", [k.policy], [json.dumps(fields)])
         if not encoded:
             raise QueueNotFound(name)
+        await self._scripts.lower_due(name, now_ms)
         return await self.require(name)
 
     async def get(self, name: str) -> StoredQueue | None:
@@ -77,6 +83,7 @@ class QueueStore:
                 "delete with ?force=true"
             )
         await self._redis.srem(keys.QUEUES, name)
+        await self._redis.zrem(keys.DUE, name)
         return cast(list[str], reply[1:])
 
     # --- endpoints ------------------------------------------------------------------------

@@ -1,0 +1,100 @@
+"""Idle cost: what one gateway process costs with N registered queues and no work at all.
+
+Starts a managed Redis and one gateway process (``python -m gateway serve``), registers N queues
+with one endpoint each (nothing listens there: no task is ever enqueued), lets the gateway settle,
+then measures over a window:
+
+- the gateway process's CPU, from ``/proc/<pid>/stat`` (user + system), as % of one core;
+- the commands Redis ran, from ``INFO stats`` ``total_commands_processed`` before and after
+  (minus the two INFO calls of the measurement itself), as commands/s, and the commands that
+  made them up (``INFO commandstats`` deltas).
+
+Each N runs on a fresh Redis and gateway. Run: ``.venv/bin/python bench/idle.py``
+(``--queues 0 10 100 --window 30``). Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from bench.e2e import KEY, ROOT, _cpu_seconds, wait_http
+from gateway.redis_server import ManagedRedis, free_port
+from sdk import Client
+
+
+def _commandstats(client: redis.Redis) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+def measure(queues: int, settle: float, window: float) -> tuple[float, float, dict[str, float]]:
+    """Gateway CPU (% of a core), Redis commands/s, and commands/s by command."""
+    with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as managed:
+        port = free_port()
+        env = {
+            **os.environ,
+            "JOBGATE_REDIS_URL": managed.url,
+            "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
+            "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
+            "JOBGATE_LOG_LEVEL": "warning",
+            "JOBGATE_PORT": str(port),
+        }
+        url = f"http://127.0.0.1:{port}"
+        gateway = subprocess.Popen([sys.executable, "-m", "gateway", "serve"], env=env, cwd=ROOT)
+        try:
+            wait_http(url + "/healthz", gateway)
+            with Client(url, KEY) as client:
+                for i in range(queues):
+                    client.put_queue(f"idle-{i:03d}")
+                    client.add_endpoint(f"idle-{i:03d}", f"http://127.0.0.1:{free_port()}/")
+            time.sleep(settle)
+            with redis.Redis.from_url(managed.url) as r:
+                before_cmds = _commandstats(r)
+                before_total = int(r.info("stats")["total_commands_processed"])
+                before_cpu = _cpu_seconds(gateway.pid)
+                start = time.monotonic()
+                time.sleep(window)
+                elapsed = time.monotonic() - start
+                cpu = _cpu_seconds(gateway.pid) - before_cpu
+                total = int(r.info("stats")["total_commands_processed"]) - before_total - 2
+                after_cmds = _commandstats(r)
+        finally:
+            gateway.terminate()
+            gateway.wait(15)
+    by_command = {
+        name: (calls - before_cmds.get(name, 0)) / elapsed
+        for name, calls in after_cmds.items()
+        if name != "info" and calls > before_cmds.get(name, 0)
+    }
+    return 100 * cpu / elapsed, total / elapsed, by_command
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", type=int, nargs="+", default=[0, 10, 100])
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds before measuring")
+    parser.add_argument("--window", type=float, default=30.0, help="seconds measured")
+    args = parser.parse_args()
+    print(f"idle gateway, {args.window:.0f} s window after {args.settle:.0f} s settling\n")
+    print("| queues | gateway CPU (% of a core) | Redis commands/s | commands (per s) |")
+    print("| --: | --: | --: | --- |")
+    for n in args.queues:
+        cpu, rate, by_command = measure(n, args.settle, args.window)
+        top = ", ".join(
+            f"{name} {calls:.1f}"
+            for name, calls in sorted(by_command.items(), key=lambda kv: -kv[1])[:6]
+        )
+        print(f"| {n} | {cpu:.2f} | {rate:.1f} | {top or '-'} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
