@@ -19,15 +19,18 @@ is kept in two steps. Each queue's hash has a ``due`` field, the time the index 
    Then it does the queue's due work, and ``reckon_due.lua`` works out the queue's next due
    time from its own sets and stores it in ``due``. While the entry still holds the mark, the
    recoverer sets it to that time (or removes it: nothing due); otherwise a script announced a
-   time meanwhile, and the entry is only lowered (``settle_due.lua``).
+   time meanwhile, and the entry is only lowered (``settle_due.lua``). Last, it reads ``due``
+   again: a script that announced a time after the reckoning may have lowered the entry while
+   it held the mark, which ``ZADD LT`` does not do when the time is later than the mark; then
+   the recoverer lowers the entry to that time itself.
 
 Why nothing is lost:
 
-- Everything due is either in the index (via ``due``) or newer than the last reckoning, which
-  the index entry then still covers: entries only go down (``ZADD LT``), except the mark, and
-  the recoverer that set a mark reckons afterwards from the queue's own sets, which include
-  every change made before the reckoning; a change made after it compares with the ``due`` the
-  reckoning stored, and announces itself if earlier.
+- Entries only go down (``ZADD LT``), except when a recoverer sets a mark or settles its own
+  mark. The recoverer that set a mark reckons afterwards from the queue's own sets, which
+  include every change made before the reckoning; a change made after it compares with the
+  ``due`` the reckoning stored and announces itself if earlier, and if that announcement met
+  the mark, the recoverer's last read of ``due`` finds it.
 - Two recoverers on one queue each mark, reckon and settle; a mark is replaced by the settling
   only while it is still the entry, otherwise the lowest time wins.
 
@@ -107,6 +110,12 @@ class DueIndexing(StoreBase):
             [keys.DUE],
             [queue, repr(held), "" if due_ms is None else due_ms, keys.DUE_CHANNEL],
         )
+        # A script that announced a time after the reckoning may have found the entry at the
+        # mark (which ZADD LT leaves alone when it is earlier) and the settling may then have
+        # replaced or removed it. What it announced is in the queue's ``due`` field: read it.
+        told = await self._redis.hget(QueueKeys.of(queue).policy, "due")
+        if told is not None and (due_ms is None or int(told) < due_ms):
+            await self._scripts.lower_due(queue, int(told))
 
     async def lower_due(self, queue: str, due_ms: int) -> None:
         """Lower the queue's entry to ``due_ms`` (or add it); a failure is logged, not raised."""
