@@ -7,11 +7,14 @@ kept for its retention, so every queue has an entry in the due index, hours ahea
 
 - the gateway process's CPU, from ``/proc/<pid>/stat`` (user + system), as % of one core;
 - the commands Redis ran, from ``INFO stats`` ``total_commands_processed`` before and after
-  (minus the two INFO calls of the measurement itself), as commands/s, and the commands that
-  made them up (``INFO commandstats`` deltas).
+  (minus the measurement's own INFO), as commands/s, and the commands that made them up
+  (``INFO commandstats`` deltas). Redis counts the commands a script runs as well as the
+  EVALSHA that ran it.
 
-Each N runs on a fresh Redis and gateway. Run: ``.venv/bin/python bench/idle.py``
-(``--queues 0 10 100 --window 30``). Loopback only.
+Each N runs on a fresh Redis and gateway. The default window (130 s) holds two of the gateway's
+rescans of every queue (``rescan_interval``, 60 s), its only idle work that grows with N. Run
+from the repository root: ``.venv/bin/python -m bench.idle`` (``--queues 0 10 100 --tasks``).
+Loopback only.
 """
 
 from __future__ import annotations

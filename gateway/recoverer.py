@@ -5,7 +5,7 @@ scan queues: the due index (``jg:due``, :mod:`gateway.store.tasks.due`) holds wh
 next needs it, and :meth:`Recoverer.run` sleeps until the earliest entry, or until a script
 announces an earlier one over pub/sub (:meth:`Recoverer.notice`). Each :meth:`Recoverer.step`
 reads the head of the index with one command and handles only the queues that are due. An
-APScheduler job reckons every queue's due time again every ``rescan_interval``
+APScheduler job checks the index against every queue every ``rescan_interval``
 (:meth:`Recoverer.rescan`), which repairs what a gateway that died half way left behind.
 
 Correctness never depends on there being just one recoverer:
@@ -179,14 +179,34 @@ class Recoverer:
         self._next_due_ms = next_due
         return report
 
-    async def rescan(self, now_ms: int | None = None) -> int:
-        """Reckon the due time of every registered queue again and lower its index entry to
-        it; returns how many queues have something due.
+    async def rescan(self) -> int:
+        """Repair the due index after gateways that died half way; returns how many entries
+        were repaired.
 
-        This repairs an entry that a gateway did not write because it died between a script
-        and the index update (or the update failed). It reads every queue, so it runs rarely
-        (``rescan_interval``) and once when a gateway starts. A queue whose reckoning raises is
-        logged and skipped; listing the queues is not guarded.
+        A gateway that dies between a script and the index update leaves the queue's ``due``
+        field saying the index was told a time it never got. Every queue's field is compared
+        with its entry (one command per queue, in one round trip per ``batch`` queues), and the
+        entry lowered where the field is earlier. It reads every queue, so it runs rarely
+        (``rescan_interval``). Listing the queues is not guarded.
+        """
+        names = await self._queues.names()
+        repaired = 0
+        for start in range(0, len(names), self._batch):
+            chunk = names[start : start + self._batch]
+            found = await self._tasks.told_and_indexed(chunk)
+            for queue, (told, indexed) in zip(chunk, found, strict=True):
+                if told is not None and (indexed is None or told < indexed):
+                    await self._tasks.lower_due(queue, told)
+                    repaired += 1
+        return repaired
+
+    async def reckon_all(self, now_ms: int | None = None) -> int:
+        """Reckon the due time of every registered queue from its own sets and lower its index
+        entry to it; returns how many queues have something due.
+
+        This builds the index from nothing, when Redis lost it or an older version wrote the
+        queues. A gateway does it once when it starts. A queue whose reckoning raises is logged
+        and skipped; listing the queues is not guarded.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
         found = 0
@@ -201,14 +221,14 @@ class Recoverer:
         return found
 
     async def run(self) -> None:
-        """Rescan once, then step whenever something is due, until cancelled.
+        """Reckon every queue once, then step whenever something is due, until cancelled.
 
         Between steps it sleeps until the next due time, but at least ``interval`` after the
         previous step began (so a busy index cannot make it spin) and at most ``max_sleep``; a
         :meth:`notice` of an earlier time shortens the sleep. A failed step is tried again
         after ``interval``.
         """
-        await self._guard("rescan", self.rescan)
+        await self._guard("reckon", self.reckon_all)
         while True:
             began = self._clock.now_ms()
             if not await self._guard("recover", partial(self.step, began)):

@@ -100,7 +100,12 @@ class Notifier:
             if channel == keys.WAKE_CHANNEL:
                 self._on_wake(message["data"])
             elif channel == keys.DUE_CHANNEL:
-                self._on_due(int(message["data"]))
+                try:
+                    due_ms = int(message["data"])
+                except ValueError:
+                    log.warning("ignoring a malformed due time on %s", channel)
+                    continue
+                self._on_due(due_ms)
             elif channel.startswith(keys.DONE_CHANNEL_PREFIX):
                 for event in self._waiters.get(channel.removeprefix(keys.DONE_CHANNEL_PREFIX), ()):
                     event.set()

@@ -189,11 +189,44 @@ async def test_a_due_time_lost_with_a_gateway_is_found_by_the_rescan(
     rec = recoverer(stores)
 
     assert await rec.step(now + 1_000) == RecoveryReport()  # the index does not know
-    assert await rec.rescan(now + 1_000) == 1
+    assert await rec.rescan() == 1
     assert await stores.tasks.due_of("q") == now + 1_000
     assert await rec.step(now + 1_000) == RecoveryReport(promoted=1)
     assert (await record(stores, task_id))["state"] == TaskState.QUEUED
     assert await stores.tasks.due_of("q") == now + 2_000
+
+
+async def test_a_policy_change_lost_with_a_gateway_is_found_by_the_rescan(
+    stores: Stores,
+) -> None:
+    await make_queue(stores, retention_failed=3600)
+    now = stores.clock.now_ms()
+    await stores.tasks.cancel("q", await enqueue(stores), now)
+    rec = recoverer(stores, sweep_interval=0)
+    crashed = QueueStore(stores.redis, DiesBeforeTheIndex(stores.redis))
+    await crashed.patch("q", {"retention_failed": 60}, now + 1)
+    assert await stores.tasks.due_of("q") == now + 3_600_000  # the index does not know
+    assert await rec.rescan() == 1
+    assert await rec.step(now + 1) == RecoveryReport()
+    assert (await rec.step(now + 60_000)).swept == 1
+
+
+async def test_a_lost_index_is_built_again_when_a_gateway_starts(stores: Stores) -> None:
+    """Redis restored without it, or queues written by a version that had none."""
+    now = stores.clock.now_ms()
+    for name, run_at in (("a", now + 5_000), ("b", now + 1_000), ("c", None)):
+        await make_queue(stores, name=name)
+        if run_at is not None:
+            await enqueue(stores, queue=name, run_at=run_at)
+        await stores.redis.hdel(QueueKeys.of(name).policy, "due")
+    await stores.redis.delete(DUE)
+    rec = recoverer(stores)
+    assert await rec.rescan() == 0  # the quick check cannot know: nothing was told
+    assert await rec.reckon_all(now) == 2
+    assert await stores.redis.zrange(DUE, 0, -1, withscores=True) == [
+        ("b", now + 1_000),
+        ("a", now + 5_000),
+    ]
 
 
 async def test_a_queue_taken_in_hand_by_a_recoverer_that_died_is_due_again_later(

@@ -36,13 +36,17 @@ Why nothing is lost:
 
 What a crash costs (a gateway dying between two steps, or a failed index command):
 
-- between a script and its index update: ``due`` says announced, the index does not know; that
-  time is found by the slow rescan (``reckon_due`` for every queue, every ``rescan_interval``,
-  and once when a gateway starts), or earlier if the queue is due for something else;
+- between a script and its index update: ``due`` says announced, the index does not know; the
+  slow rescan finds it (every ``rescan_interval`` it compares every queue's ``due`` with its
+  index entry, one command per queue, and lowers the entry where ``due`` is earlier), or the
+  queue's next due work does, whichever comes first. Policy changes mark the queue due now in
+  ``due`` together with the change, so they are covered the same way;
 - between the mark and the reckoning: the entry holds the mark, so the queue is taken in hand
   again ``HOLD_MS`` later, by any gateway.
 
-So a due time is never lost, and at worst late by one rescan interval after a crash.
+So a due time is never lost, and at worst late by one rescan interval after a crash. When a
+gateway starts, its recoverer also reckons every queue from its own sets (``reckon_due``), which
+builds the index from nothing (a Redis restored without it, or written by an older version).
 """
 
 from __future__ import annotations
@@ -116,6 +120,21 @@ class DueIndexing(StoreBase):
         told = await self._redis.hget(QueueKeys.of(queue).policy, "due")
         if told is not None and (due_ms is None or int(told) < due_ms):
             await self._scripts.lower_due(queue, int(told))
+
+    async def told_and_indexed(
+        self, queues: Sequence[str]
+    ) -> list[tuple[int | None, float | None]]:
+        """For each queue: the due time its hash says the index was told, and the index's entry.
+        One round trip (on Cluster, one per node); one command per queue and one for the index.
+        """
+        if not queues:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                pipe.hget(QueueKeys.of(queue).policy, "due")
+            pipe.zmscore(keys.DUE, list(queues))
+            *told, indexed = await pipe.execute()
+        return [(None if t is None else int(t), i) for t, i in zip(told, indexed, strict=True)]
 
     async def lower_due(self, queue: str, due_ms: int) -> None:
         """Lower the queue's entry to ``due_ms`` (or add it); a failure is logged, not raised."""
