@@ -174,7 +174,7 @@ class Recoverer:
                 except Exception:
                     logger.exception("recovering queue %r failed", queue)
                     report += RecoveryReport(errors=1)
-                    continue
+                    at = math.ceil(held)  # tried again at its mark
                 next_due = _earliest(next_due, at)
         self._next_due_ms = next_due
         return report

@@ -279,6 +279,17 @@ async def test_a_due_time_announced_while_the_queue_is_handled_is_kept(
     assert await stores.tasks.due_of("q") == now + 1_000 + ahead_ms
 
 
+async def test_a_queue_whose_recovery_fails_is_tried_again_at_its_mark(stores: Stores) -> None:
+    await make_queue(stores)
+    now = stores.clock.now_ms()
+    await enqueue(stores, run_at=now + 1)
+    await stores.redis.hset(QueueKeys.of("q").policy, "policy", "not json")
+    rec = recoverer(stores)
+    assert await rec.step(now + 1) == RecoveryReport(errors=1)
+    assert rec.next_due_ms == now + 1 + HOLD_MS + 1  # not the next rescan, a minute later
+    assert await rec.step(now + 1 + HOLD_MS) == RecoveryReport()
+
+
 async def test_entries_of_deleted_queues_are_dropped(stores: Stores) -> None:
     await make_queue(stores)
     now = stores.clock.now_ms()
