@@ -47,6 +47,10 @@ __all__ = ["RESCAN_JOB_ID", "Recoverer", "RecoveryReport"]
 logger = logging.getLogger(__name__)
 
 RESCAN_JOB_ID = "jobgate.rescan"
+# One rescan in this many reckons every queue in full instead (hourly, with the default
+# rescan_interval): it finds due times no gateway announced (queues written by an older version
+# during a rolling upgrade, a Redis restored from a backup).
+RECKON_EVERY = 60
 EXPIRED_TEXT = "lease expired"
 STALLED_TEXT = "heartbeats stopped"
 
@@ -131,6 +135,7 @@ class Recoverer:
         self._sweep_ms = round(sweep_interval * 1000)
         self._max_sleep_ms = round(max_sleep * 1000)
         self._failures: dict[str, int] = {}
+        self._rescans = 0
         self._next_due_ms: int | None = None  # from the last step: the index, and reckonings
         self._noticed_ms: int | None = None  # announced since the last step read the index
         self._woken = asyncio.Event()
@@ -257,9 +262,12 @@ class Recoverer:
         return await self._guard("recover", self.step)
 
     async def rescan_job(self) -> None:
-        """The scheduled rescan: :meth:`rescan`, logging a failure instead of raising."""
+        """The scheduled rescan: :meth:`rescan`, or every ``RECKON_EVERY`` runs
+        :meth:`reckon_all`, logging a failure instead of raising."""
+        self._rescans += 1
+        full = self._rescans % RECKON_EVERY == 0
         try:
-            await self._guard("rescan", self.rescan)
+            await self._guard("rescan", self.reckon_all if full else self.rescan)
         except asyncio.CancelledError:
             # The scheduler shuts down mid-run. The next rescan (here or on another gateway)
             # simply does it again; nothing to report.

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from ulid import ULID
 
 from gateway.clock import ManualClock
-from gateway.recoverer import Recoverer, RecoveryReport
+from gateway.recoverer import RECKON_EVERY, Recoverer, RecoveryReport
 from gateway.store.dependencies import DependencyStore
 from gateway.store.keys import DUE, QueueKeys
 from gateway.store.pubsub import Notifier
@@ -211,7 +211,7 @@ async def test_a_policy_change_lost_with_a_gateway_is_found_by_the_rescan(
     assert (await rec.step(now + 60_000)).swept == 1
 
 
-async def test_a_lost_index_is_built_again_when_a_gateway_starts(stores: Stores) -> None:
+async def test_a_lost_index_is_built_again_at_start_and_every_hour(stores: Stores) -> None:
     """Redis restored without it, or queues written by a version that had none."""
     now = stores.clock.now_ms()
     for name, run_at in (("a", now + 5_000), ("b", now + 1_000), ("c", None)):
@@ -223,10 +223,18 @@ async def test_a_lost_index_is_built_again_when_a_gateway_starts(stores: Stores)
     rec = recoverer(stores)
     assert await rec.rescan() == 0  # the quick check cannot know: nothing was told
     assert await rec.reckon_all(now) == 2
-    assert await stores.redis.zrange(DUE, 0, -1, withscores=True) == [
-        ("b", now + 1_000),
-        ("a", now + 5_000),
-    ]
+    rebuilt = [("b", now + 1_000), ("a", now + 5_000)]
+    assert await stores.redis.zrange(DUE, 0, -1, withscores=True) == rebuilt
+
+    # The scheduled rescan does the full reckoning too, now and then.
+    await stores.redis.delete(DUE)
+    for name in ("a", "b", "c"):
+        await stores.redis.hdel(QueueKeys.of(name).policy, "due")
+    for _ in range(RECKON_EVERY - 1):
+        await rec.rescan_job()
+    assert await stores.redis.zcard(DUE) == 0
+    await rec.rescan_job()
+    assert await stores.redis.zrange(DUE, 0, -1, withscores=True) == rebuilt
 
 
 async def test_a_queue_taken_in_hand_by_a_recoverer_that_died_is_due_again_later(

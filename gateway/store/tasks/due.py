@@ -45,8 +45,9 @@ What a crash costs (a gateway dying between two steps, or a failed index command
   again ``HOLD_MS`` later, by any gateway.
 
 So a due time is never lost, and at worst late by one rescan interval after a crash. When a
-gateway starts, its recoverer also reckons every queue from its own sets (``reckon_due``), which
-builds the index from nothing (a Redis restored without it, or written by an older version).
+gateway starts, and hourly, its recoverer also reckons every queue from its own sets
+(``reckon_due``), which builds the index from nothing (a Redis restored without it, or queues
+written by an older version).
 """
 
 from __future__ import annotations
