@@ -28,19 +28,16 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
 from functools import partial
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
-from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
+from gateway.recovery import QueueRecovery, RecoveryReport
+from gateway.store.dependencies import DependencyStore
 from gateway.store.queues import QueueStore
-from gateway.store.scripts import RELINK_AFTER_MS
-from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
+from gateway.store.tasks import TaskStore
 from gateway.store.tasks.due import mark
-from sdk.wire import AttemptOutcome, Backoff, StallPolicy, TaskState
 
 __all__ = ["RESCAN_JOB_ID", "Recoverer", "RecoveryReport"]
 
@@ -51,49 +48,6 @@ RESCAN_JOB_ID = "jobgate.rescan"
 # rescan_interval): it finds due times no gateway announced (queues written by an older version
 # during a rolling upgrade, a Redis restored from a backup).
 RECKON_EVERY = 60
-EXPIRED_TEXT = "lease expired"
-STALLED_TEXT = "heartbeats stopped"
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What one :meth:`Recoverer.step` did, summed over the queues that were due.
-
-    ``expired`` counts the expiries this step recorded; each ended as ``retried`` (back to
-    scheduled or queued), ``failed``, ``dead`` or ``cancelled``. ``skipped`` counts leases read
-    as expired that changed before their expiry was recorded (a heartbeat, a result, another
-    gateway): nothing was done to them. ``errors`` counts queues whose recovery raised (logged).
-    """
-
-    promoted: int = 0
-    expired: int = 0
-    retried: int = 0
-    failed: int = 0
-    dead: int = 0
-    cancelled: int = 0
-    skipped: int = 0
-    errors: int = 0
-    stalled: int = 0  # attempts ended early because heartbeats stopped (stall policy redispatch)
-    notified: int = 0  # dependency notices delivered to other queues
-    swept: int = 0  # finished tasks deleted past their queue's retention
-
-    def __add__(self, other: RecoveryReport) -> RecoveryReport:
-        return RecoveryReport(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
-        )
-
-
-def _tally(results: list[Finished]) -> RecoveryReport:
-    """Count the finish script's answers to expiries."""
-    counts = dict.fromkeys(("retried", "failed", "dead", "cancelled", "skipped"), 0)
-    for r in results:
-        if r.fence is not Fence.OK:
-            counts["skipped"] += 1
-        elif r.state in (TaskState.SCHEDULED, TaskState.QUEUED):
-            counts["retried"] += 1
-        elif r.state in (TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED):
-            counts[r.state.value] += 1
-    return RecoveryReport(expired=len(results) - counts["skipped"], **counts)
 
 
 class Recoverer:
@@ -126,11 +80,16 @@ class Recoverer:
             raise ValueError("batch must be at least 1")
         self._tasks = tasks
         self._queues = queues
-        self._dependencies = dependencies
         self._clock = clock
-        self._on_ready = on_ready
-        self._rng = rng or random.Random()
         self._batch = batch
+        self._work = QueueRecovery(
+            tasks,
+            queues,
+            on_ready=on_ready,
+            rng=rng or random.Random(),
+            batch=batch,
+            dependencies=dependencies,
+        )
         self._interval_ms = round(interval * 1000)
         self._sweep_ms = round(sweep_interval * 1000)
         self._max_sleep_ms = round(max_sleep * 1000)
@@ -173,7 +132,7 @@ class Recoverer:
             await self._tasks.hold(due, held)
             for queue in due:
                 try:
-                    report += await self._recover(queue, now)
+                    report += await self._work.recover(queue, now)
                     at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
                     await self._tasks.settle_due(queue, at, held)
                 except Exception:
@@ -317,108 +276,6 @@ class Recoverer:
         if failures:
             logger.warning("the %s job works again after %d failed runs", name, failures)
         return True
-
-    async def _recover(self, queue: str, now: int) -> RecoveryReport:
-        promoted = await self._promote(queue, now)
-        stored = await self._queues.get(queue)
-        if stored is None:  # deleted since it was listed
-            expired, requeued = RecoveryReport(), 0
-        else:
-            expired, requeued = await self._expire(queue, now, stored.policy.backoff)
-            if stored.policy.stall_policy is StallPolicy.REDISPATCH:
-                stalled, again = await self._redispatch_stalled(queue, now, stored.policy.backoff)
-                expired += stalled
-                requeued += again
-        if promoted or requeued:
-            self._on_ready(queue)
-        report = RecoveryReport(promoted=promoted, swept=await self._sweep(queue, now))
-        return report + expired + await self._notify(queue, now)
-
-    async def _sweep(self, queue: str, now: int) -> int:
-        """Delete the queue's finished tasks past retention (and its ended dedup windows)."""
-        deleted = 0
-        while True:
-            # The script deletes up to ``batch`` tasks of each finished state.
-            n = await self._tasks.sweep(queue, now, self._batch)
-            deleted += n
-            if n < self._batch:
-                return deleted
-
-    async def _notify(self, queue: str, now: int) -> RecoveryReport:
-        """Deliver this queue's dependency notices to other queues, and link again the
-        cross-queue dependencies a stopped gateway left unregistered."""
-        if self._dependencies is None:
-            return RecoveryReport()
-        notified = 0
-        while True:
-            n = await self._dependencies.deliver(queue, now)
-            notified += n
-            if n < OUTBOX_BATCH:
-                break
-        await self._dependencies.relink(queue, now - RELINK_AFTER_MS, now)
-        return RecoveryReport(notified=notified)
-
-    async def _redispatch_stalled(
-        self, queue: str, now: int, backoff: Backoff
-    ) -> tuple[RecoveryReport, int]:
-        """End the attempts whose heartbeats stopped, to retry them now (stall policy
-        ``redispatch``); fenced like expiries, so a heartbeat meanwhile keeps the attempt."""
-        stalled = await self._tasks.stalled(queue, now, self._batch)
-        if not stalled:
-            return RecoveryReport(), 0
-        results = await self._tasks.finish_many(
-            queue,
-            [
-                Finish(
-                    s.task_id,
-                    s.token,
-                    AttemptOutcome.STALLED,
-                    text=STALLED_TEXT,
-                    delay_ms=retry_delay_ms(s.attempt, backoff, self._rng),
-                )
-                for s in stalled
-            ],
-            now,
-        )
-        done = _tally(results)
-        requeued = sum(r.fence is Fence.OK and r.state is TaskState.QUEUED for r in results)
-        return RecoveryReport(stalled=done.expired) + done, requeued
-
-    async def _promote(self, queue: str, now: int) -> int:
-        promoted = 0
-        while True:
-            moved = await self._tasks.promote(queue, now, self._batch)
-            promoted += moved
-            if moved < self._batch:
-                return promoted
-
-    async def _expire(self, queue: str, now: int, backoff: Backoff) -> tuple[RecoveryReport, int]:
-        """Record the expired leases of ``queue``; returns the counts and how many tasks went
-        straight back to the ready set (a zero retry delay)."""
-        report, requeued = RecoveryReport(), 0
-        while True:
-            leases = await self._tasks.expired(queue, now, self._batch)
-            if not leases:
-                return report, requeued
-            results = await self._tasks.finish_many(
-                queue, [self._expiry(lease, backoff) for lease in leases], now
-            )
-            done = _tally(results)
-            report += done
-            requeued += sum(r.fence is Fence.OK and r.state is TaskState.QUEUED for r in results)
-            # Stop after a short batch, and after one that recorded nothing, so that a lease
-            # the script keeps refusing can never make this loop spin.
-            if len(leases) < self._batch or not done.expired:
-                return report, requeued
-
-    def _expiry(self, lease: Expired, backoff: Backoff) -> Finish:
-        return Finish(
-            lease.task_id,
-            lease.token,
-            AttemptOutcome.EXPIRED,
-            text=EXPIRED_TEXT,
-            delay_ms=retry_delay_ms(lease.attempt, backoff, self._rng),
-        )
 
 
 def _earliest(a: int | None, b: int | None) -> int | None:
