@@ -1,12 +1,15 @@
 """The app factory: one Starlette app whose lifespan owns every long-lived part.
 
 The lifespan connects to Redis, loads the scripts, measures the clock, and starts the pub/sub
-listener, the dispatcher and the recoverer's scheduler; it stops them in reverse order. Nothing
+listener, the dispatcher, the recoverer's loop and the scheduler of the slow jobs (the due-index
+rescan, the clock sync); it stops them in reverse order. Nothing
 lives in module globals: two apps in one process do not share anything.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -85,7 +88,25 @@ def create_app(settings: Settings) -> Starlette:
             directory.forget(queue)
             dispatcher.changed(queue)
 
-        notifier = Notifier(redis, on_wake=dispatcher.wake)
+        recoverer = Recoverer(
+            tasks,
+            queues,
+            clock,
+            on_ready=dispatcher.wake,
+            rng=rng,
+            dependencies=dependencies,
+            interval=settings.recover_interval,
+            sweep_interval=settings.sweep_interval,
+            max_sleep=settings.rescan_interval,
+        )
+
+        def reconnected() -> None:
+            dispatcher.wake_all()
+            recoverer.notice(clock.now_ms())
+
+        notifier = Notifier(
+            redis, on_wake=dispatcher.wake, on_due=recoverer.notice, on_reconnect=reconnected
+        )
         services = Services(
             queues=QueueService(
                 queues,
@@ -105,11 +126,8 @@ def create_app(settings: Settings) -> Starlette:
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
         )
-        recoverer = Recoverer(
-            tasks, queues, clock, on_ready=dispatcher.wake, rng=rng, dependencies=dependencies
-        )
         scheduler = AsyncIOScheduler()
-        recoverer.schedule(scheduler, settings.recover_interval, settings.sweep_interval)
+        recoverer.schedule(scheduler, settings.rescan_interval)
         scheduler.add_job(
             clock.sync,
             "interval",
@@ -120,12 +138,18 @@ def create_app(settings: Settings) -> Starlette:
         )
         await notifier.start()
         scheduler.start()
+        recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
         for queue in await queues.names():
             dispatcher.changed(queue)
         try:
             yield {"services": services}
         finally:
             scheduler.shutdown(wait=False)
+            recoverer.stop()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                # A step under way finishes (each change is one script); one stuck on an
+                # unreachable Redis is cut off, and its queue is due again at its mark.
+                await asyncio.wait_for(recovering, timeout=5)
             await dispatcher.stop()
             await notifier.stop()
             await session.close()

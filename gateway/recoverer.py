@@ -1,7 +1,14 @@
 """The recoverer: moves due scheduled tasks to ready, expires leases, sweeps finished tasks.
 
-One :class:`Recoverer` runs in every gateway process, all of them on the same Redis, driven by
-APScheduler (:meth:`Recoverer.schedule`). Correctness never depends on there being just one:
+One :class:`Recoverer` runs in every gateway process, all of them on the same Redis. It does not
+scan queues: the due index (``jg:due``, :mod:`gateway.store.tasks.due`) holds when each queue
+next needs it, and :meth:`Recoverer.run` sleeps until the earliest entry, or until a script
+announces an earlier one over pub/sub (:meth:`Recoverer.notice`). Each :meth:`Recoverer.step`
+reads the head of the index with one command and handles only the queues that are due. An
+APScheduler job checks the index against every queue every ``rescan_interval``
+(:meth:`Recoverer.rescan`), which repairs what a gateway that died half way left behind.
+
+Correctness never depends on there being just one recoverer:
 
 - promoting and sweeping are single scripts, so two gateways doing it at once each move or
   delete a task at most once between them;
@@ -10,8 +17,8 @@ APScheduler (:meth:`Recoverer.schedule`). Correctness never depends on there bei
   the expiry (``STALE``), a heartbeat extended the lease (``ALIVE``), the worker's result
   arrived (``STALE``) -- the script changes nothing, so every attempt expires at most once.
 
-Tests drive :meth:`Recoverer.step` and :meth:`Recoverer.sweep` one call at a time with a
-:class:`~gateway.clock.ManualClock`; nothing here sleeps.
+Tests drive :meth:`Recoverer.step` and :meth:`Recoverer.rescan` one call at a time with a
+:class:`~gateway.clock.ManualClock`; nothing here sleeps but :meth:`Recoverer.run`.
 """
 
 from __future__ import annotations
@@ -21,74 +28,38 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
+from functools import partial
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
-from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
+from gateway.recovery import QueueRecovery, RecoveryReport
+from gateway.store.dependencies import DependencyStore
 from gateway.store.queues import QueueStore
-from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
-from sdk.wire import AttemptOutcome, Backoff, StallPolicy, TaskState
+from gateway.store.tasks import TaskStore
+from gateway.store.tasks.due import mark
 
-__all__ = ["RECOVER_JOB_ID", "SWEEP_JOB_ID", "Recoverer", "RecoveryReport"]
+__all__ = ["RESCAN_JOB_ID", "Recoverer", "RecoveryReport"]
 
 logger = logging.getLogger(__name__)
 
-RECOVER_JOB_ID = "jobgate.recover"
-SWEEP_JOB_ID = "jobgate.sweep"
-EXPIRED_TEXT = "lease expired"
-STALLED_TEXT = "heartbeats stopped"
-RELINK_AFTER_MS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What one :meth:`Recoverer.step` did, summed over every queue.
-
-    ``expired`` counts the expiries this step recorded; each ended as ``retried`` (back to
-    scheduled or queued), ``failed``, ``dead`` or ``cancelled``. ``skipped`` counts leases read
-    as expired that changed before their expiry was recorded (a heartbeat, a result, another
-    gateway): nothing was done to them. ``errors`` counts queues whose recovery raised (logged).
-    """
-
-    promoted: int = 0
-    expired: int = 0
-    retried: int = 0
-    failed: int = 0
-    dead: int = 0
-    cancelled: int = 0
-    skipped: int = 0
-    errors: int = 0
-    stalled: int = 0  # attempts ended early because heartbeats stopped (stall policy redispatch)
-    notified: int = 0  # dependency notices delivered to other queues
-
-    def __add__(self, other: RecoveryReport) -> RecoveryReport:
-        return RecoveryReport(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
-        )
-
-
-def _tally(results: list[Finished]) -> RecoveryReport:
-    """Count the finish script's answers to expiries."""
-    counts = dict.fromkeys(("retried", "failed", "dead", "cancelled", "skipped"), 0)
-    for r in results:
-        if r.fence is not Fence.OK:
-            counts["skipped"] += 1
-        elif r.state in (TaskState.SCHEDULED, TaskState.QUEUED):
-            counts["retried"] += 1
-        elif r.state in (TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED):
-            counts[r.state.value] += 1
-    return RecoveryReport(expired=len(results) - counts["skipped"], **counts)
+RESCAN_JOB_ID = "jobgate.rescan"
+# One rescan in this many reckons every queue in full instead (hourly, with the default
+# rescan_interval): it finds due times no gateway announced (queues written by an older version
+# during a rolling upgrade, a Redis restored from a backup).
+RECKON_EVERY = 60
 
 
 class Recoverer:
-    """Promotes due tasks and expires leases of every registered queue, and sweeps them.
+    """Promotes due tasks, expires leases and sweeps finished tasks of the queues that are due.
 
     ``on_ready(queue)`` is called when a step put tasks of ``queue`` in its ready set, so this
     process's dispatcher can claim them without waiting for the wake channel. ``batch`` bounds
-    each script call; a step loops until a queue has nothing more due.
+    each script call and the queues one step takes in hand; a step loops until a queue has
+    nothing more due. :meth:`run` steps at most every ``interval`` seconds, so anything due is
+    handled within ``interval`` of its time. Finished tasks and dedup windows are swept at most
+    every ``sweep_interval`` seconds per queue, so sweeps come in batches. ``max_sleep`` bounds
+    a sleep in case a wake-up was lost (a broken pub/sub connection).
     """
 
     def __init__(
@@ -101,200 +72,225 @@ class Recoverer:
         rng: random.Random | None = None,
         batch: int = 500,
         dependencies: DependencyStore | None = None,
+        interval: float = 0.25,
+        sweep_interval: float = 60.0,
+        max_sleep: float = 60.0,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
         self._tasks = tasks
         self._queues = queues
-        self._dependencies = dependencies
         self._clock = clock
-        self._on_ready = on_ready
-        self._rng = rng or random.Random()
         self._batch = batch
+        self._work = QueueRecovery(
+            tasks,
+            queues,
+            on_ready=on_ready,
+            rng=rng or random.Random(),
+            batch=batch,
+            dependencies=dependencies,
+        )
+        self._interval_ms = round(interval * 1000)
+        self._sweep_ms = round(sweep_interval * 1000)
+        self._max_sleep_ms = round(max_sleep * 1000)
         self._failures: dict[str, int] = {}
+        self._rescans = 0
+        self._next_due_ms: int | None = None  # from the last step: the index, and reckonings
+        self._noticed_ms: int | None = None  # announced since the last step read the index
+        self._woken = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def next_due_ms(self) -> int | None:
+        """When something is next due, as far as this recoverer knows (None: nothing)."""
+        return _earliest(self._next_due_ms, self._noticed_ms)
+
+    def notice(self, due_ms: int) -> None:
+        """Something is due at ``due_ms`` (the due index's new earliest entry, announced over
+        pub/sub): wake :meth:`run` if it sleeps past that."""
+        self._noticed_ms = _earliest(self._noticed_ms, due_ms)
+        self._woken.set()
 
     async def step(self, now_ms: int | None = None) -> RecoveryReport:
-        """Promote due scheduled tasks and record expired leases, in every queue.
+        """Handle every queue due by now: promote due scheduled tasks, record expired leases,
+        deliver dependency notices, sweep; then reckon its next due time.
 
-        A queue whose recovery raises is logged and counted in ``errors``, and the step goes on
-        with the next queue, so one broken queue cannot stall the others. Listing the queues
-        is not guarded: when Redis is unreachable, the step raises.
+        Each due queue's index entry is first set to a mark (due again a while later), so that
+        if this gateway dies mid-way another one takes the queue in hand then. A queue whose
+        recovery raises is logged and counted in ``errors``, its entry left at the mark, and the
+        step goes on with the next queue, so one broken queue cannot stall the others. Reading
+        the index is not guarded: when Redis is unreachable, the step raises.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
+        self._noticed_ms = None  # the read below sees every entry announced before it
+        entries = await self._tasks.due_queues(self._batch)
+        due = [queue for queue, at in entries if at <= now]
+        later = [math.ceil(at) for _, at in entries if at > now]
+        next_due = now if len(due) == self._batch else (later[0] if later else None)
         report = RecoveryReport()
-        for queue in await self._queues.names():
-            try:
-                report += await self._recover(queue, now)
-            except Exception:
-                logger.exception("recovering queue %r failed", queue)
-                report += RecoveryReport(errors=1)
+        if due:
+            held = mark(now)
+            await self._tasks.hold(due, held)
+            for queue in due:
+                try:
+                    report += await self._work.recover(queue, now)
+                    at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
+                    await self._tasks.settle_due(queue, at, held)
+                except Exception:
+                    logger.exception("recovering queue %r failed", queue)
+                    report += RecoveryReport(errors=1)
+                    at = math.ceil(held)  # tried again at its mark
+                next_due = _earliest(next_due, at)
+        self._next_due_ms = next_due
         return report
 
-    async def sweep(self, now_ms: int | None = None) -> int:
-        """Delete finished tasks past their queue's retention; returns how many were deleted.
+    async def rescan(self) -> int:
+        """Repair the due index after gateways that died half way; returns how many entries
+        were repaired.
 
-        A queue whose sweep raises is logged and skipped, as in :meth:`step`.
+        A gateway that dies between a script and the index update leaves the queue's ``due``
+        field saying the index was told a time it never got. Every queue's field is compared
+        with its entry (one command per queue, in one round trip per ``batch`` queues), and the
+        entry lowered where the field is earlier. It reads every queue, so it runs rarely
+        (``rescan_interval``). Listing the queues is not guarded.
+        """
+        names = await self._queues.names()
+        repaired = 0
+        for start in range(0, len(names), self._batch):
+            chunk = names[start : start + self._batch]
+            found = await self._tasks.told_and_indexed(chunk)
+            for queue, (told, indexed) in zip(chunk, found, strict=True):
+                if told is not None and (indexed is None or told < indexed):
+                    await self._tasks.lower_due(queue, told)
+                    repaired += 1
+        return repaired
+
+    async def reckon_all(self, now_ms: int | None = None) -> int:
+        """Reckon the due time of every registered queue from its own sets and lower its index
+        entry to it; returns how many queues have something due.
+
+        This builds the index from nothing, when Redis lost it or an older version wrote the
+        queues. A gateway does it once when it starts. A queue whose reckoning raises is logged
+        and skipped; listing the queues is not guarded.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
-        deleted = 0
+        found = 0
         for queue in await self._queues.names():
             try:
-                while True:
-                    # The script deletes up to ``batch`` tasks of each finished state.
-                    n = await self._tasks.sweep(queue, now, self._batch)
-                    deleted += n
-                    if n < self._batch:
-                        break
+                at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
+                if at is not None:
+                    await self._tasks.lower_due(queue, at)
+                    found += 1
             except Exception:
-                logger.exception("sweeping queue %r failed", queue)
-        return deleted
+                logger.exception("reckoning the due time of queue %r failed", queue)
+        return found
 
-    async def recover_job(self) -> None:
-        """The scheduled recover job: :meth:`step`, logging a failure instead of raising."""
-        await self._guard("recover", self.step)
+    async def run(self) -> None:
+        """Reckon every queue once, then step whenever something is due, until cancelled.
 
-    async def sweep_job(self) -> None:
-        """The scheduled sweep job: :meth:`sweep`, logging a failure instead of raising."""
-        await self._guard("sweep", self.sweep)
-
-    def schedule(
-        self, scheduler: AsyncIOScheduler, recover_interval: float, sweep_interval: float
-    ) -> None:
-        """Add the recover and sweep jobs to ``scheduler``; its owner starts and stops it.
-
-        Each job runs one instance at a time; runs missed while one was late are coalesced
-        into one, and a run later than one interval (at least a second) is dropped for the
-        next. The jobs are coroutine methods, which the scheduler's asyncio executor awaits on
-        its loop; they log failures and go on. Calling this again replaces them.
+        Between steps it sleeps until the next due time, but at least ``interval`` after the
+        previous step began (so a busy index cannot make it spin) and at most ``max_sleep``; a
+        :meth:`notice` of an earlier time shortens the sleep. A failed step is tried again
+        after ``interval``.
         """
-        for job_id, job, interval in (
-            (RECOVER_JOB_ID, self.recover_job, recover_interval),
-            (SWEEP_JOB_ID, self.sweep_job, sweep_interval),
-        ):
-            scheduler.add_job(
-                job,
-                "interval",
-                seconds=interval,
-                id=job_id,
-                name=job_id,
-                max_instances=1,
-                coalesce=True,
-                misfire_grace_time=max(1, math.ceil(interval)),
-                replace_existing=True,
-            )
+        await self._guard("reckon", self.reckon_all)
+        while not self._stopping:
+            began = self._clock.now_ms()
+            if not await self._guard("recover", partial(self.step, began)):
+                self._next_due_ms = began
+            await self._sleep(began)
 
-    async def _guard(self, name: str, run: Callable[[], Awaitable[object]]) -> None:
+    def stop(self) -> None:
+        """Make :meth:`run` return after its current step (or at once, when it sleeps).
+
+        Shutdown asks this way rather than only by cancelling: a cancellation that lands
+        inside a Redis call can be lost (the client may absorb it), and then the loop would
+        sleep on for up to ``max_sleep``."""
+        self._stopping = True
+        self._woken.set()
+
+    async def _sleep(self, began: int) -> None:
+        while not self._stopping:
+            self._woken.clear()
+            due = self.next_due_ms
+            if due is None:
+                wait_ms = self._max_sleep_ms
+            else:
+                wait_ms = max(due, began + self._interval_ms) - self._clock.now_ms()
+                wait_ms = min(wait_ms, self._max_sleep_ms)
+            if wait_ms <= 0:
+                return
+            try:
+                async with asyncio.timeout(wait_ms / 1000):
+                    await self._woken.wait()
+            except TimeoutError:
+                return
+
+    async def recover_job(self) -> bool:
+        """One :meth:`step`, logging a failure instead of raising; returns whether it worked."""
+        return await self._guard("recover", self.step)
+
+    async def rescan_job(self) -> None:
+        """The scheduled rescan: :meth:`rescan`, or every ``RECKON_EVERY`` runs
+        :meth:`reckon_all`, logging a failure instead of raising."""
+        self._rescans += 1
+        full = self._rescans % RECKON_EVERY == 0
+        try:
+            await self._guard("rescan", self.reckon_all if full else self.rescan)
+        except asyncio.CancelledError:
+            # The scheduler shuts down mid-run. The next rescan (here or on another gateway)
+            # simply does it again; nothing to report.
+            return
+
+    def schedule(self, scheduler: AsyncIOScheduler, rescan_interval: float) -> None:
+        """Add the rescan job to ``scheduler``; its owner starts and stops it.
+
+        The job runs one instance at a time; runs missed while one was late are coalesced into
+        one. It is a coroutine method, which the scheduler's asyncio executor awaits on its
+        loop; it logs failures and goes on. Calling this again replaces it.
+        """
+        scheduler.add_job(
+            self.rescan_job,
+            "interval",
+            seconds=rescan_interval,
+            id=RESCAN_JOB_ID,
+            name=RESCAN_JOB_ID,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, math.ceil(rescan_interval)),
+            replace_existing=True,
+        )
+
+    async def _guard(self, name: str, run: Callable[[], Awaitable[object]]) -> bool:
         """Run one job, so that it never dies: a failure is logged and the next run goes on.
 
         The first failure of a streak is logged with its traceback, later ones of the same
-        streak only at debug level (the recover job runs several times a second), and the
+        streak only at debug level (the recover job may run several times a second), and the
         recovery once, as a warning.
         """
         try:
             await run()
         except asyncio.CancelledError:
-            # The scheduler shuts down mid-run. Every change is one atomic script, so the next
-            # run (here or on another gateway) simply carries on; nothing to report.
+            # Shutdown mid-run. Every change is one atomic script, and a queue taken in hand
+            # is due again at its mark, so the next run (here or on another gateway) carries on.
             logger.debug("the %s job was stopped mid-run by shutdown", name)
-            return
+            raise
         except Exception:
             failures = self._failures[name] = self._failures.get(name, 0) + 1
             if failures == 1:
                 logger.exception("the %s job failed; it runs again at its next time", name)
             else:
                 logger.debug("the %s job failed again (%d runs in a row)", name, failures)
-            return
+            return False
         failures = self._failures.pop(name, 0)
         if failures:
             logger.warning("the %s job works again after %d failed runs", name, failures)
+        return True
 
-    async def _recover(self, queue: str, now: int) -> RecoveryReport:
-        promoted = await self._promote(queue, now)
-        stored = await self._queues.get(queue)
-        if stored is None:  # deleted since it was listed
-            expired, requeued = RecoveryReport(), 0
-        else:
-            expired, requeued = await self._expire(queue, now, stored.policy.backoff)
-            if stored.policy.stall_policy is StallPolicy.REDISPATCH:
-                stalled, again = await self._redispatch_stalled(queue, now, stored.policy.backoff)
-                expired += stalled
-                requeued += again
-        if promoted or requeued:
-            self._on_ready(queue)
-        return RecoveryReport(promoted=promoted) + expired + await self._notify(queue, now)
 
-    async def _notify(self, queue: str, now: int) -> RecoveryReport:
-        """Deliver this queue's dependency notices to other queues, and link again the
-        cross-queue dependencies a stopped gateway left unregistered."""
-        if self._dependencies is None:
-            return RecoveryReport()
-        notified = 0
-        while True:
-            n = await self._dependencies.deliver(queue, now)
-            notified += n
-            if n < OUTBOX_BATCH:
-                break
-        await self._dependencies.relink(queue, now - RELINK_AFTER_MS, now)
-        return RecoveryReport(notified=notified)
-
-    async def _redispatch_stalled(
-        self, queue: str, now: int, backoff: Backoff
-    ) -> tuple[RecoveryReport, int]:
-        """End the attempts whose heartbeats stopped, to retry them now (stall policy
-        ``redispatch``); fenced like expiries, so a heartbeat meanwhile keeps the attempt."""
-        stalled = await self._tasks.stalled(queue, now, self._batch)
-        if not stalled:
-            return RecoveryReport(), 0
-        results = await self._tasks.finish_many(
-            queue,
-            [
-                Finish(
-                    s.task_id,
-                    s.token,
-                    AttemptOutcome.STALLED,
-                    text=STALLED_TEXT,
-                    delay_ms=retry_delay_ms(s.attempt, backoff, self._rng),
-                )
-                for s in stalled
-            ],
-            now,
-        )
-        done = _tally(results)
-        requeued = sum(r.fence is Fence.OK and r.state is TaskState.QUEUED for r in results)
-        return RecoveryReport(stalled=done.expired) + done, requeued
-
-    async def _promote(self, queue: str, now: int) -> int:
-        promoted = 0
-        while True:
-            moved = await self._tasks.promote(queue, now, self._batch)
-            promoted += moved
-            if moved < self._batch:
-                return promoted
-
-    async def _expire(self, queue: str, now: int, backoff: Backoff) -> tuple[RecoveryReport, int]:
-        """Record the expired leases of ``queue``; returns the counts and how many tasks went
-        straight back to the ready set (a zero retry delay)."""
-        report, requeued = RecoveryReport(), 0
-        while True:
-            leases = await self._tasks.expired(queue, now, self._batch)
-            if not leases:
-                return report, requeued
-            results = await self._tasks.finish_many(
-                queue, [self._expiry(lease, backoff) for lease in leases], now
-            )
-            done = _tally(results)
-            report += done
-            requeued += sum(r.fence is Fence.OK and r.state is TaskState.QUEUED for r in results)
-            # Stop after a short batch, and after one that recorded nothing, so that a lease
-            # the script keeps refusing can never make this loop spin.
-            if len(leases) < self._batch or not done.expired:
-                return report, requeued
-
-    def _expiry(self, lease: Expired, backoff: Backoff) -> Finish:
-        return Finish(
-            lease.task_id,
-            lease.token,
-            AttemptOutcome.EXPIRED,
-            text=EXPIRED_TEXT,
-            delay_ms=retry_delay_ms(lease.attempt, backoff, self._rng),
-        )
+def _earliest(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

@@ -77,10 +77,20 @@ class Settings(BaseSettings):
         0.25,
         gt=0,
         le=60,
-        description="Seconds between recoverer runs (due tasks, expired leases).",
+        description="Shortest time between recoverer runs, in seconds: a due task or expired "
+        "lease is handled at most this late. The recoverer sleeps while nothing is due.",
     )
     sweep_interval: float = Field(
-        60.0, gt=0, description="Seconds between sweeps of finished tasks past retention."
+        60.0,
+        ge=0,
+        description="Seconds between sweeps of one queue's finished tasks past retention (and "
+        "ended dedup windows): a finished task is deleted at most this late.",
+    )
+    rescan_interval: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds between rescans of every queue's due time, which repair the due "
+        "index after a gateway died half way; also the longest the recoverer sleeps.",
     )
     clock_sync_interval: float = Field(
         30.0, gt=0, description="Seconds between measurements of the offset to Redis's clock."

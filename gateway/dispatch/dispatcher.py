@@ -2,8 +2,11 @@
 
 A loop sleeps until woken (an enqueue here or, over pub/sub, on another gateway; a finished
 attempt freeing room; a policy or endpoint change) and then claims until the claim script says
-there is nothing it may take. It never spins: with nothing to do it waits on its event, with a
-slow safety tick for wake-ups lost on another gateway.
+there is nothing it may take. It never spins. A queue with no ready task waits on its event
+alone, so idle queues cost nothing however many there are; a wake-up lost while the pub/sub
+connection was broken is made up by :meth:`Dispatcher.wake_all` once it is back. A queue whose
+ready tasks cannot go now (paused, full, no endpoint with room) also re-checks on a slow
+safety tick, for changes made through another gateway.
 
 Several gateways may run dispatchers on one Redis: the claim script is the only way a task
 becomes running, so each attempt is pushed once.
@@ -85,6 +88,11 @@ class Dispatcher:
         """Tell the queue's loop there may be work (new tasks, or room freed)."""
         self._signal(queue, change=False)
 
+    def wake_all(self) -> None:
+        """Tell every queue's loop there may be work (wake-ups may have been lost)."""
+        for queue in list(self._loops):
+            self.wake(queue)
+
     def changed(self, queue: str) -> None:
         """Tell the queue's loop its policy or endpoints changed (it may be unpaused)."""
         self._signal(queue, change=True)
@@ -111,18 +119,22 @@ class Dispatcher:
                     raise
                 except Exception:
                     log.exception("claiming from queue %s failed; retrying", queue)
-                    claim = Claim(ClaimStatus.EMPTY, [])
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(work.wait(), IDLE_TICK)
+                    continue
                 status = claim.status
                 if status is ClaimStatus.NOQUEUE:
                     return
                 if status is ClaimStatus.OK:
                     continue
-                timeout = IDLE_TICK
+                # Nothing ready: only a wake-up can change that. Otherwise re-check slowly.
+                timeout = None if status is ClaimStatus.EMPTY else IDLE_TICK
                 if claim.retry_at_ms is not None:
-                    timeout = min(timeout, max(0, claim.retry_at_ms - self._clock.now_ms()) / 1000)
+                    retry_in = max(0, claim.retry_at_ms - self._clock.now_ms()) / 1000
+                    timeout = retry_in if timeout is None else min(timeout, retry_in)
                 if status is ClaimStatus.RATE:
                     # The bucket refills at its own pace: new work cannot make it sooner.
-                    await asyncio.sleep(timeout)
+                    await asyncio.sleep(IDLE_TICK if timeout is None else timeout)
                     continue
                 # A paused queue ignores new work until its policy changes.
                 awaited = changes if status is ClaimStatus.PAUSED else work

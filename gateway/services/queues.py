@@ -70,7 +70,7 @@ class QueueService:
                     [FieldProblem("remove_rate_limit", "cannot be given with rate_limit")]
                 )
             fields["rate_limit"] = None
-        stored = await self._queues.patch(name, fields)
+        stored = await self._queues.patch(name, fields, self._clock.now_ms())
         self._on_change(name)
         return await self._view(stored)
 

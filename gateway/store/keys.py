@@ -10,7 +10,10 @@ Per queue ``q`` (all ``jg:{q}:…``):
 ====================  =====  ======================================================================
 key                   type   content
 ====================  =====  ======================================================================
-``queue``             HASH   ``policy`` (QueuePolicy JSON), ``created_ms``
+``queue``             HASH   ``policy`` (QueuePolicy JSON), ``created_ms``, ``rl_tokens`` and
+                             ``rl_at`` (the rate limit's bucket), ``due`` (the earliest due time
+                             this queue has put in the global index ``jg:due``; see
+                             ``gateway.store.tasks.due``)
 ``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
 ``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see codec)
 ``payload``           HASH   task id → payload JSON (written once)
@@ -46,13 +49,18 @@ key                   type   content
 Global keys (one command each, outside any script):
 
 - ``jg:queues`` (SET): names of registered queues.
+- ``jg:due`` (ZSET): queue name → the earliest time something of the queue is due (a scheduled
+  task, a lease expiry, a stall deadline, an undelivered notice, a dependency to link again, a
+  dedup window or finished task to sweep). The recoverer reads it with one command; written by
+  plain commands and single-key scripts (``lower_due.lua``, ``settle_due.lua``) only.
 - ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name.
 - ``jg:idem:<sha256>`` (STR): one Idempotency-Key of one API key, method and path (the hash is
   of those four): its request in progress (expires after a minute), then the answer to replay
   (expires after ``idempotency_ttl``). See ``gateway.store.idempotency``.
 
-Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work) and
-``jg:done:<id>`` (published when a task reaches a final state).
+Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work),
+``jg:done:<id>`` (published when a task reaches a final state) and ``jg:due:wake`` (message: a
+due time in ms that just became the earliest of ``jg:due``, so sleeping recoverers wake).
 """
 
 from __future__ import annotations
@@ -62,7 +70,9 @@ from dataclasses import dataclass
 from sdk.wire import TaskState
 
 QUEUES = "jg:queues"
+DUE = "jg:due"
 WAKE_CHANNEL = "jg:wake"
+DUE_CHANNEL = "jg:due:wake"
 DONE_CHANNEL_PREFIX = "jg:done:"
 
 FINISHED_STATES: tuple[TaskState, ...] = (
@@ -83,6 +93,11 @@ def idempotency(digest: str) -> str:
 
 def done_channel(task_id: str) -> str:
     return f"{DONE_CHANNEL_PREFIX}{task_id}"
+
+
+def queue_of(policy_key: str) -> str:
+    """The queue whose hash is ``policy_key`` (``jg:{<queue>}:queue``, see QueueKeys.policy)."""
+    return policy_key.removeprefix("jg:{").removesuffix("}:queue")
 
 
 @dataclass(frozen=True, slots=True)

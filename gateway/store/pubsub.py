@@ -1,8 +1,13 @@
-"""Redis pub/sub for the gateway: wake dispatchers on new work, and wake long-polls on finish.
+"""Redis pub/sub for the gateway: wake dispatchers on new work, the recoverer on an earlier due
+time, and long-polls on finish.
 
 One pub/sub connection per gateway process. ``jg:wake`` carries queue names that got ready work
-(published by the enqueue and promote scripts, possibly from another gateway); ``jg:done:<id>``
-is published when a task ends, and subscribed only while someone waits for that task.
+(published by the enqueue and promote scripts, possibly from another gateway); ``jg:due:wake``
+carries a due time that became the earliest of the due index; ``jg:done:<id>`` is published
+when a task ends, and subscribed only while someone waits for that task.
+
+Messages sent while the connection is broken are lost, so once it is back ``on_reconnect`` is
+called: the gateway then wakes every dispatcher loop and its recoverer once.
 """
 
 from __future__ import annotations
@@ -23,9 +28,18 @@ log = logging.getLogger(__name__)
 
 
 class Notifier:
-    def __init__(self, redis: Redis, on_wake: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        on_wake: Callable[[str], None],
+        *,
+        on_due: Callable[[int], None] = lambda due_ms: None,
+        on_reconnect: Callable[[], None] = lambda: None,
+    ) -> None:
         self._redis = redis
         self._on_wake = on_wake
+        self._on_due = on_due
+        self._on_reconnect = on_reconnect
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task[None] | None = None
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
@@ -33,7 +47,7 @@ class Notifier:
 
     async def start(self) -> None:
         self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await self._pubsub.subscribe(keys.WAKE_CHANNEL)
+        await self._pubsub.subscribe(keys.WAKE_CHANNEL, keys.DUE_CHANNEL)
         self._reader = asyncio.create_task(self._read(self._pubsub), name="jobgate-notifier")
 
     async def stop(self) -> None:
@@ -65,6 +79,7 @@ class Notifier:
                     await self._pubsub.unsubscribe(channel)
 
     async def _read(self, pubsub: PubSub) -> None:
+        broken = False
         while True:
             try:
                 message: dict[str, Any] | None = await pubsub.get_message(timeout=None)
@@ -72,13 +87,25 @@ class Notifier:
                 raise
             except Exception:
                 log.exception("pub/sub connection failed; reconnecting")
+                broken = True
                 await asyncio.sleep(1)
                 continue
+            if broken:
+                # Back (redis-py subscribed again): what was published meanwhile is lost.
+                broken = False
+                self._on_reconnect()
             if message is None:
                 continue
             channel = message["channel"]
             if channel == keys.WAKE_CHANNEL:
                 self._on_wake(message["data"])
+            elif channel == keys.DUE_CHANNEL:
+                try:
+                    due_ms = int(message["data"])
+                except ValueError:
+                    log.warning("ignoring a malformed due time on %s", channel)
+                    continue
+                self._on_due(due_ms)
             elif channel.startswith(keys.DONE_CHANNEL_PREFIX):
                 for event in self._waiters.get(channel.removeprefix(keys.DONE_CHANNEL_PREFIX), ()):
                     event.set()

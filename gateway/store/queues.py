@@ -26,22 +26,34 @@ class QueueStore:
         self._scripts = scripts
 
     async def put(self, name: str, policy: QueuePolicy, now_ms: int) -> tuple[StoredQueue, bool]:
-        """Create or replace a queue's policy; returns the queue and whether it is new."""
+        """Create or replace a queue's policy; returns the queue and whether it is new.
+
+        A replaced policy can move the queue's due times (retention, stall policy): with the
+        policy, the queue is made due now in its ``due`` field, then in the due index, so the
+        recoverer works them out again with the new policy (a crash in between is repaired by
+        its rescan; see gateway.store.tasks.due). A new queue has nothing due."""
         k = QueueKeys.of(name)
+        replacing = bool(await self._redis.hexists(k.policy, "policy"))
         async with self._redis.pipeline(transaction=False) as pipe:
+            if replacing:  # before the policy, so that no crash leaves it changed and not due
+                pipe.hset(k.policy, "due", now_ms)
             pipe.hsetnx(k.policy, "created_ms", now_ms)
             pipe.hset(k.policy, "policy", policy.model_dump_json())
             pipe.hget(k.policy, "created_ms")
             pipe.sadd(keys.QUEUES, name)
-            created, _, created_ms, _ = await pipe.execute()
+            *_, created, _, created_ms, _ = await pipe.execute()
+        if replacing:
+            await self._scripts.lower_due(name, now_ms)
         return StoredQueue(name, policy, int(created_ms)), bool(created)
 
-    async def patch(self, name: str, fields: dict[str, object]) -> StoredQueue:
-        """Change some policy fields atomically; raises QueueNotFound."""
+    async def patch(self, name: str, fields: dict[str, object], now_ms: int) -> StoredQueue:
+        """Change some policy fields atomically; raises QueueNotFound. The queue is made due
+        now, as by :meth:`put`."""
         k = QueueKeys.of(name)
-        encoded = await self._scripts.call("patch_queue", [k.policy], [json.dumps(fields)])
+        encoded = await self._scripts.call("patch_queue", [k.policy], [json.dumps(fields), now_ms])
         if not encoded:
             raise QueueNotFound(name)
+        await self._scripts.lower_due(name, now_ms)
         return await self.require(name)
 
     async def get(self, name: str) -> StoredQueue | None:
@@ -77,6 +89,7 @@ class QueueStore:
                 "delete with ?force=true"
             )
         await self._redis.srem(keys.QUEUES, name)
+        await self._redis.zrem(keys.DUE, name)
         return cast(list[str], reply[1:])
 
     # --- endpoints ------------------------------------------------------------------------

@@ -10,17 +10,29 @@ redis-py's own ``Script`` objects check ``SCRIPT EXISTS`` before every pipeline,
 trip on the hot path; callers that pipeline a script (the enqueue) use :meth:`Scripts.sha` and
 fall back to :meth:`Scripts.call` when Redis answers NOSCRIPT. Scripts that change many tasks
 take them all in one call (``finish``) rather than being pipelined one per task.
+
+The scripts that can make something of their queue due (``ANNOUNCING``) are wrapped: each
+answers ``{due ms or nil, reply}`` (see ``lua/prelude.lua``), :meth:`Scripts.call` hands back
+the reply alone, and when a due time came with it, lowers the queue's entry in the global due
+index (``lua/lower_due.lua``). That second command runs only when the queue's earliest due time
+moved earlier, and a gateway that dies between the two loses nothing for long: see
+:mod:`gateway.store.tasks.due`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any, Literal, get_args
 
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
+
+from gateway.store import keys
+
+log = logging.getLogger(__name__)
 
 ScriptName = Literal[
     "enqueue",
@@ -41,9 +53,26 @@ ScriptName = Literal[
     "clean",
     "walk",
     "settle_idempotency",
+    "reckon_due",
+    "lower_due",
+    "settle_due",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
+
+# The scripts that announce due times, each with the position in KEYS (from 1) of its queue's
+# hash, where the queue's ``due`` field lives.
+ANNOUNCING: dict[ScriptName, int] = {
+    "enqueue": 1,
+    "claim": 1,
+    "finish": 1,
+    "cancel": 5,
+    "resolve": 1,
+}
+
+# After a cross-queue dependency is recorded in ``links``, how long its gateway has to register
+# it before the recoverer does it again (it stopped in between). Lua reads it as RELINK_AFTER_MS.
+RELINK_AFTER_MS = 10_000
 
 Arg = str | int | float | bytes
 Reply = Any
@@ -56,10 +85,17 @@ def _read(name: str) -> str:
 def _source(name: ScriptName) -> str:
     # The shebang (Redis 7+) makes Redis refuse a whole script up front when it is out of
     # memory, instead of failing at its first write and leaving the change half done.
-    helpers = _read("prelude") + "\n"
+    helpers = f"#!lua\nlocal RELINK_AFTER_MS = {RELINK_AFTER_MS}\n" + _read("prelude") + "\n"
     if name in WITH_HEALTH:
         helpers += _read("health") + "\n"
-    return "#!lua\n" + helpers + _read(name)
+    body = _read(name)
+    if name in ANNOUNCING:
+        # The body's top-level returns become main()'s; the due time rides along.
+        body = (
+            f"local function main()\n{body}\nend\n"
+            f"local reply = main()\nreturn {{announce(KEYS[{ANNOUNCING[name]}]), reply}}\n"
+        )
+    return helpers + body
 
 
 class Scripts:
@@ -82,9 +118,36 @@ class Scripts:
         for src in self._source.values():
             await self._redis.script_load(src)
 
-    async def call(self, name: ScriptName, keys: Sequence[str], args: Sequence[Arg]) -> Reply:
+    async def call(
+        self, name: ScriptName, script_keys: Sequence[str], args: Sequence[Arg]
+    ) -> Reply:
+        sha, n = self._sha[name], len(script_keys)
         try:
-            return await self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
+            reply = await self._redis.evalsha(sha, n, *script_keys, *args)
         except NoScriptError:
             await self.load()
-            return await self._redis.evalsha(self._sha[name], len(keys), *keys, *args)
+            reply = await self._redis.evalsha(sha, n, *script_keys, *args)
+        return await self.unwrap(name, script_keys, reply)
+
+    async def unwrap(self, name: ScriptName, script_keys: Sequence[str], reply: Reply) -> Reply:
+        """The reply of a script as its header describes it. For an announcing script, lower
+        the queue's entry in the due index first when the script announced an earlier time.
+
+        Callers that pipeline a script call this on its raw reply themselves."""
+        if name not in ANNOUNCING:
+            return reply
+        due, reply = reply
+        if due is not None:
+            await self.lower_due(keys.queue_of(script_keys[ANNOUNCING[name] - 1]), int(due))
+        return reply
+
+    async def lower_due(self, queue: str, due_ms: int) -> None:
+        """Lower ``queue``'s entry in the due index to ``due_ms`` (or add it).
+
+        A failure is logged, not raised: the state change it follows is done, and the queue's
+        due time is only late until the recoverer's next rescan, exactly as when the gateway
+        dies between the two commands."""
+        try:
+            await self.call("lower_due", [keys.DUE], [queue, due_ms, keys.DUE_CHANNEL])
+        except Exception:
+            log.warning("could not update the due index for queue %r", queue, exc_info=True)

@@ -19,12 +19,13 @@ from redis.exceptions import ResponseError
 from ulid import ULID
 
 from gateway.clock import ManualClock
-from gateway.recoverer import RECOVER_JOB_ID, SWEEP_JOB_ID, Recoverer, RecoveryReport
-from gateway.store.keys import QUEUES, QueueKeys
+from gateway.recoverer import RESCAN_JOB_ID, Recoverer, RecoveryReport
+from gateway.store.keys import DUE, QueueKeys
 from gateway.store.queues import QueueStore
 from gateway.store.records import EndpointRecord, Lease, NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import CancelResult, Expired, Finish, TaskStore
+from gateway.store.tasks.due import HOLD_MS
 from sdk.wire import AttemptOutcome, Backoff, BackoffStrategy, QueuePolicy, TaskState
 
 from .conftest import Stores
@@ -89,11 +90,18 @@ async def history(s: Stores, task_id: str) -> list[dict[str, object]]:
 
 
 def recoverer(
-    s: Stores, tasks: TaskStore | None = None, batch: int = 500
+    s: Stores, tasks: TaskStore | None = None, batch: int = 500, sweep_interval: float = 60
 ) -> tuple[Recoverer, list[str]]:
     """A recoverer on the test's stores, and the list its on_ready calls append to."""
     ready: list[str] = []
-    rec = Recoverer(tasks or s.tasks, s.queues, s.clock, on_ready=ready.append, batch=batch)
+    rec = Recoverer(
+        tasks or s.tasks,
+        s.queues,
+        s.clock,
+        on_ready=ready.append,
+        batch=batch,
+        sweep_interval=sweep_interval,
+    )
     return rec, ready
 
 
@@ -346,22 +354,25 @@ async def test_two_recoverers_at_the_same_instant_retry_a_task_once(
 async def test_one_broken_queue_does_not_stall_the_others(
     stores: Stores, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await make_queue(stores, name="a-broken")
-    await make_queue(stores, name="b-fine")
+    for name in ("a-broken", "b-fine"):
+        await make_queue(stores, name=name)
+        await enqueue(stores, queue=name)
+        await claim(stores, queue=name)
     await stores.redis.hset(QueueKeys.of("a-broken").policy, "policy", "not json")
-    await enqueue(stores, queue="b-fine")
-    await claim(stores, queue="b-fine")
     rec, _ = recoverer(stores)
     stores.clock.advance(LEASE_MS)
     with caplog.at_level(logging.ERROR, logger="gateway.recoverer"):
         assert await rec.step() == RecoveryReport(expired=1, retried=1, errors=1)
     assert [r.getMessage() for r in caplog.records] == ["recovering queue 'a-broken' failed"]
+    # The broken queue's entry keeps the mark: it is tried again later, not at every step.
+    assert await stores.tasks.due_of("a-broken") == stores.clock.now_ms() + HOLD_MS + 0.5
+    assert await rec.step() == RecoveryReport()
 
 
-# --- sweeping ----------------------------------------------------------------------------------
+# --- sweeping ---------------------------------------------------------------------------------
 
 
-async def test_sweep_deletes_finished_tasks_past_retention_only(stores: Stores) -> None:
+async def test_finished_tasks_are_swept_when_their_retention_ends(stores: Stores) -> None:
     await make_queue(stores, retention_succeeded=60, retention_failed=120, max_attempts=1)
     start = stores.clock.now_ms()
     succeeded = await enqueue(stores)
@@ -374,7 +385,7 @@ async def test_sweep_deletes_finished_tasks_past_retention_only(stores: Stores) 
     await claim(stores)
     queued = await enqueue(stores)
     later = await enqueue(stores, run_at=start + 10 * 60_000)
-    rec, _ = recoverer(stores)
+    rec, _ = recoverer(stores, sweep_interval=0)
     stores.clock.advance(LEASE_MS)
     assert (await rec.step()).dead == 1  # dead at start + 10 s
 
@@ -386,9 +397,8 @@ async def test_sweep_deletes_finished_tasks_past_retention_only(stores: Stores) 
         (120_000, {cancelled}),
         (129_999, set()),
         (130_000, {dead}),
-        (10 * 60_000, set()),
     ]:
-        assert await rec.sweep(start + at) == len(swept), at
+        assert (await rec.step(start + at)).swept == len(swept), at
         kept -= swept
         for task_id in swept:
             assert await stores.tasks.record(Q, task_id) is None
@@ -396,6 +406,21 @@ async def test_sweep_deletes_finished_tasks_past_retention_only(stores: Stores) 
         for task_id in kept:
             assert await stores.tasks.record(Q, task_id) is not None
     assert kept == {queued, later}
+    assert await rec.step(start + 10 * 60_000) == RecoveryReport(promoted=1)
+    assert await stores.tasks.due_of(Q) is None  # nothing left that will ever be due
+
+
+async def test_sweeps_of_a_queue_come_at_most_once_per_sweep_interval(stores: Stores) -> None:
+    await make_queue(stores, retention_failed=1)
+    start = stores.clock.now_ms()
+    rec, _ = recoverer(stores, sweep_interval=60)
+    for i in range(3):  # cancelled at start, start + 1 s, start + 2 s: each kept 1 s
+        await stores.tasks.cancel(Q, await enqueue(stores), start + i * 1_000)
+    assert (await rec.step(start + 1_000)).swept == 1
+    # The next two are past retention 2 and 3 s after start, but wait for the sweep interval.
+    assert await stores.tasks.due_of(Q) == start + 61_000
+    assert (await rec.step(start + 60_999)).swept == 0
+    assert (await rec.step(start + 61_000)).swept == 2
 
 
 async def test_sweep_drains_more_than_one_batch(stores: Stores) -> None:
@@ -404,7 +429,7 @@ async def test_sweep_drains_more_than_one_batch(stores: Stores) -> None:
     for _ in range(5):
         await stores.tasks.cancel(Q, await enqueue(stores), now)
     rec, _ = recoverer(stores, batch=2)
-    assert await rec.sweep(now + 1_000) == 5
+    assert (await rec.step(now + 1_000)).swept == 5
     assert await stores.redis.hlen(QueueKeys.of(Q).meta) == 0
 
 
@@ -416,13 +441,13 @@ async def test_a_redis_error_in_a_scheduled_job_is_logged_and_the_job_goes_on(
 ) -> None:
     await make_queue(stores)
     rec, _ = recoverer(stores)
-    await stores.redis.delete(QUEUES)
-    await stores.redis.set(QUEUES, "not a set")  # every SMEMBERS now fails with WRONGTYPE
+    await stores.redis.delete(DUE)
+    await stores.redis.set(DUE, "not a sorted set")  # every ZRANGE now fails with WRONGTYPE
     with caplog.at_level(logging.DEBUG, logger="gateway.recoverer"):
-        await rec.recover_job()
-        await rec.recover_job()
-        await stores.redis.delete(QUEUES)
-        await rec.recover_job()
+        assert not await rec.recover_job()
+        assert not await rec.recover_job()
+        await stores.redis.delete(DUE)
+        assert await rec.recover_job()
     levels = [(r.levelname, r.exc_info[0] if r.exc_info else None) for r in caplog.records]
     assert levels == [("ERROR", ResponseError), ("DEBUG", None), ("WARNING", None)]
     assert "works again after 2 failed runs" in caplog.records[-1].getMessage()
@@ -438,7 +463,7 @@ async def test_scheduled_jobs_survive_an_unreachable_redis(
         await rec.step()
     with caplog.at_level(logging.ERROR, logger="gateway.recoverer"):
         await rec.recover_job()
-        await rec.sweep_job()
+        await rec.rescan_job()
     await broken.aclose()
     assert [(r.levelname, r.exc_info[0] if r.exc_info else None) for r in caplog.records] == [
         ("ERROR", RedisConnectionError),
@@ -446,19 +471,15 @@ async def test_scheduled_jobs_survive_an_unreachable_redis(
     ]
 
 
-async def test_schedule_registers_both_jobs_with_their_intervals(stores: Stores) -> None:
+async def test_schedule_registers_the_rescan_job_with_its_interval(stores: Stores) -> None:
     rec, _ = recoverer(stores)
     scheduler = AsyncIOScheduler()
-    rec.schedule(scheduler, recover_interval=0.25, sweep_interval=60)
-    jobs = {job.id: job for job in scheduler.get_jobs()}
-    assert set(jobs) == {RECOVER_JOB_ID, SWEEP_JOB_ID}
-    recover, sweep = jobs[RECOVER_JOB_ID], jobs[SWEEP_JOB_ID]
-    assert recover.trigger.interval == timedelta(seconds=0.25)
-    assert sweep.trigger.interval == timedelta(seconds=60)
-    assert (recover.func, sweep.func) == (rec.recover_job, rec.sweep_job)
-    for job in (recover, sweep):
-        assert (job.max_instances, job.coalesce) == (1, True)
-        # The asyncio executor awaits coroutine functions on its loop instead of a thread.
-        assert iscoroutinefunction_partial(job.func)
-    assert (recover.misfire_grace_time, sweep.misfire_grace_time) == (1, 60)
+    rec.schedule(scheduler, rescan_interval=60)
+    (job,) = scheduler.get_jobs()
+    assert job.id == RESCAN_JOB_ID
+    assert job.trigger.interval == timedelta(seconds=60)
+    assert job.func == rec.rescan_job
+    assert (job.max_instances, job.coalesce, job.misfire_grace_time) == (1, True, 60)
+    # The asyncio executor awaits coroutine functions on its loop instead of a thread.
+    assert iscoroutinefunction_partial(job.func)
     assert not scheduler.running

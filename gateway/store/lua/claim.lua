@@ -199,6 +199,14 @@ if rate then
   redis.call('HSET', KEYS[1], 'rl_tokens', tostring(tokens), 'rl_at', int(now))
 end
 health_save(healths, KEYS[11])
+-- Due times (see the prelude): the earliest lease expiry, and stall deadline when stalls are
+-- redispatched.
+if #out > 1 then
+  due_first(KEYS[5])
+  if policy.stall_policy == 'redispatch' then
+    due_first(KEYS[10])
+  end
+end
 if #out == 1 then
   return {'NOENDPOINT', probe_at and int(probe_at) or ''}
 end

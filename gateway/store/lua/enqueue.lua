@@ -12,6 +12,7 @@
 --   or {'NOQUEUE'} | {'EXISTS', id} | {'NOGROUP', task index, group} | {'NODEP', index, id}
 -- Dependencies in other queues are recorded in ``links`` ("<id> <queue> <dependency>", scored
 -- by now): the caller registers them there, then removes the entry.
+-- Due times: see the prelude (the loader returns {earliest due ms announced or nil, reply}).
 local policy = policy_of(KEYS[1])
 if not policy then
   return {'NOQUEUE'}
@@ -91,6 +92,7 @@ for i = 0, count - 1 do
     if t.dk then
       redis.call('HSET', KEYS[13], t.dk, id)
       redis.call('ZADD', KEYS[14], int(now + default_window), t.dk)
+      due_at(now + default_window)
     end
     if t.sk then
       redis.call('HSET', KEYS[15], t.sk, id)
@@ -111,6 +113,7 @@ for i = 0, count - 1 do
     for _, x in ipairs(t.xdeps or {}) do
       wait[#wait + 1] = x[2]
       redis.call('ZADD', KEYS[17], int(now), id .. ' ' .. x[1] .. ' ' .. x[2])
+      due_at(now + RELINK_AFTER_MS)
     end
     t.xdeps = nil
     t.wait = wait
@@ -119,6 +122,7 @@ for i = 0, count - 1 do
     elseif t.run_at > now then
       t.state = 'scheduled'
       redis.call('ZADD', KEYS[5], int(t.run_at), id)
+      due_at(t.run_at)
     else
       make_ready(KEYS[4], KEYS[6], id, t)
     end

@@ -170,6 +170,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
     if t.run_at > now then
       t.state = 'scheduled'
       redis.call('ZADD', KEYS[8], int(t.run_at), id)
+      due_at(t.run_at)
       due = int(t.run_at)
     else
       make_ready(KEYS[7], KEYS[9], id, t)

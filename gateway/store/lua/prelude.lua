@@ -55,6 +55,41 @@ local function policy_of(queue_key)
   return cjson.decode(raw)
 end
 
+-- Due times. A script that makes something of its queue due at some time (a scheduled task, a
+-- lease, a stall deadline, a notice in the outbox, a link to redo, a dedup window or finished
+-- task to sweep) calls due_at(ms). The loader (gateway/store/scripts.py) wraps the scripts that
+-- do so: after the script, announce() compares the earliest such time with the queue hash's
+-- ``due`` field (what the global index ``jg:due`` was last told) and, only when it is earlier,
+-- stores it there and returns it, so that the caller lowers the index too. See
+-- gateway/store/tasks/due.py for the whole protocol. RELINK_AFTER_MS is set by the loader.
+local DUE = {at = nil}
+
+local function due_at(at)
+  if DUE.at == nil or at < DUE.at then
+    DUE.at = at
+  end
+end
+
+-- The first score of a ZSET as due time, if any.
+local function due_first(zset_key)
+  local first = redis.call('ZRANGE', zset_key, 0, 0, 'WITHSCORES')
+  if first[2] then
+    due_at(tonumber(first[2]))
+  end
+end
+
+local function announce(queue_key)
+  if DUE.at == nil then
+    return false
+  end
+  local told = tonumber(redis.call('HGET', queue_key, 'due'))
+  if told and told <= DUE.at then
+    return false
+  end
+  redis.call('HSET', queue_key, 'due', int(DUE.at))
+  return int(DUE.at)
+end
+
 -- Ready set: one ZSET, every score 0, ordered by member. A member is the task's required
 -- capability ('' for none), '/', then rank (1000 - priority) as 3 hex digits, run_at as 11 hex
 -- digits, a 12-hex-digit sequence number, and the id: ZRANGEBYLEX over one capability's prefix
@@ -95,6 +130,7 @@ local function release(Q, id, t)
   if t.run_at > Q.now then
     t.state = 'scheduled'
     redis.call('ZADD', Q.scheduled, int(t.run_at), id)
+    due_at(t.run_at)
   else
     local was_empty = redis.call('ZCARD', Q.ready) == 0
     make_ready(Q.ready, Q.seq, id, t)
@@ -157,6 +193,8 @@ local function settle_all(Q, ended)
   while i <= #ended do
     local id, ok, reason, grp = ended[i][1], ended[i][2], ended[i][3], ended[i][4]
     i = i + 1
+    -- Swept once its queue's retention has passed.
+    due_at(Q.now + ms(ok and Q.policy.retention_succeeded or Q.policy.retention_failed))
     local sources = {{id, ok, reason}}
     if grp then
       local raw = redis.call('HGET', Q.groups, grp)
@@ -183,6 +221,7 @@ local function settle_all(Q, ended)
           local queue, dep = entry[1], entry[2]
           if queue ~= Q.name then
             redis.call('RPUSH', Q.outbox, cjson.encode({queue, dep, source, sok, sreason}))
+            due_at(Q.now)
           else
             settle_one(Q, dep, source, sok, sreason, ended)
           end

@@ -3,13 +3,15 @@
 :class:`TaskStore` is the one object the services, the dispatcher and the recoverer hold. Its
 methods live by the state change they wrap: :mod:`.enqueue` (storing new tasks), :mod:`.leases`
 (claims, heartbeats, log lines), :mod:`.finish` (ends of attempts, cancels), :mod:`.recovery`
-(due tasks, expired and stalled leases, sweeping) and :mod:`.reads` (views that change nothing).
+(due tasks, expired and stalled leases, sweeping), :mod:`.due` (the due index across queues) and
+:mod:`.reads` (views that change nothing).
 
 The Redis client must decode responses (``decode_responses=True``).
 """
 
 from __future__ import annotations
 
+from gateway.store.tasks.due import DueIndexing
 from gateway.store.tasks.enqueue import Enqueuing, Stored
 from gateway.store.tasks.finish import CancelResult, Finish, Finished, Finishing
 from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
@@ -31,5 +33,5 @@ __all__ = [
 ]
 
 
-class TaskStore(Enqueuing, Leasing, Finishing, Recovering, Reading):
+class TaskStore(Enqueuing, Leasing, Finishing, Recovering, DueIndexing, Reading):
     """Atomic task state changes of every queue."""

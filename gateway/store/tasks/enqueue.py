@@ -80,6 +80,8 @@ class Enqueuing(StoreBase):
                 *_, reply = await pipe.execute(raise_on_error=False)
             if isinstance(reply, Exception):
                 reply = await self._scripts.call("enqueue", script_keys, args)
+            else:
+                reply = await self._scripts.unwrap("enqueue", script_keys, reply)
         if reply[0] == "OK":
             stored = [_stored(entry) for entry in reply[1:]]
             unused = [

@@ -15,7 +15,8 @@ from sdk.wire import TaskState
 
 @dataclass(frozen=True, slots=True)
 class Expired:
-    """A running task whose lease has run out, as read before its expiry is recorded."""
+    """A running task whose lease has run out, as read before its expiry is recorded (``token``
+    is empty for an index entry whose task is not running)."""
 
     task_id: str
     token: str
@@ -53,13 +54,15 @@ class Recovering(StoreBase):
             return []
         found = []
         for task_id, raw in zip(ids, await self._redis.hmget(k.meta, ids), strict=True):
-            if raw is None:
-                continue
-            record = json.loads(raw)
+            record = json.loads(raw) if raw is not None else {}
             if record.get("state") == TaskState.RUNNING and "lease" in record:
                 found.append(
                     Expired(task_id, record["lease"], record["att"], record.get("max_att"))
                 )
+            else:
+                # Not running: a stray entry. Finishing it with no token changes no task, and
+                # the script drops the entry, which would otherwise stay due for ever.
+                found.append(Expired(task_id, "", 1, None))
         return found
 
     async def sweep(self, queue: str, now_ms: int, limit: int) -> int:
