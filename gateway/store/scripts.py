@@ -41,6 +41,7 @@ ScriptName = Literal[
     "clean",
     "walk",
     "settle_idempotency",
+    "put_catalog",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
