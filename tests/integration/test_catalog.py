@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from gateway.settings import ApiKey, Settings
@@ -37,6 +38,10 @@ RESIZE_SCHEMA: dict[str, Any] = {
 }
 RESIZE = {"name": "resize", "schema": RESIZE_SCHEMA, "description": "Resize an image."}
 PUBLISH = {"name": "publish", "schema": {"type": "object", "required": ["url"]}}
+
+
+class Size(BaseModel):
+    width: int
 
 
 @pytest.fixture
@@ -330,3 +335,46 @@ async def test_service_validate_and_served_for_jobs(redis_url: str) -> None:
         with pytest.raises(ValidationFailed) as failed:
             await service.validate("img", "resize", {"kwargs": {"width": -1}})
         assert [p.field for p in failed.value.errors] == ["payload.kwargs.width"]
+
+
+async def test_an_sdk_workers_catalog_checks_sdk_payloads(api: httpx.AsyncClient) -> None:
+    """What ``Client.add_endpoint(queue, url, tasks=worker.catalog(queue))`` sends, then
+    payloads as ``@task`` producers send them, and the fields a refusal names."""
+    from sdk import Worker, task
+    from sdk import api as calls
+    from sdk.wire import EndpointCreate
+
+    @task("img", name="thumb")
+    def thumb(path: str, size: Size, quality: int = 90) -> None:
+        """Make a thumbnail."""
+
+    worker = Worker(tasks=[thumb], secret="whsec_" + "A" * 44)
+    body = EndpointCreate(url="http://127.0.0.1:9001/", tasks=worker.catalog("img"))
+    call = calls.add_endpoint("img", body)
+    created = await api.post(
+        call.path, content=call.content(), headers={"content-type": "application/json"}
+    )
+    assert created.status_code == 201, created.text
+    (entry,) = await catalog(api)
+    assert (entry["name"], entry["description"]) == ("thumb", "Make a thumbnail.")
+
+    async def enqueue(payload: Any) -> httpx.Response:
+        return await api.post("/v1/queues/img/tasks", json={"name": "thumb", "payload": payload})
+
+    for args, kwargs in [(("a.png", {"width": 5}), {}), ((), {"path": "a", "size": {"width": 1}})]:
+        payload = thumb.create(args, kwargs).payload
+        assert (await enqueue(payload)).status_code == 201, payload
+    assert fields(await enqueue({"args": ["a.png"], "kwargs": {}})) == {
+        "payload.kwargs.size": "is required"
+    }
+    assert fields(await enqueue({"args": ["a.png"]})) == {"payload.kwargs.size": "is required"}
+    assert fields(await enqueue({"args": ["a", {"width": "5"}], "kwargs": {}})) == {
+        "payload.args.1.width": '"5" is not of type "integer"'
+    }
+    assert fields(await enqueue({"args": ["a"], "kwargs": {"path": "b", "size": {}}})) == {
+        "payload.kwargs.path": "is not allowed here",
+        "payload.kwargs.size.width": "is required",
+    }
+    assert list(fields(await enqueue({"args": ["a", {"width": 1}, 1, 2], "kwargs": {}}))) == [
+        "payload.args"
+    ]
