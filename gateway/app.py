@@ -146,6 +146,7 @@ def create_app(settings: Settings) -> Starlette:
             scheduler.shutdown(wait=False)
             await dispatcher.stop()
             await notifier.stop()
+            await catalog.close()
             await session.close()
             await redis.aclose()
 

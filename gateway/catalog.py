@@ -115,6 +115,14 @@ class Catalog:
         self._views.pop(queue, None)
         self._loading.pop(queue, None)
 
+    async def close(self) -> None:
+        """Stop the reads under way (background refreshes), before Redis is closed."""
+        loading = list(self._loading.values())
+        self._loading.clear()
+        for future in loading:
+            future.cancel()
+        await asyncio.gather(*loading, return_exceptions=True)
+
     async def view(self, queue: str) -> CatalogView:
         """The queue's catalog, from the cache (refreshed in the background when stale)."""
         view = self._views.get(queue)
