@@ -28,6 +28,7 @@ from gateway.api.access_log import AccessLog
 from gateway.api.problems import EXCEPTION_HANDLERS
 from gateway.api.routing import routes
 from gateway.auth import Authenticator
+from gateway.catalog import Catalog
 from gateway.clock import RedisClock
 from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
@@ -35,10 +36,12 @@ from gateway.dispatch.pusher import Pusher, new_session
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.callbacks import CallbackService
+from gateway.services.catalog import CatalogService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
 from gateway.settings import Settings
+from gateway.store.catalog import CatalogStore
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
 from gateway.store.idempotency import IdempotencyStore
@@ -84,8 +87,12 @@ def create_app(settings: Settings) -> Starlette:
             rng=rng,
         )
 
+        catalog_store = CatalogStore(redis, scripts)
+        catalog = Catalog(catalog_store)
+
         def changed(queue: str) -> None:
             directory.forget(queue)
+            catalog.forget(queue)
             dispatcher.changed(queue)
 
         recoverer = Recoverer(
@@ -107,6 +114,7 @@ def create_app(settings: Settings) -> Starlette:
         notifier = Notifier(
             redis, on_wake=dispatcher.wake, on_due=recoverer.notice, on_reconnect=reconnected
         )
+        catalog_service = CatalogService(catalog, catalog_store, queues, clock, on_change=changed)
         services = Services(
             queues=QueueService(
                 queues,
@@ -114,9 +122,17 @@ def create_app(settings: Settings) -> Starlette:
                 clock,
                 allow_private_endpoints=settings.allow_private_endpoints,
                 on_change=changed,
+                catalog=catalog_service,
             ),
             tasks=TaskService(
-                tasks, queues, directory, clock, notifier, dependencies, on_ready=dispatcher.wake
+                tasks,
+                queues,
+                directory,
+                clock,
+                notifier,
+                dependencies,
+                on_ready=dispatcher.wake,
+                catalog=catalog_service,
             ),
             callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
             operations=OperationsService(
@@ -125,6 +141,7 @@ def create_app(settings: Settings) -> Starlette:
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
+            catalog=catalog_service,
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -152,6 +169,7 @@ def create_app(settings: Settings) -> Starlette:
                 await asyncio.wait_for(recovering, timeout=5)
             await dispatcher.stop()
             await notifier.stop()
+            await catalog.close()
             await session.close()
             await redis.aclose()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 from urllib.parse import quote
@@ -22,10 +22,15 @@ from sdk.errors import ApiError, TaskTimeout
 from sdk.wire import (
     BatchCreate,
     BatchCreated,
+    CatalogEntry,
+    CatalogPage,
+    CatalogTask,
     Endpoint,
+    EndpointCatalog,
     EndpointCreate,
     EndpointCreated,
     EndpointList,
+    EndpointTasks,
     LogLine,
     LogPage,
     Problem,
@@ -146,6 +151,38 @@ def add_endpoint(queue: str, endpoint: EndpointCreate) -> Call[EndpointCreated]:
     return Call(
         "POST", f"/v1/queues/{segment(queue)}/endpoints", reads(EndpointCreated), body=endpoint
     )
+
+
+def put_endpoint_tasks(
+    queue: str, endpoint_id: str, tasks: Sequence[CatalogTask]
+) -> Call[EndpointCatalog]:
+    return Call(
+        "PUT",
+        f"/v1/queues/{segment(queue)}/endpoints/{segment(endpoint_id)}/tasks",
+        reads(EndpointCatalog),
+        body=EndpointTasks(tasks=list(tasks)),
+    )
+
+
+def catalog_page(
+    queue: str | None = None, name: str | None = None, cursor: str | None = None
+) -> Call[CatalogPage]:
+    """``GET /v1/tasks``: one page of the task catalog."""
+    given = {"queue": queue, "name": name, "cursor": cursor, "limit": 500}
+    params = {k: v for k, v in given.items() if v is not None}
+    return Call("GET", "/v1/tasks", reads(CatalogPage), params=params)
+
+
+def task_catalog(queue: str | None = None, name: str | None = None) -> Plan[list[CatalogEntry]]:
+    """Every page of the task catalog."""
+    items: list[CatalogEntry] = []
+    cursor = None
+    while True:
+        page: CatalogPage = yield catalog_page(queue, name, cursor)
+        items.extend(page.items)
+        if page.next_cursor is None:
+            return items
+        cursor = page.next_cursor
 
 
 def list_endpoints(queue: str) -> Call[list[Endpoint]]:

@@ -9,7 +9,7 @@ Every error answer raises :class:`~sdk.errors.ApiError`; network failures are ht
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -21,7 +21,10 @@ from sdk import api
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
 from sdk.wire import (
+    CatalogEntry,
+    CatalogTask,
     Endpoint,
+    EndpointCatalog,
     EndpointCreate,
     EndpointCreated,
     LogLine,
@@ -161,16 +164,35 @@ class Client(_Base, OperatorMethods):
         concurrency: int = 10,
         capabilities: list[str] | None = None,
         batch_size: int = 1,
+        tasks: Sequence[CatalogTask] | None = None,
     ) -> EndpointCreated:
         """Register a worker URL; the answer holds its signing secret, shown this once.
 
         With ``batch_size`` above 1 the endpoint gets every push as a batch of up to that many
-        tasks (an SDK :class:`~sdk.worker.Worker` serves both kinds).
+        tasks (an SDK :class:`~sdk.worker.Worker` serves both kinds). ``tasks``: the task
+        catalog entries it serves (``Worker.catalog(queue)``); enqueues of those names are then
+        checked against their schemas.
         """
         body = EndpointCreate(
-            url=url, concurrency=concurrency, capabilities=capabilities or [], batch_size=batch_size
+            url=url,
+            concurrency=concurrency,
+            capabilities=capabilities or [],
+            batch_size=batch_size,
+            tasks=None if tasks is None else list(tasks),
         )
         return self._send(api.add_endpoint(queue, body))
+
+    def put_endpoint_tasks(
+        self, queue: str, endpoint_id: str, tasks: Sequence[CatalogTask]
+    ) -> EndpointCatalog:
+        """Report the tasks an endpoint serves (``Worker.catalog(queue)``), replacing the list
+        it reported before; the endpoint keeps its id and secret."""
+        return self._send(api.put_endpoint_tasks(queue, endpoint_id, tasks))
+
+    def task_catalog(self, queue: str | None = None, name: str | None = None) -> list[CatalogEntry]:
+        """The task catalog (``GET /v1/tasks``, every page): each task name endpoints serve,
+        with its payload schema and endpoints; of one queue or one name when given."""
+        return self._drive(api.task_catalog(queue, name))
 
     def list_endpoints(self, queue: str) -> list[Endpoint]:
         return self._send(api.list_endpoints(queue))
@@ -294,11 +316,30 @@ class AsyncClient(_Base, AsyncOperatorMethods):
         concurrency: int = 10,
         capabilities: list[str] | None = None,
         batch_size: int = 1,
+        tasks: Sequence[CatalogTask] | None = None,
     ) -> EndpointCreated:
         body = EndpointCreate(
-            url=url, concurrency=concurrency, capabilities=capabilities or [], batch_size=batch_size
+            url=url,
+            concurrency=concurrency,
+            capabilities=capabilities or [],
+            batch_size=batch_size,
+            tasks=None if tasks is None else list(tasks),
         )
         return await self._send(api.add_endpoint(queue, body))
+
+    async def put_endpoint_tasks(
+        self, queue: str, endpoint_id: str, tasks: Sequence[CatalogTask]
+    ) -> EndpointCatalog:
+        """Report the tasks an endpoint serves (``Worker.catalog(queue)``), replacing the list
+        it reported before; the endpoint keeps its id and secret."""
+        return await self._send(api.put_endpoint_tasks(queue, endpoint_id, tasks))
+
+    async def task_catalog(
+        self, queue: str | None = None, name: str | None = None
+    ) -> list[CatalogEntry]:
+        """The task catalog (``GET /v1/tasks``, every page): each task name endpoints serve,
+        with its payload schema and endpoints; of one queue or one name when given."""
+        return await self._drive(api.task_catalog(queue, name))
 
     async def list_endpoints(self, queue: str) -> list[Endpoint]:
         return await self._send(api.list_endpoints(queue))

@@ -49,12 +49,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from sdk.catalog import catalog
 from sdk.errors import SignatureError
 from sdk.outcomes import Refusal
 from sdk.pushes import read_push, response_of
 from sdk.runner import Runner, RunnerOptions
 from sdk.signatures import Verifier
 from sdk.tasks import TaskFunction
+from sdk.wire import CatalogTask
 
 __all__ = ["Worker"]
 
@@ -100,6 +102,14 @@ class Worker:
     def tasks(self) -> dict[str, TaskFunction[Any, Any]]:
         """The task functions served, by name."""
         return self.runner.tasks
+
+    def catalog(self, queue: str | None = None) -> list[CatalogTask]:
+        """The task catalog entries of the functions served (of ``queue``'s only, when given):
+        each name with its payload's JSON Schema, derived from the type hints
+        (:mod:`sdk.catalog`). Report them when registering the endpoint
+        (``Client.add_endpoint(queue, url, tasks=worker.catalog(queue))``) or later
+        (``Client.put_endpoint_tasks``)."""
+        return catalog(self.tasks.values(), queue)
 
     @property
     def running(self) -> int:

@@ -19,6 +19,7 @@ from devgateway import one_line_errors, use_dev_gateway
 from tasks import greet, slow_count
 
 from sdk import Client, Worker
+from sdk.catalog import catalog
 
 HOST, PORT = "127.0.0.1", 8001
 URL = f"http://{HOST}:{PORT}/"
@@ -31,7 +32,8 @@ def register() -> str:
         for endpoint in client.list_endpoints("hello"):
             if endpoint.url == URL:  # left by an earlier run: its secret is gone with it
                 client.delete_endpoint("hello", endpoint.id)
-        return client.add_endpoint("hello", URL).secret
+        # the task catalog: enqueues of greet and slow_count are checked against their hints
+        return client.add_endpoint("hello", URL, tasks=catalog([greet, slow_count])).secret
 
 
 if __name__ == "__main__" and "JOBGATE_WORKER_SECRET" not in os.environ:

@@ -10,6 +10,7 @@ from ulid import ULID
 
 from gateway.clock import Clock
 from gateway.errors import EndpointNotFound, FieldProblem, ValidationFailed
+from gateway.services.catalog import CatalogService
 from gateway.ssrf import check_endpoint_url
 from gateway.store.queues import QueueStore
 from gateway.store.records import EndpointRecord, StoredQueue, to_datetime
@@ -39,7 +40,9 @@ class QueueService:
         *,
         allow_private_endpoints: bool,
         on_change: Callable[[str], None],
+        catalog: CatalogService | None = None,
     ) -> None:
+        self._catalog = catalog
         self._queues = queues
         self._tasks = tasks
         self._clock = clock
@@ -96,6 +99,10 @@ class QueueService:
             await check_endpoint_url(spec.url, self._allow_private)
         except ValueError as e:
             raise ValidationFailed([FieldProblem("url", str(e))]) from e
+        now = self._clock.now_ms()
+        catalog = None
+        if spec.tasks is not None and self._catalog is not None:
+            catalog = self._catalog.encode(spec.tasks, now)
         secret = new_signing_secret()
         record = EndpointRecord(
             id=f"ep_{ULID()}",
@@ -105,9 +112,9 @@ class QueueService:
             capabilities=spec.capabilities,
             batch_size=spec.batch_size,
             secrets=[secret],
-            created_ms=self._clock.now_ms(),
+            created_ms=now,
         )
-        await self._queues.add_endpoint(record)
+        await self._queues.add_endpoint(record, catalog)
         self._on_change(queue)
         return EndpointCreated(**record.to_wire().model_dump(), secret=secret)
 

@@ -20,6 +20,7 @@ from gateway.errors import (
     TaskNotFound,
     ValidationFailed,
 )
+from gateway.services.catalog import CatalogService
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
@@ -98,7 +99,9 @@ class TaskService:
         dependencies: DependencyStore,
         *,
         on_ready: Callable[[str], None],
+        catalog: CatalogService | None = None,
     ) -> None:
+        self._catalog = catalog
         self._dependencies = dependencies
         self._tasks = tasks
         self._queues = queues
@@ -138,6 +141,8 @@ class TaskService:
         view = await self._directory.view(queue)
         if view is None:
             raise QueueNotFound(queue)
+        if self._catalog is not None:
+            await self._catalog.check_enqueue(queue, specs)
         located = await self._locate_dependencies(specs, seen)
         now = self._clock.now_ms()
         new = [_new_task(spec, now, located, queue) for spec in specs]

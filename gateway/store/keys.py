@@ -28,6 +28,8 @@ key                   type   content
 ``running``           ZSET   id → lease expiry ms
 ``done:<state>``      ZSET   id → finished ms, for succeeded, failed, dead and cancelled
 ``endpoints``         HASH   endpoint id → endpoint JSON (url, concurrency, secrets, enabled)
+``catalog``           HASH   endpoint id → JSON ``{"at": ms, "tasks": [{name, schema, ...}]}``: the
+                             tasks the endpoint reported it serves (the task catalog)
 ``inflight``          HASH   endpoint id → pushes in flight
 ``health``            HASH   endpoint id → small JSON of its circuit breaker and recent latency and
                              error share (``lua/health.lua``), fed by the end of each attempt
@@ -132,6 +134,7 @@ class QueueKeys:
     singleton: str
     capabilities: str
     stalls: str
+    catalog: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -165,6 +168,7 @@ class QueueKeys:
             singleton=p + "singleton",
             capabilities=p + "capabilities",
             stalls=p + "stalls",
+            catalog=p + "catalog",
         )
 
     def log(self, task_id: str) -> str:
@@ -209,4 +213,5 @@ class QueueKeys:
             self.singleton,
             self.capabilities,
             self.stalls,
+            self.catalog,
         )

@@ -94,10 +94,15 @@ class QueueStore:
 
     # --- endpoints ------------------------------------------------------------------------
 
-    async def add_endpoint(self, endpoint: EndpointRecord) -> None:
-        await self._redis.hset(
-            QueueKeys.of(endpoint.queue).endpoints, endpoint.id, endpoint.model_dump_json()
-        )
+    async def add_endpoint(self, endpoint: EndpointRecord, catalog: str | None = None) -> None:
+        """Store a new endpoint and, when it reported tasks, its part of the task catalog
+        (``gateway.store.catalog``), in one MULTI."""
+        k = QueueKeys.of(endpoint.queue)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(k.endpoints, endpoint.id, endpoint.model_dump_json())
+            if catalog is not None:
+                pipe.hset(k.catalog, endpoint.id, catalog)
+            await pipe.execute()
 
     async def endpoints(self, queue: str) -> list[ListedEndpoint]:
         """Every endpoint of a queue with its pushes in flight and health, oldest first."""
@@ -125,5 +130,6 @@ class QueueStore:
             pipe.hdel(k.endpoints, endpoint_id)
             pipe.hdel(k.inflight, endpoint_id)
             pipe.hdel(k.health, endpoint_id)
-            removed, _, _ = await pipe.execute()
+            pipe.hdel(k.catalog, endpoint_id)
+            removed, *_ = await pipe.execute()
         return bool(removed)

@@ -56,6 +56,7 @@ ScriptName = Literal[
     "reckon_due",
     "lower_due",
     "settle_due",
+    "put_catalog",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -31,7 +31,8 @@ Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the leas
 ``release`` (give the task back at once, no attempt spent).
 
 The models live by concept -- :mod:`sdk.wire.tasks`, :mod:`sdk.wire.queues` (with endpoints),
-:mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools) on
+:mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
+:mod:`sdk.wire.catalog` (the task catalog) on
 :mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
 """
 
@@ -60,6 +61,14 @@ from sdk.wire.base import (
     TaskName,
     Timestamp,
     check_queue_name,
+)
+from sdk.wire.catalog import (
+    CatalogEndpoint,
+    CatalogEntry,
+    CatalogPage,
+    CatalogTask,
+    EndpointCatalog,
+    EndpointTasks,
 )
 from sdk.wire.operations import (
     CleanRequest,
@@ -137,6 +146,10 @@ __all__ = [
     "BatchResult",
     "CallbackAck",
     "Capability",
+    "CatalogEndpoint",
+    "CatalogEntry",
+    "CatalogPage",
+    "CatalogTask",
     "CheckpointIn",
     "CircuitBreaker",
     "CircuitState",
@@ -144,9 +157,11 @@ __all__ = [
     "CleanResult",
     "DeadLetterFilter",
     "Endpoint",
+    "EndpointCatalog",
     "EndpointCreate",
     "EndpointCreated",
     "EndpointList",
+    "EndpointTasks",
     "ErrorIn",
     "FieldError",
     "GroupName",

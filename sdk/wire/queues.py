@@ -16,6 +16,7 @@ from sdk.wire.base import (
     PositiveSeconds,
     Seconds,
 )
+from sdk.wire.catalog import CatalogTasks
 from sdk.wire.tasks import TaskState
 
 
@@ -181,6 +182,12 @@ class EndpointCreate(InputModel):
         le=500,
         description="Most tasks one push carries. Above 1 the endpoint receives every push as "
         "a PushBatch and answers a BatchAnswer.",
+    )
+    tasks: CatalogTasks | None = Field(
+        None,
+        description="The task names it serves, each with its payload's JSON Schema (the task "
+        "catalog); enqueues of these names are checked against it. Report a new list later "
+        "with PUT /v1/queues/{queue}/endpoints/{endpoint_id}/tasks.",
     )
 
 
