@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.admin import admin_mount
 from gateway.api import OPERATIONS
 from gateway.api.access_log import AccessLog
 from gateway.api.problems import EXCEPTION_HANDLERS
@@ -31,6 +32,7 @@ from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.recoverer import Recoverer
 from gateway.services import Services
+from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
@@ -104,6 +106,7 @@ def create_app(settings: Settings) -> Starlette:
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
+            activity=ActivityService(tasks, queues, clock),
         )
         recoverer = Recoverer(
             tasks, queues, clock, on_ready=dispatcher.wake, rng=rng, dependencies=dependencies
@@ -132,7 +135,11 @@ def create_app(settings: Settings) -> Starlette:
             await redis.aclose()
 
     return Starlette(
-        routes=[Route("/healthz", _health, methods=["GET"]), *routes(OPERATIONS)],
+        routes=[
+            Route("/healthz", _health, methods=["GET"]),
+            *routes(OPERATIONS),
+            admin_mount(settings),
+        ],
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[Middleware(AccessLog)] if settings.access_log else [],
         lifespan=lifespan,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.auth import Authenticator
+from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
@@ -21,3 +22,4 @@ class Services:
     auth: Authenticator
     idempotency: IdempotencyStore
     max_body_bytes: int
+    activity: ActivityService
