@@ -18,6 +18,16 @@ from markupsafe import Markup
 
 TEMPLATES = Path(__file__).parent / "templates"
 CSRF_FIELD = "csrf"
+OUTCOME_BADGES = {
+    "succeeded": "succeeded",
+    "running": "running",
+    "error": "failed",
+    "failed": "failed",
+    "expired": "failed",
+    "stalled": "failed",
+    "cancelled": "cancelled",
+}
+"""The badge colour of an attempt's outcome (busy, gone and released ones stay grey)."""
 NOTHING = "-"
 
 
@@ -73,5 +83,5 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(duration=duration, when=when, ago=ago, pretty=pretty)
-    env.globals["csrf_field"] = csrf_field
+    env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES)
     return env

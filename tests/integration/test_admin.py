@@ -102,7 +102,8 @@ async def test_sign_in_sets_a_strict_httponly_session_and_returns_to_the_page(ri
     assert page.headers["cache-control"] == "no-store"
     assert 'data-queue="mail"' in page.text
     assert "ops" in page.text
-    assert "<script>" not in page.text and "style=" not in page.text
+    assert "<script>" not in page.text
+    assert "style=" not in page.text
 
 
 async def test_sign_in_refuses_wrong_keys_a_missing_token_and_keys_that_cannot_read(
@@ -140,7 +141,8 @@ async def test_a_post_without_the_csrf_token_changes_nothing(rig: Rig) -> None:
     assert done.status_code == 303
     assert await paused(rig)
     page = await rig.web.get(done.headers["location"])
-    assert "Queue paused" in page.text and 'class="badge paused"' in page.text
+    assert "Queue paused" in page.text
+    assert 'class="badge paused"' in page.text
     done = await rig.web.post("/admin/queues/mail/resume", headers={"x-csrf-token": token})
     assert done.status_code == 303
     assert not await paused(rig)
@@ -175,9 +177,10 @@ async def test_sign_out_ends_the_session(rig: Rig) -> None:
     token = csrf_of((await rig.web.get("/admin/queues")).text)
     out = await rig.web.post("/admin/logout", data={"csrf": token})
     assert out.status_code == 303
-    assert 'jobgate_session=""' in out.headers["set-cookie"] or "Max-Age=0" in out.headers[
-        "set-cookie"
-    ]
+    assert (
+        'jobgate_session=""' in out.headers["set-cookie"]
+        or "Max-Age=0" in out.headers["set-cookie"]
+    )
     assert (await rig.web.get("/admin/queues")).status_code == 303
 
 

@@ -76,7 +76,8 @@ def test_csrf_tokens_belong_to_one_session() -> None:
     sessions = codec(Clock())
     one = sessions.check(sessions.open(KEY))
     two = sessions.check(sessions.open(KEY))
-    assert one is not None and two is not None
+    assert one is not None
+    assert two is not None
     assert one.session_id != two.session_id
     token = sessions.csrf_token(one.session_id)
     assert sessions.csrf_ok(one.session_id, token)
@@ -97,6 +98,14 @@ def test_the_sign_in_token_matches_its_nonce_only() -> None:
 
 def test_after_sign_in_only_admin_pages_are_targets() -> None:
     assert safe_next("/admin/tasks?queue=a") == "/admin/tasks?queue=a"
-    for outside in (None, "", "/v1/queues", "https://evil.example/admin/", "//evil.example",
-                    "/admin", "/admin/\\evil", "/admin/x?u=https://evil"):
+    for outside in (
+        None,
+        "",
+        "/v1/queues",
+        "https://evil.example/admin/",
+        "//evil.example",
+        "/admin",
+        "/admin/\\evil",
+        "/admin/x?u=https://evil",
+    ):
         assert safe_next(outside) == "/admin/queues", outside

@@ -24,7 +24,12 @@ LOGIN_COOKIE_SECONDS = 3600
 
 
 def _form(
-    admin: Admin, request: Request, *, error: str | None = None, status: int = 200
+    admin: Admin,
+    request: Request,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    next_page: str | None = None,
 ) -> Response:
     """The sign-in form, tied to a fresh nonce cookie (its CSRF token is the nonce signed)."""
     nonce = admin.codec.new_nonce()
@@ -33,7 +38,7 @@ def _form(
         "login.html",
         {
             "csrf": admin.codec.login_token(nonce),
-            "next": safe_next(request.query_params.get("next")),
+            "next": safe_next(next_page or request.query_params.get("next")),
             "error": error,
             "active": "login",
         },
@@ -63,18 +68,20 @@ def routes(admin: Admin) -> list[BaseRoute]:
             form = await read_form(request, services.max_body_bytes)
         except GatewayError as e:
             return _form(admin, request, error=e.detail, status=e.status)
+        next_page = form.get("next")
         if not admin.codec.login_ok(request.cookies.get(LOGIN_COOKIE), form.get(CSRF_FIELD)):
             return _form(
                 admin,
                 request,
                 error="The form expired or did not come from this page; sign in again.",
                 status=403,
+                next_page=next_page,
             )
         key = (form.get("api_key") or "").strip()
         try:
             principal = services.auth.authenticate(f"Bearer {key}")
         except Unauthorized:
-            return _form(admin, request, error="Unknown API key.", status=401)
+            return _form(admin, request, error="Unknown API key.", status=401, next_page=next_page)
         if not principal.may(Access.READ):
             return _form(
                 admin,
@@ -82,6 +89,7 @@ def routes(admin: Admin) -> list[BaseRoute]:
                 error="This key may not read everything; the admin UI needs the 'read' or "
                 "'admin' scope.",
                 status=403,
+                next_page=next_page,
             )
         response = RedirectResponse(safe_next(form.get("next")), status_code=303)
         admin.set_session(response, request, admin.codec.open(key))
