@@ -39,3 +39,11 @@ def test_every_page_extends_the_layout_and_every_partial_is_included_by_its_page
             assert f'{{% include "{path.name}" %}}' in page.read_text(), path.name
         elif path.name != "base.html":
             assert text.startswith('{% extends "base.html" %}'), path.name
+
+
+def test_admin_pages_reach_redis_only_through_the_services() -> None:
+    admin = TEMPLATES.parent
+    for path in admin.rglob("*.py"):
+        text = path.read_text()
+        assert "gateway.store" not in text, path.name
+        assert "import redis" not in text, path.name
