@@ -41,13 +41,15 @@ ARGS = [
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API is open it holds an event loop in this
+# thread, so asyncio.run() in tests after it would fail.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run 'make chromium' (apt-get install chromium)")
