@@ -13,7 +13,9 @@ import pytest
 
 from gateway.admin.headers import CONTENT_SECURITY_POLICY
 from gateway.app import create_app
+from gateway.redis_server import free_port
 from gateway.settings import ApiKey, Settings
+from tests.support import until
 
 ADMIN = "admin-ui-admin-key-0123"
 READER = "admin-ui-reader-key-012"
@@ -30,6 +32,7 @@ class Rig:
 async def rig(redis_url: str) -> AsyncIterator[Rig]:
     settings = Settings(
         redis_url=redis_url,
+        allow_private_endpoints=True,
         api_keys=[
             ApiKey(key=ADMIN, scopes=["admin"], name="ops"),
             ApiKey(key=READER, scopes=["read"], name="viewer"),
@@ -220,3 +223,76 @@ async def test_cancel_from_the_task_page(rig: Rig) -> None:
     )
     assert again.status_code == 409
     assert "already ended" in again.text
+
+
+async def dead_tasks(rig: Rig, queue: str, n: int, **fields: Any) -> list[str]:
+    """``n`` dead tasks: one attempt each, pushed to a loopback port nobody listens on. The
+    queue is paused afterwards, so resubmitted tasks stay queued where the test can see them."""
+    await rig.api.put(f"/v1/queues/{queue}", json={"max_attempts": 1})
+    url = f"http://127.0.0.1:{free_port()}/"
+    assert (await rig.api.post(f"/v1/queues/{queue}/endpoints", json={"url": url})).is_success
+    body = {"tasks": [{"name": "send", **fields} for _ in range(n)]}
+    created = (await rig.api.post(f"/v1/queues/{queue}/tasks/batch", json=body)).json()["tasks"]
+
+    async def all_dead() -> bool:
+        found = await rig.api.get("/v1/deadletters", params={"queue": queue})
+        return len(found.json()["items"]) == n
+
+    await until(all_dead, timeout=20, what=f"{n} dead tasks in {queue}")
+    await rig.api.patch(f"/v1/queues/{queue}", json={"paused": True})
+    return [t["id"] for t in created]
+
+
+async def states(rig: Rig, ids: list[str]) -> list[str]:
+    return [(await rig.api.get(f"/v1/tasks/{i}")).json()["state"] for i in ids]
+
+
+async def test_dead_letters_resubmit_selected_all_matching_and_one_from_its_page(
+    rig: Rig,
+) -> None:
+    one = await dead_tasks(rig, "dl-one", 3, owner="acme")
+    other = await dead_tasks(rig, "dl-two", 2, owner="zeta")
+    await sign_in(rig.web, ADMIN)
+    page = await rig.web.get("/admin/deadletters?owner=acme")
+    assert page.text.count("data-task=") == 3
+    token = csrf_of(page.text)
+    # the ticked boxes only
+    picked = await rig.web.post(
+        "/admin/deadletters/resubmit",
+        data={"csrf": token, "ids": [one[0], other[0].lower()], "owner": "acme"},
+    )
+    assert picked.status_code == 303
+    assert picked.headers["location"].startswith("/admin/deadletters?owner=acme&notice=")
+    shown = await rig.web.get(picked.headers["location"])
+    assert "2 task(s) queued again; 0 skipped" in shown.text
+    assert await states(rig, one) == ["queued", "dead", "dead"]
+    assert await states(rig, other) == ["queued", "dead"]
+    # every dead letter matching the filter: owner acme's, not zeta's
+    everything = await rig.web.post(
+        "/admin/deadletters/resubmit", data={"csrf": token, "all": "1", "owner": "acme"}
+    )
+    assert "notice=resubmitted&n=2&skipped=0" in everything.headers["location"]
+    assert await states(rig, one) == ["queued"] * 3
+    assert await states(rig, other) == ["queued", "dead"]
+    # nothing ticked: said so, nothing moves
+    nothing = await rig.web.post("/admin/deadletters/resubmit", data={"csrf": token})
+    assert nothing.status_code == 422
+    # the last one from its own page; a second click finds it no longer dead
+    task_page = await rig.web.get(f"/admin/tasks/{other[1]}")
+    assert "/retry" in task_page.text
+    again = await rig.web.post(f"/admin/tasks/{other[1]}/retry", data={"csrf": token})
+    assert again.headers["location"].endswith("notice=resubmitted&n=1&skipped=0")
+    assert await states(rig, other) == ["queued", "queued"]
+    twice = await rig.web.post(f"/admin/tasks/{other[1]}/retry", data={"csrf": token})
+    assert twice.headers["location"].endswith("notice=resubmitted&n=0&skipped=1")
+
+
+async def test_queues_page_shows_depths_and_the_last_minutes_throughput(rig: Rig) -> None:
+    await dead_tasks(rig, "dl-one", 2)
+    await sign_in(rig.web, ADMIN)
+    page = await rig.web.get("/admin/queues")
+    card = page.text.split('data-queue="dl-one"')[1].split("</section>")[0]
+    assert re.search(r'data-state="dead">\s*<span class="n">2</span>', card)
+    assert "0 succeeded, 2 failed in 10 min" in card
+    assert card.count("<rect") == 10
+    assert card.count('class="with-failures"') == 1
