@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
-from gateway.admin.render import TEMPLATES, environment
+from gateway.admin.pages.queues import bars
+from gateway.admin.render import TEMPLATES, ago, duration, environment, when
+from gateway.services.activity import Throughput
+from sdk.wire import TaskState
 
 PAGES = sorted(TEMPLATES.glob("*.html"))
 
@@ -47,3 +51,32 @@ def test_admin_pages_reach_redis_only_through_the_services() -> None:
         text = path.read_text()
         assert "gateway.store" not in text, path.name
         assert "import redis" not in text, path.name
+
+
+def test_durations_and_times_read_short() -> None:
+    assert [duration(s) for s in (None, 0.85, 12.34, 245, 7380, 200_000)] == [
+        "-",
+        "850 ms",
+        "12.3 s",
+        "4 min 05 s",
+        "2 h 03 min",
+        "2 d 7 h",
+    ]
+    now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    assert ago(now - timedelta(seconds=90), now) == "1 min 30 s ago"
+    assert ago(now + timedelta(seconds=5), now) == "in 5.0 s"
+    assert when(now) == "2030-01-01 12:00:00 UTC"
+
+
+def test_throughput_bars_scale_to_the_busiest_minute() -> None:
+    finished = {
+        TaskState.SUCCEEDED: [0, 90, 45, 1],
+        TaskState.FAILED: [0, 0, 5, 0],
+        TaskState.DEAD: [0, 10, 0, 0],
+        TaskState.CANCELLED: [0, 0, 0, 0],
+    }
+    t = Throughput("q", 60, datetime(2030, 1, 1, tzinfo=UTC), finished)
+    drawn = bars(t, height=30)
+    assert [b.height for b in drawn] == [0, 30, 15, 1]  # a quiet minute still shows
+    assert [b.failed for b in drawn] == [0, 10, 5, 0]
+    assert [b.x for b in drawn] == [0, 10, 20, 30]
