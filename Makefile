@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 DEV_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test lint bench openapi clean venv redis-server
+.PHONY: help dev test lint bench openapi clean venv redis-server chromium
 
 help:
 	@echo "Jobgate: make <target>"
@@ -26,13 +26,14 @@ help:
 	@echo
 	@echo "  venv          create .venv and install jobgate with its test tools"
 	@echo "  redis-server  check for redis-server; install it with apt-get when root"
+	@echo "  chromium      check for chromium (the browser tests'); install it with apt-get when root"
 	@echo
 	@echo "Python: PYTHON=$(PYTHON) (3.11 or newer)."
 
 dev: venv redis-server
 	$(BIN)/jobgate dev $(DEV_ARGS)
 
-test: venv redis-server lint
+test: venv redis-server chromium lint
 	@status=0; $(BIN)/python -m pytest tests $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "make test: pytest collected no tests (exit code 5); treating that as success."; \
@@ -86,6 +87,21 @@ redis-server:
 			echo "redis-server is missing. Jobgate's dev gateway and tests run a local Redis;" >&2; \
 			echo "install it (Debian/Ubuntu: sudo apt-get install redis-server," >&2; \
 			echo "macOS: brew install redis) and run make again." >&2; \
+			exit 1; \
+		fi; \
+	fi
+
+# The admin UI's browser tests drive Debian's chromium with Playwright (never Playwright's own
+# downloaded browsers).
+chromium:
+	@if [ -z "$$JOBGATE_CHROMIUM" ] && ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "chromium is missing: installing it with apt-get"; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+		else \
+			echo "chromium is missing. The admin UI's browser tests (tests/browser) run it" >&2; \
+			echo "headless; install it (Debian/Ubuntu: sudo apt-get install chromium)" >&2; \
+			echo "and run make again, or point JOBGATE_CHROMIUM at a Chromium binary." >&2; \
 			exit 1; \
 		fi; \
 	fi

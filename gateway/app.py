@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.admin import admin_mount
 from gateway.api import OPERATIONS
 from gateway.api.access_log import AccessLog
 from gateway.api.problems import EXCEPTION_HANDLERS
@@ -35,6 +36,7 @@ from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.recoverer import Recoverer
 from gateway.services import Services
+from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
 from gateway.services.operations import OperationsService
@@ -142,6 +144,7 @@ def create_app(settings: Settings) -> Starlette:
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
             catalog=catalog_service,
+            activity=ActivityService(tasks, queues, clock),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -170,11 +173,16 @@ def create_app(settings: Settings) -> Starlette:
             await dispatcher.stop()
             await notifier.stop()
             await catalog.close()
+            await directory.close()
             await session.close()
             await redis.aclose()
 
     return Starlette(
-        routes=[Route("/healthz", _health, methods=["GET"]), *routes(OPERATIONS)],
+        routes=[
+            Route("/healthz", _health, methods=["GET"]),
+            *routes(OPERATIONS),
+            admin_mount(settings),
+        ],
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[Middleware(AccessLog)] if settings.access_log else [],
         lifespan=lifespan,

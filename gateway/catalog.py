@@ -108,6 +108,8 @@ class Catalog:
         self._max_compiled = compiled
         self._views: dict[str, CatalogView] = {}
         self._loading: dict[str, asyncio.Future[CatalogView]] = {}
+        # Every read under way, forgotten ones too, so that close() can wait for them all.
+        self._reads: set[asyncio.Future[CatalogView]] = set()
         self._compiled: OrderedDict[str, jsonschema_rs.Validator | None] = OrderedDict()
 
     def forget(self, queue: str) -> None:
@@ -117,7 +119,7 @@ class Catalog:
 
     async def close(self) -> None:
         """Stop the reads under way (background refreshes), before Redis is closed."""
-        loading = list(self._loading.values())
+        loading = list(self._reads)
         self._loading.clear()
         for future in loading:
             future.cancel()
@@ -141,6 +143,8 @@ class Catalog:
         loading = self._loading.get(queue)
         if loading is None:
             loading = self._loading[queue] = asyncio.ensure_future(self._read(queue))
+            self._reads.add(loading)
+            loading.add_done_callback(self._reads.discard)
         return loading
 
     async def _read(self, queue: str) -> CatalogView:

@@ -30,6 +30,8 @@ class Directory:
         self._ttl = ttl
         self._views: dict[str, QueueView] = {}
         self._loading: dict[str, asyncio.Future[QueueView | None]] = {}
+        # Every read under way, forgotten ones too, so that close() can wait for them all.
+        self._reads: set[asyncio.Future[QueueView | None]] = set()
 
     def forget(self, queue: str) -> None:
         """Drop what is known of the queue, including a read begun before the change."""
@@ -49,10 +51,21 @@ class Directory:
             self._load(queue)  # starts a refresh; this call goes on with the old entry
         return view
 
+    async def close(self) -> None:
+        """Stop the reads under way (background refreshes, forgotten ones too), before Redis
+        is closed: one left running would reopen a connection after the pool was closed."""
+        loading = list(self._reads)
+        self._loading.clear()
+        for future in loading:
+            future.cancel()
+        await asyncio.gather(*loading, return_exceptions=True)
+
     def _load(self, queue: str) -> asyncio.Future[QueueView | None]:
         loading = self._loading.get(queue)
         if loading is None:
             loading = self._loading[queue] = asyncio.ensure_future(self._read(queue))
+            self._reads.add(loading)
+            loading.add_done_callback(self._reads.discard)
         return loading
 
     async def _read(self, queue: str) -> QueueView | None:

@@ -176,6 +176,8 @@ class Recoverer:
         now = self._clock.now_ms() if now_ms is None else now_ms
         found = 0
         for queue in await self._queues.names():
+            if self._stopping:
+                break
             try:
                 at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
                 if at is not None:

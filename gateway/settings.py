@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ADMIN_SCOPE = "admin"
@@ -110,6 +110,15 @@ class Settings(BaseSettings):
     )
     idempotency_ttl: int = Field(
         86400, ge=1, description="Seconds the answer to a POST with an Idempotency-Key is kept."
+    )
+    session_secret: SecretStr | None = Field(
+        None,
+        description="Key that signs admin UI sessions (16+ characters); every gateway behind "
+        "one load balancer needs the same. When unset it is derived from the API keys.",
+        min_length=16,
+    )
+    session_ttl: int = Field(
+        43200, ge=60, description="Seconds an admin UI sign-in lasts (12 hours by default)."
     )
 
     @field_validator("public_url")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.auth import Authenticator
+from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
 from gateway.services.operations import OperationsService
@@ -23,3 +24,4 @@ class Services:
     idempotency: IdempotencyStore
     max_body_bytes: int
     catalog: CatalogService
+    activity: ActivityService

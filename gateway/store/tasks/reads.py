@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
 from gateway.store import keys
@@ -116,3 +118,22 @@ class Reading(StoreBase):
 
     async def logs(self, queue: str, task_id: str) -> list[str]:
         return cast(list[str], await self._redis.lrange(QueueKeys.of(queue).log(task_id), 0, -1))
+
+    async def finished_between(
+        self, queue: str, edges: Sequence[int]
+    ) -> dict[TaskState, list[int]]:
+        """How many tasks ended in each finished state within each window ``[edges[i],
+        edges[i+1])`` (ms): one ZCOUNT per state and window on the ``done:<state>`` indexes,
+        whose scores are finish times, so the cost does not grow with the queue."""
+        k = QueueKeys.of(queue)
+        windows = list(itertools.pairwise(edges))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for state in keys.FINISHED_STATES:
+                for start, end in windows:
+                    pipe.zcount(k.finished(state), start, f"({end}")
+            counts = await pipe.execute()
+        n = len(windows)
+        return {
+            state: [int(c) for c in counts[i * n : (i + 1) * n]]
+            for i, state in enumerate(keys.FINISHED_STATES)
+        }

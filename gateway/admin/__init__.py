@@ -1,0 +1,43 @@
+"""The admin web UI at ``/admin``: server-rendered pages (Jinja2) refreshed live with htmx.
+
+:func:`admin_mount` makes the mount the app factory adds to its routes. Pages call the same
+services as the JSON API (``request.state.services``), never the store. See ``docs/admin.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from gateway.admin.headers import SecurityHeaders
+from gateway.admin.pages import SECTIONS
+from gateway.admin.render import environment
+from gateway.admin.session import SessionCodec, signing_key
+from gateway.admin.web import PREFIX, Admin
+from gateway.settings import Settings
+
+STATIC = Path(__file__).parent / "static"
+
+
+async def _home(request: Request) -> Response:
+    return RedirectResponse(f"{PREFIX}/queues", status_code=303)
+
+
+def admin_mount(settings: Settings) -> Mount:
+    keys = [k.key for k in settings.api_keys]
+    secret = settings.session_secret.get_secret_value() if settings.session_secret else None
+    codec = SessionCodec(signing_key(secret, keys), keys, settings.session_ttl)
+    https = bool(settings.certfile) or (settings.public_url or "").startswith("https://")
+    admin = Admin(codec, environment(), https=https)
+    routes = [
+        Route("/", _home, methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="admin-static"),
+    ]
+    for section in SECTIONS:
+        routes += section(admin)
+    return Mount(PREFIX, routes=routes, middleware=[Middleware(SecurityHeaders)])

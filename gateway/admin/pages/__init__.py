@@ -1,0 +1,19 @@
+"""The admin UI's pages, one module per section (see ``gateway.admin.nav``). Each module has
+``routes(admin)``; a new section adds its module to :data:`SECTIONS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.routing import BaseRoute
+
+from gateway.admin.pages import deadletters, login, queues, running, tasks
+from gateway.admin.web import Admin
+
+SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
+    login.routes,
+    queues.routes,
+    tasks.routes,
+    running.routes,
+    deadletters.routes,
+)

@@ -1,0 +1,33 @@
+"""Running now: every running task, where it runs, for how long, its last heartbeat and
+progress; stalled ones (silent past their heartbeat interval) flagged."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.admin.web import Admin, Visit, checked
+from sdk.wire import QueueName
+
+LIMIT = 500
+
+
+async def running(visit: Visit) -> Response:
+    queue = visit.query("queue")
+    if queue is not None:
+        queue = str(checked(QueueName, "queue", queue))
+    found = await visit.services.operations.running(queue, None, LIMIT)
+    return visit.render(
+        "running.html",
+        "_running.html",
+        active="running",
+        queues=[q.name for q in (await visit.services.queues.list()).items],
+        queue=queue,
+        running=found,
+        stalled=sum(1 for t in found.items if t.stalled),
+        self_url=visit.here,
+    )
+
+
+def routes(admin: Admin) -> list[BaseRoute]:
+    return [Route("/running", admin.page(running), methods=["GET"])]

@@ -1,0 +1,101 @@
+"""Tasks: a queue's tasks by state (filtered by name and owner, paged with cursors), and one
+task with its attempts, checkpoint, logs and result; cancel and retry."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.admin.web import PREFIX, Admin, Visit, checked
+from gateway.services.tasks import OffsetCursor
+from sdk.wire import Label, QueueName, ResubmitRequest, TaskId, TaskName, TaskState
+
+PAGE_SIZE = 50
+STATES = tuple(TaskState)
+
+
+def _filters(visit: Visit) -> dict[str, str]:
+    """The filter fields given, checked as the JSON API checks them."""
+    found: dict[str, str] = {}
+    for name, kind in (
+        ("queue", QueueName),
+        ("state", TaskState),
+        ("name", TaskName),
+        ("owner", Label),
+        ("cursor", OffsetCursor),
+    ):
+        value = visit.query(name)
+        if value is not None:
+            found[name] = str(checked(kind, name, value))
+    return found
+
+
+async def tasks(visit: Visit) -> Response:
+    f = _filters(visit)
+    names = [q.name for q in (await visit.services.queues.list()).items]
+    queue = f.get("queue") or (names[0] if names else None)
+    state = TaskState(f.get("state", TaskState.QUEUED))
+    page = None
+    if queue is not None:
+        page = await visit.services.tasks.page(
+            queue, state, f.get("cursor"), PAGE_SIZE, owner=f.get("owner"), name=f.get("name")
+        )
+    query = {k: v for k, v in f.items() if k != "cursor"}
+    if queue is not None:
+        query["queue"] = queue
+    next_url = None
+    if page is not None and page.next_cursor is not None:
+        next_url = f"{PREFIX}/tasks?{urlencode({**query, 'cursor': page.next_cursor})}"
+    return visit.render(
+        "tasks.html",
+        "_tasks.html",
+        active="tasks",
+        queues=names,
+        queue=queue,
+        state=state,
+        states=STATES,
+        name=f.get("name", ""),
+        owner=f.get("owner", ""),
+        page=page,
+        paged=("cursor" in f),
+        first_url=f"{PREFIX}/tasks?{urlencode(query)}",
+        next_url=next_url,
+        self_url=visit.here,
+    )
+
+
+def _task_id(visit: Visit) -> str:
+    return str(checked(TaskId, "task id", visit.path("task_id").upper()))
+
+
+async def task(visit: Visit) -> Response:
+    task_id = _task_id(visit)
+    queue = await visit.services.tasks.locate(task_id)
+    found = await visit.services.tasks.get(queue, task_id)
+    logs = await visit.services.tasks.logs(queue, task_id)
+    return visit.render("task.html", "_task.html", active="tasks", task=found, logs=logs.items)
+
+
+async def cancel(visit: Visit) -> Response:
+    task_id = _task_id(visit)
+    queue = await visit.services.tasks.locate(task_id)
+    await visit.services.tasks.cancel(queue, task_id)
+    return visit.redirect(f"{PREFIX}/tasks/{task_id}?notice=cancelled")
+
+
+async def retry(visit: Visit) -> Response:
+    task_id = _task_id(visit)
+    result = await visit.services.operations.resubmit(ResubmitRequest(ids=[task_id]))
+    n, skipped = len(result.resubmitted), len(result.skipped)
+    return visit.redirect(f"{PREFIX}/tasks/{task_id}?notice=resubmitted&n={n}&skipped={skipped}")
+
+
+def routes(admin: Admin) -> list[BaseRoute]:
+    return [
+        Route("/tasks", admin.page(tasks), methods=["GET"]),
+        Route("/tasks/{task_id}", admin.page(task), methods=["GET"]),
+        Route("/tasks/{task_id}/cancel", admin.page(cancel, change=True), methods=["POST"]),
+        Route("/tasks/{task_id}/retry", admin.page(retry, change=True), methods=["POST"]),
+    ]

@@ -1,0 +1,87 @@
+"""Jinja2 for the admin UI: the environment, its filters, and the one CSRF helper forms use.
+
+Templates live in ``templates/``: ``base.html`` is the layout, one template per page, and each
+part that refreshes live is a ``_name.html`` partial the page includes (so a page renders
+whole without JavaScript) and htmx fetches alone. Autoescaping is on for everything.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
+from jinja2.runtime import Context
+from markupsafe import Markup
+
+TEMPLATES = Path(__file__).parent / "templates"
+CSRF_FIELD = "csrf"
+OUTCOME_BADGES = {
+    "succeeded": "succeeded",
+    "running": "running",
+    "error": "failed",
+    "failed": "failed",
+    "expired": "failed",
+    "stalled": "failed",
+    "cancelled": "cancelled",
+}
+"""The badge colour of an attempt's outcome (busy, gone and released ones stay grey)."""
+NOTHING = "-"
+
+
+def duration(seconds: float | None) -> str:
+    """A short human duration: ``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
+    if seconds is None:
+        return NOTHING
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes:02d} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def when(moment: datetime | None) -> str:
+    """A time in UTC, to the second."""
+    if moment is None:
+        return NOTHING
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
+    """How long ago (or, for a future time, in how long)."""
+    if moment is None:
+        return NOTHING
+    delta = ((now or datetime.now(UTC)) - moment).total_seconds()
+    return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
+
+
+def pretty(value: Any) -> str:
+    """JSON, indented, for a ``<pre>``."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+@pass_context
+def csrf_field(context: Context) -> Markup:
+    """The hidden input every POST form carries (``{{ csrf_field() }}``)."""
+    return Markup('<input type="hidden" name="{}" value="{}">').format(CSRF_FIELD, context["csrf"])
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(duration=duration, when=when, ago=ago, pretty=pretty)
+    env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES)
+    return env
