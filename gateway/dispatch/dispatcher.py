@@ -138,8 +138,11 @@ class Dispatcher:
                     continue
                 # A paused queue ignores new work until its policy changes.
                 awaited = changes if status is ClaimStatus.PAUSED else work
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(awaited.wait(), timeout)
+                if timeout is None:
+                    await awaited.wait()
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(awaited.wait(), timeout)
         finally:
             self._loops.pop(queue, None)
 
@@ -167,6 +170,12 @@ class Dispatcher:
         """Stop claiming; let pushes in flight finish for up to ``grace`` seconds. A push cut
         off is not lost: its lease expires and the recoverer retries it."""
         self._stopping = True
+        # Wake every loop as well as cancelling it: on Python 3.11, a cancellation that lands
+        # as wait_for's event fires is lost, and the loop, re-checking ``_stopping`` after its
+        # wait, must then find its way out by itself.
+        for work, changes in self._events.values():
+            work.set()
+            changes.set()
         for loop in list(self._loops.values()):
             loop.cancel()
         await asyncio.gather(*self._loops.values(), return_exceptions=True)
