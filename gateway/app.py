@@ -95,7 +95,14 @@ def create_app(settings: Settings) -> Starlette:
                 on_change=changed,
             ),
             tasks=TaskService(
-                tasks, queues, directory, clock, notifier, dependencies, on_ready=dispatcher.wake
+                tasks,
+                queues,
+                directory,
+                clock,
+                notifier,
+                dependencies,
+                on_ready=dispatcher.wake,
+                allow_private_urls=settings.allow_private_endpoints,
             ),
             callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
             operations=OperationsService(

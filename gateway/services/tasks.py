@@ -20,6 +20,7 @@ from gateway.errors import (
     TaskNotFound,
     ValidationFailed,
 )
+from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
@@ -71,6 +72,7 @@ def _new_task(spec: TaskCreate, now_ms: int, located: dict[str, str], queue: str
         heartbeat_ms=None
         if spec.max_heartbeat_interval is None
         else seconds_to_ms(spec.max_heartbeat_interval),
+        notify=spec.notify,
     )
 
 
@@ -98,7 +100,9 @@ class TaskService:
         dependencies: DependencyStore,
         *,
         on_ready: Callable[[str], None],
+        allow_private_urls: bool = False,
     ) -> None:
+        self._allow_private = allow_private_urls
         self._dependencies = dependencies
         self._tasks = tasks
         self._queues = queues
@@ -131,6 +135,7 @@ class TaskService:
                         FieldProblem(f"tasks.{i}.id", f"repeats tasks.{seen[spec.id]}.id")
                     )
                 seen[spec.id] = i
+        problems += await self._check_notify_urls(specs)
         if problems:
             raise ValidationFailed(problems)
         # The policy only shapes the answer (max_attempts): a second-old copy will do, and the
@@ -161,6 +166,18 @@ class TaskService:
                 assert s.state is not None
                 views.append(_created_view(queue, spec, n, s.state, view.policy))
         return views
+
+    async def _check_notify_urls(self, specs: Sequence[TaskCreate]) -> list[FieldProblem]:
+        """Completion callback URLs obey the endpoints' address rules (checked again at every
+        delivery, by the guarded session)."""
+        problems = []
+        for i, spec in enumerate(specs):
+            if spec.notify is not None:
+                try:
+                    await check_endpoint_url(spec.notify, self._allow_private)
+                except ValueError as e:
+                    problems.append(FieldProblem(f"tasks.{i}.notify", str(e)))
+        return problems
 
     async def _locate_dependencies(
         self, specs: Sequence[TaskCreate], batch_ids: dict[str, int]

@@ -66,6 +66,7 @@ class NewTask:
     owner: str | None = None
     version: str | None = None
     heartbeat_ms: int | None = None
+    notify: str | None = None
 
     def record_json(self) -> str:
         record: dict[str, Any] = {
@@ -89,6 +90,7 @@ class NewTask:
             "own": self.owner,
             "ver": self.version,
             "hbi": self.heartbeat_ms,
+            "nfy": self.notify,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
         return json.dumps(record, separators=(",", ":"))
@@ -279,6 +281,7 @@ def task_from_record(
         endpoint_id=record.get("ep"),
         last_heartbeat_at=to_datetime(heartbeat) if heartbeat else None,
         stalled=now_ms is not None and is_stalled(record, now_ms),
+        notify=record.get("nfy"),
     )
 
 

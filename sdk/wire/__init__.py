@@ -59,8 +59,10 @@ from sdk.wire.base import (
     TaskId,
     TaskName,
     Timestamp,
+    WebUrl,
     check_queue_name,
 )
+from sdk.wire.notices import NotifySecret, TaskNotice
 from sdk.wire.operations import (
     CleanRequest,
     CleanResult,
@@ -110,6 +112,8 @@ from sdk.wire.tasks import (
     AttemptOutcome,
     BatchCreate,
     BatchCreated,
+    NoticeState,
+    NoticeStatus,
     Task,
     TaskArgs,
     TaskCreate,
@@ -158,6 +162,9 @@ __all__ = [
     "LogIn",
     "LogLine",
     "LogPage",
+    "NoticeState",
+    "NoticeStatus",
+    "NotifySecret",
     "PositiveSeconds",
     "Problem",
     "PushBatch",
@@ -183,8 +190,10 @@ __all__ = [
     "TaskCreate",
     "TaskId",
     "TaskName",
+    "TaskNotice",
     "TaskPage",
     "TaskState",
     "Timestamp",
+    "WebUrl",
     "check_queue_name",
 ]

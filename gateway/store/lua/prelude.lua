@@ -9,7 +9,7 @@
 --   task ids and 'group:<name>'), hbi (max heartbeat interval override), sti (the heartbeat
 --   interval this attempt is held to), acc (ms when the endpoint accepted this attempt: 202),
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
---   last attempt, which the retry avoids).
+--   last attempt, which the retry avoids), nfy (completion callback URL: see notice.lua).
 
 -- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
 local function int(x)
