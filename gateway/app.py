@@ -28,10 +28,12 @@ from gateway.auth import Authenticator
 from gateway.clock import RedisClock
 from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.callbacks import CallbackService
+from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
@@ -39,6 +41,7 @@ from gateway.settings import Settings
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
 from gateway.store.idempotency import IdempotencyStore
+from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
@@ -71,6 +74,7 @@ def create_app(settings: Settings) -> Starlette:
         dependencies = DependencyStore(redis, scripts)
         directory = Directory(queues)
         session = new_session(allow_private=settings.allow_private_endpoints)
+        notice_store = NoticeStore(redis, scripts)
         rng = random.Random()
         dispatcher = Dispatcher(
             tasks,
@@ -111,12 +115,24 @@ def create_app(settings: Settings) -> Starlette:
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
+            notices=NoticeService(notice_store),
         )
         recoverer = Recoverer(
             tasks, queues, clock, on_ready=dispatcher.wake, rng=rng, dependencies=dependencies
         )
+        notices = NoticeDelivery(
+            notice_store,
+            session,
+            clock,
+            timeout=settings.notify_timeout,
+            max_tries=settings.notify_max_tries,
+            retry_delay=settings.notify_retry_delay,
+            max_retry_delay=settings.notify_max_retry_delay,
+            rng=rng,
+        )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.recover_interval, settings.sweep_interval)
+        notices.schedule(scheduler, settings.recover_interval)
         scheduler.add_job(
             clock.sync,
             "interval",
@@ -134,6 +150,7 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             scheduler.shutdown(wait=False)
             await dispatcher.stop()
+            await notices.stop()
             await notifier.stop()
             await session.close()
             await redis.aclose()

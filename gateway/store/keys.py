@@ -10,7 +10,8 @@ Per queue ``q`` (all ``jg:{q}:…``):
 ====================  =====  ======================================================================
 key                   type   content
 ====================  =====  ======================================================================
-``queue``             HASH   ``policy`` (QueuePolicy JSON), ``created_ms``
+``queue``             HASH   ``policy`` (QueuePolicy JSON), ``created_ms``, ``notify_secret``
+                             (signs completion callbacks; made at first use)
 ``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
 ``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see codec)
 ``payload``           HASH   task id → payload JSON (written once)
@@ -40,13 +41,19 @@ key                   type   content
 ``singleton``         HASH   singleton key → id of the task holding it while not yet running
 ``capabilities``      SET    capabilities tasks of the queue have required
 ``stalls``            ZSET   id → ms when a running task counts as stalled without a heartbeat
-``log:<id>``          LIST   log lines of one task (capped; expires after the queue's retention)
+``log:<id>``          LIST   log lines of one task (the last ``log_lines_kept``; expires after the
+                             queue's retention); the record's ``logd`` counts lines dropped
+``notify``            ZSET   id → ms when its completion callback notice is due (a new notice, a
+                             retry, or the end of a delivery's lease); see ``store/notices.py``
 ====================  =====  ======================================================================
 
 Global keys (one command each, outside any script):
 
 - ``jg:queues`` (SET): names of registered queues.
 - ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name.
+- ``jg:notify`` (ZSET): queue → ms when its earliest completion callback notice is due, so the
+  delivery loop finds queues with work in one command. Written right after the script that
+  recorded a notice, and rebuilt from every queue's ``notify`` by a slow rescan.
 - ``jg:idem:<sha256>`` (STR): one Idempotency-Key of one API key, method and path (the hash is
   of those four): its request in progress (expires after a minute), then the answer to replay
   (expires after ``idempotency_ttl``). See ``gateway.store.idempotency``.
@@ -62,6 +69,7 @@ from dataclasses import dataclass
 from sdk.wire import TaskState
 
 QUEUES = "jg:queues"
+NOTIFY_INDEX = "jg:notify"
 WAKE_CHANNEL = "jg:wake"
 DONE_CHANNEL_PREFIX = "jg:done:"
 
@@ -117,6 +125,7 @@ class QueueKeys:
     singleton: str
     capabilities: str
     stalls: str
+    notify: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -150,6 +159,7 @@ class QueueKeys:
             singleton=p + "singleton",
             capabilities=p + "capabilities",
             stalls=p + "stalls",
+            notify=p + "notify",
         )
 
     def log(self, task_id: str) -> str:
@@ -194,4 +204,5 @@ class QueueKeys:
             self.singleton,
             self.capabilities,
             self.stalls,
+            self.notify,
         )

@@ -19,6 +19,8 @@ from sdk.wire import (
     AttemptOutcome,
     CircuitState,
     Endpoint,
+    NoticeState,
+    NoticeStatus,
     QueuePolicy,
     Task,
     TaskState,
@@ -282,6 +284,22 @@ def task_from_record(
         last_heartbeat_at=to_datetime(heartbeat) if heartbeat else None,
         stalled=now_ms is not None and is_stalled(record, now_ms),
         notify=record.get("nfy"),
+        notice=notice_from_record(record.get("ntc")),
+    )
+
+
+def notice_from_record(ntc: dict[str, Any] | None) -> NoticeStatus | None:
+    """A completion callback's delivery, from the ``ntc`` of a task record (``lua/prelude.lua``,
+    ``record_notice``)."""
+    if not ntc:
+        return None
+    state = NoticeState(ntc["st"])
+    return NoticeStatus(
+        state=state,
+        tries=ntc.get("n", 0),
+        last_error=ntc.get("le"),
+        next_try_at=to_datetime(ntc["due"]) if state is NoticeState.PENDING else None,
+        delivered_at=to_datetime(ntc["at"]) if ntc.get("at") else None,
     )
 
 

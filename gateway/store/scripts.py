@@ -41,6 +41,9 @@ ScriptName = Literal[
     "clean",
     "walk",
     "settle_idempotency",
+    "notice_claim",
+    "notice_settle",
+    "notify_secret",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -68,3 +68,32 @@ async def test_the_notify_url_is_kept_and_shown(redis_url: str) -> None:
         task = (await api.get(f"/v1/tasks/{created.json()['id']}")).json()
         assert task["notify"] == "http://127.0.0.1:9/done"
         assert task["notice"] is None
+
+
+async def test_the_notify_secret_is_for_the_queues_producers_and_stable(redis_url: str) -> None:
+    producer, reader = "producer-key-0123456789", "reader-key-0123456789"
+    settings = Settings(
+        redis_url=redis_url,
+        api_keys=[
+            ApiKey(key=ADMIN, scopes=["admin"]),
+            ApiKey(key=producer, scopes=["enqueue:q"]),
+            ApiKey(key=reader, scopes=["read"]),
+        ],
+    )
+    async with gateway_client(settings, ADMIN) as api:
+        await api.put("/v1/queues/q", json={})
+        await api.put("/v1/queues/other", json={})
+        first = await api.get("/v1/queues/q/notify-secret")
+        assert first.status_code == 200, first.text
+        assert first.json()["secret"].startswith("whsec_")
+        as_producer = {"authorization": f"Bearer {producer}"}
+        again = await api.get("/v1/queues/q/notify-secret", headers=as_producer)
+        assert again.json() == first.json()
+        other = await api.get("/v1/queues/other/notify-secret", headers=as_producer)
+        assert other.status_code == 403
+        as_reader = {"authorization": f"Bearer {reader}"}
+        assert (await api.get("/v1/queues/q/notify-secret", headers=as_reader)).status_code == 403
+        assert (await api.get("/v1/queues/nope/notify-secret")).status_code == 404
+        assert (await api.get("/v1/queues/other/notify-secret")).json()["secret"] != first.json()[
+            "secret"
+        ]
