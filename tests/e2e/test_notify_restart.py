@@ -36,7 +36,7 @@ def receiver() -> Iterator[Receiver]:
     found = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["content-length"]))
             found.got.append((dict(self.headers.items()), body))
             if len(found.got) == 1:
@@ -103,7 +103,7 @@ def test_a_notice_whose_gateway_is_killed_mid_delivery_is_delivered_by_the_next(
         )
     assert second != first
     assert task["notice"]["tries"] == 2
-    (held_headers, held_body), (headers, body) = receiver.got[:2]
+    (held_headers, _), (headers, body) = receiver.got[:2]
     assert held_headers["webhook-id"] == headers["webhook-id"]  # one notice, twice
     Webhook(secret).verify(body, headers)
     notice = TaskNotice.model_validate_json(body)
