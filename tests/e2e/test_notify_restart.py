@@ -96,9 +96,10 @@ def test_a_notice_whose_gateway_is_killed_mid_delivery_is_delivered_by_the_next(
     with cluster.api(1) as api:
         secret = api.get("/v1/queues/e2e/notify-secret").json()["secret"]
         task = until(
-            lambda: (t := api.get(f"/v1/tasks/{task_id}").json())["notice"]["state"]
-            == "delivered"
-            and t,
+            lambda: (
+                (t := api.get(f"/v1/tasks/{task_id}").json())["notice"]["state"] == "delivered"
+                and t
+            ),
             what="the notice recorded as delivered",
         )
     assert second != first
