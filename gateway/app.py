@@ -33,6 +33,7 @@ from gateway.dispatch.pusher import Pusher, new_session
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.callbacks import CallbackService
+from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
@@ -108,7 +109,14 @@ def create_app(settings: Settings) -> Starlette:
                 on_ready=dispatcher.wake,
                 allow_private_urls=settings.allow_private_endpoints,
             ),
-            callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
+            callbacks=CallbackService(
+                tasks,
+                queues,
+                clock,
+                on_finished=dispatcher.wake,
+                rng=rng,
+                log_lines_kept=settings.log_lines_kept,
+            ),
             operations=OperationsService(
                 OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
             ),
@@ -116,6 +124,7 @@ def create_app(settings: Settings) -> Starlette:
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
             notices=NoticeService(notice_store),
+            logs=LogService(tasks),
         )
         recoverer = Recoverer(
             tasks, queues, clock, on_ready=dispatcher.wake, rng=rng, dependencies=dependencies

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from gateway.api import callbacks, notices, operations, queues, tasks
+from gateway.api import callbacks, logs, notices, operations, queues, tasks
 from gateway.api.routing import Operation
 
 OPERATIONS: list[Operation] = [
     *queues.OPERATIONS,
     *tasks.OPERATIONS,
+    *logs.OPERATIONS,
     *callbacks.OPERATIONS,
     *operations.OPERATIONS,
     *notices.OPERATIONS,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gateway.auth import Authenticator
 from gateway.services.callbacks import CallbackService
+from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
@@ -23,3 +24,4 @@ class Services:
     idempotency: IdempotencyStore
     max_body_bytes: int
     notices: NoticeService
+    logs: LogService

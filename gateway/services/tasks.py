@@ -32,7 +32,7 @@ from gateway.store.records import (
     to_ms,
 )
 from gateway.store.tasks import CancelResult, TaskStore
-from sdk.wire import LogLine, LogPage, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
+from sdk.wire import QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
 OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
@@ -295,11 +295,6 @@ class TaskService:
             task = await self._read(queue, task_id)
             raise TaskFinished(f"task '{task_id}' already ended as {task.state.value}")
         return await self._read(queue, task_id)
-
-    async def logs(self, queue: str, task_id: str) -> LogPage:
-        await self._read(queue, task_id)
-        lines = await self._tasks.logs(queue, task_id)
-        return LogPage(items=[LogLine.model_validate_json(line) for line in lines])
 
 
 def _offset(cursor: str | None) -> int:

@@ -44,6 +44,7 @@ ScriptName = Literal[
     "notice_claim",
     "notice_settle",
     "notify_secret",
+    "log_page",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
