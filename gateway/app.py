@@ -33,12 +33,15 @@ from gateway.catalog import Catalog
 from gateway.clock import RedisClock
 from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
+from gateway.services.logs import LogService
+from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
@@ -47,6 +50,7 @@ from gateway.store.catalog import CatalogStore
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
 from gateway.store.idempotency import IdempotencyStore
+from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
@@ -79,6 +83,7 @@ def create_app(settings: Settings) -> Starlette:
         dependencies = DependencyStore(redis, scripts)
         directory = Directory(queues)
         session = new_session(allow_private=settings.allow_private_endpoints)
+        notice_store = NoticeStore(redis, scripts)
         rng = random.Random()
         dispatcher = Dispatcher(
             tasks,
@@ -113,8 +118,23 @@ def create_app(settings: Settings) -> Starlette:
             dispatcher.wake_all()
             recoverer.notice(clock.now_ms())
 
+        notices = NoticeDelivery(
+            notice_store,
+            session,
+            clock,
+            timeout=settings.notify_timeout,
+            max_tries=settings.notify_max_tries,
+            retry_delay=settings.notify_retry_delay,
+            max_retry_delay=settings.notify_max_retry_delay,
+            rng=rng,
+        )
+
         notifier = Notifier(
-            redis, on_wake=dispatcher.wake, on_due=recoverer.notice, on_reconnect=reconnected
+            redis,
+            on_wake=dispatcher.wake,
+            on_due=recoverer.notice,
+            on_notice=notices.notice,
+            on_reconnect=reconnected,
         )
         catalog_service = CatalogService(catalog, catalog_store, queues, clock, on_change=changed)
         services = Services(
@@ -135,8 +155,16 @@ def create_app(settings: Settings) -> Starlette:
                 dependencies,
                 on_ready=dispatcher.wake,
                 catalog=catalog_service,
+                allow_private_urls=settings.allow_private_endpoints,
             ),
-            callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
+            callbacks=CallbackService(
+                tasks,
+                queues,
+                clock,
+                on_finished=dispatcher.wake,
+                rng=rng,
+                log_lines_kept=settings.log_lines_kept,
+            ),
             operations=OperationsService(
                 OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
             ),
@@ -145,6 +173,8 @@ def create_app(settings: Settings) -> Starlette:
             max_body_bytes=settings.max_body_bytes,
             catalog=catalog_service,
             activity=ActivityService(tasks, queues, clock),
+            notices=NoticeService(notice_store),
+            logs=LogService(tasks),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -159,6 +189,10 @@ def create_app(settings: Settings) -> Starlette:
         await notifier.start()
         scheduler.start()
         recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
+        delivering = asyncio.create_task(
+            notices.run(settings.recover_interval, settings.rescan_interval),
+            name="jobgate-notices",
+        )
         for queue in await queues.names():
             dispatcher.changed(queue)
         try:
@@ -170,7 +204,11 @@ def create_app(settings: Settings) -> Starlette:
                 # A step under way finishes (each change is one script); one stuck on an
                 # unreachable Redis is cut off, and its queue is due again at its mark.
                 await asyncio.wait_for(recovering, timeout=5)
+            notices.stop_loop()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(delivering, timeout=5)
             await dispatcher.stop()
+            await notices.stop()
             await notifier.stop()
             await catalog.close()
             await directory.close()

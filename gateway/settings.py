@@ -78,7 +78,8 @@ class Settings(BaseSettings):
         gt=0,
         le=60,
         description="Shortest time between recoverer runs, in seconds: a due task or expired "
-        "lease is handled at most this late. The recoverer sleeps while nothing is due.",
+        "lease is handled at most this late. The recoverer sleeps while nothing is due. Also the "
+        "time between looks for completion callbacks due.",
     )
     sweep_interval: float = Field(
         60.0,
@@ -107,6 +108,32 @@ class Settings(BaseSettings):
         False,
         description="Log one line per request (method, path, status, duration, request id) on "
         "the gateway.access logger; jobgate dev turns it on unless this is set.",
+    )
+    log_lines_kept: int = Field(
+        10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most log lines kept per task: the last ones; the task's log says how many "
+        "earlier lines were dropped.",
+    )
+    notify_timeout: float = Field(
+        10.0, gt=0, le=300, description="Seconds a completion callback's receiver has to answer."
+    )
+    notify_max_tries: int = Field(
+        20,
+        ge=1,
+        le=1000,
+        description="Tries of a completion callback before it is recorded as failed.",
+    )
+    notify_retry_delay: float = Field(
+        1.0,
+        gt=0,
+        le=3600,
+        description="Seconds before the first retry of a completion callback; doubled at each "
+        "try (full jitter).",
+    )
+    notify_max_retry_delay: float = Field(
+        3600.0, gt=0, le=86400, description="Longest wait between completion callback tries."
     )
     idempotency_ttl: int = Field(
         86400, ge=1, description="Seconds the answer to a POST with an Idempotency-Key is kept."

@@ -25,8 +25,17 @@ from sdk.errors import (
 )
 from sdk.groups import AsyncGroupHandle, Group, GroupHandle, TaskSignature, group
 from sdk.handles import AsyncTaskHandle, TaskHandle
+from sdk.notices import verify_notice
 from sdk.tasks import TaskFunction, task
-from sdk.wire import Backoff, BackoffStrategy, QueuePolicy, Task, TaskCreate, TaskState
+from sdk.wire import (
+    Backoff,
+    BackoffStrategy,
+    QueuePolicy,
+    Task,
+    TaskCreate,
+    TaskNotice,
+    TaskState,
+)
 from sdk.worker import Worker
 
 __all__ = [
@@ -51,10 +60,12 @@ __all__ = [
     "TaskFailed",
     "TaskFunction",
     "TaskHandle",
+    "TaskNotice",
     "TaskSignature",
     "TaskState",
     "TaskTimeout",
     "Worker",
     "group",
     "task",
+    "verify_notice",
 ]

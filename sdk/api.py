@@ -33,6 +33,7 @@ from sdk.wire import (
     EndpointTasks,
     LogLine,
     LogPage,
+    NotifySecret,
     Problem,
     Queue,
     QueueList,
@@ -249,10 +250,20 @@ def cancel(task_id: str) -> Call[Task]:
 
 
 def logs(task_id: str) -> Call[list[LogLine]]:
+    """The task's log lines kept by the gateway (its last 10,000 by default), in one page."""
     return Call(
         "GET",
         f"/v1/tasks/{segment(task_id)}/logs",
         lambda r: LogPage.model_validate_json(r.content).items,
+        params={"limit": 10_000},
+    )
+
+
+def notify_secret(queue: str) -> Call[str]:
+    return Call(
+        "GET",
+        f"/v1/queues/{segment(queue)}/notify-secret",
+        lambda r: NotifySecret.model_validate_json(r.content).secret,
     )
 
 

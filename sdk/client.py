@@ -233,6 +233,10 @@ class Client(_Base, OperatorMethods):
     def logs(self, task_id: str) -> list[LogLine]:
         return self._send(api.logs(task_id))
 
+    def notify_secret(self, queue: str) -> str:
+        """The secret that signs the queue's completion callbacks (:func:`sdk.verify_notice`)."""
+        return self._send(api.notify_secret(queue))
+
     def wait(self, task_id: str, timeout: float) -> Task:
         """Long-poll until the task has finished; :class:`~sdk.errors.TaskTimeout` if not."""
         return self._drive(api.wait(task_id, timeout))
@@ -373,6 +377,9 @@ class AsyncClient(_Base, AsyncOperatorMethods):
 
     async def logs(self, task_id: str) -> list[LogLine]:
         return await self._send(api.logs(task_id))
+
+    async def notify_secret(self, queue: str) -> str:
+        return await self._send(api.notify_secret(queue))
 
     async def wait(self, task_id: str, timeout: float) -> Task:
         return await self._drive(api.wait(task_id, timeout))

@@ -28,8 +28,9 @@ class EnqueueOptions(TypedDict, total=False):
     ids or handles (of any queue) that must succeed first; ``group`` joins a group of the
     queue, ``after_group`` waits until every member of one has succeeded (see
     :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
-    ``owner`` and ``version`` label it. The rest override the decorator's defaults and the
-    queue's policy for this run.
+    ``owner`` and ``version`` label it; ``notify``: a URL told when the task ends (a signed
+    :class:`~sdk.wire.TaskNotice`, see :func:`sdk.verify_notice`). The rest override the
+    decorator's defaults and the queue's policy for this run.
     """
 
     delay: float | None
@@ -48,6 +49,7 @@ class EnqueueOptions(TypedDict, total=False):
     capability: str | None
     owner: str | None
     version: str | None
+    notify: str | None
 
 
 class Enqueuer(Protocol):

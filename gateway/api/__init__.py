@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from gateway.api import callbacks, catalog, operations, queues, tasks
+from gateway.api import callbacks, catalog, logs, notices, operations, queues, tasks
 from gateway.api.routing import Operation
 
 OPERATIONS: list[Operation] = [
     *queues.OPERATIONS,
     *tasks.OPERATIONS,
+    *logs.OPERATIONS,
     *callbacks.OPERATIONS,
     *operations.OPERATIONS,
     *catalog.OPERATIONS,
+    *notices.OPERATIONS,
 ]

@@ -111,7 +111,7 @@ class Call:
         return param.parse(source.get(param.name))
 
 
-Handler = Callable[[Call], Awaitable[BaseModel | Reply | None]]
+Handler = Callable[[Call], Awaitable[BaseModel | Reply | Response | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +140,7 @@ class Operation:
     errors: tuple[int, ...] = ()
     description: str = ""
     also: tuple[int, ...] = ()  # other success statuses, with the same response
+    stream: str | None = None  # another media type of the answer, streamed when Accept asks
     links: tuple[Link, ...] = ()
 
     @property
@@ -177,7 +178,9 @@ async def _resolve_queue(request: Request, services: Services) -> str | None:
     return None
 
 
-def _respond(op: Operation, result: BaseModel | Reply | None) -> Response:
+def _respond(op: Operation, result: BaseModel | Reply | Response | None) -> Response:
+    if isinstance(result, Response):  # made by the handler: a stream
+        return result
     if isinstance(result, BaseModel):
         result = Reply(result, op.status)
     if result is None or result.model is None:

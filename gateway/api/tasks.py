@@ -13,7 +13,6 @@ from sdk.wire import (
     BatchCreate,
     BatchCreated,
     Label,
-    LogPage,
     Task,
     TaskCreate,
     TaskName,
@@ -50,10 +49,6 @@ async def list_tasks(call: Call) -> BaseModel:
 
 async def cancel_task(call: Call) -> BaseModel:
     return await call.services.tasks.cancel(call.queue, call.task_id)
-
-
-async def task_logs(call: Call) -> BaseModel:
-    return await call.services.tasks.logs(call.queue, call.task_id)
 
 
 WAIT = Param(
@@ -150,16 +145,5 @@ OPERATIONS = [
         errors=(404, 409),
         description="A queued or scheduled task ends at once. A running one is asked to stop: "
         "its next heartbeat answer says so, and it ends as cancelled, not retried.",
-    ),
-    Operation(
-        "GET",
-        "/v1/tasks/{task_id}/logs",
-        "Read a task's log lines",
-        "tasks",
-        Access.READ,
-        task_logs,
-        response=LogPage,
-        params=(TASK_ID,),
-        errors=(404,),
     ),
 ]

@@ -8,6 +8,8 @@ from gateway.auth import Authenticator
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
+from gateway.services.logs import LogService
+from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
@@ -25,3 +27,5 @@ class Services:
     max_body_bytes: int
     catalog: CatalogService
     activity: ActivityService
+    notices: NoticeService
+    logs: LogService

@@ -18,7 +18,7 @@ from gateway.clock import Clock
 from gateway.errors import QueueNotFound, StaleLease, TaskNotFound
 from gateway.store.queues import QueueStore
 from gateway.store.records import seconds_to_ms, to_datetime
-from gateway.store.tasks import Fence, Finish, TaskStore
+from gateway.store.tasks import LOG_LINES_KEPT, Fence, Finish, TaskStore
 from sdk.wire import (
     AttemptOutcome,
     CallbackAck,
@@ -51,7 +51,9 @@ class CallbackService:
         *,
         on_finished: Callable[[str], None],
         rng: random.Random | None = None,
+        log_lines_kept: int = LOG_LINES_KEPT,
     ) -> None:
+        self._log_lines_kept = log_lines_kept
         self._tasks = tasks
         self._queues = queues
         self._clock = clock
@@ -95,7 +97,9 @@ class CallbackService:
             )
             for line in body.lines
         ]
-        fence = await self._tasks.append_log(queue, task_id, token, lines)
+        fence = await self._tasks.append_log(
+            queue, task_id, token, lines, keep=self._log_lines_kept
+        )
         _check(fence, queue, task_id)
         return CallbackAck(state=TaskState.RUNNING)
 

@@ -21,6 +21,7 @@ from gateway.errors import (
     ValidationFailed,
 )
 from gateway.services.catalog import CatalogService
+from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
@@ -32,7 +33,7 @@ from gateway.store.records import (
     to_ms,
 )
 from gateway.store.tasks import CancelResult, TaskStore
-from sdk.wire import LogLine, LogPage, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
+from sdk.wire import QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
 OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
@@ -72,6 +73,7 @@ def _new_task(spec: TaskCreate, now_ms: int, located: dict[str, str], queue: str
         heartbeat_ms=None
         if spec.max_heartbeat_interval is None
         else seconds_to_ms(spec.max_heartbeat_interval),
+        notify=spec.notify,
     )
 
 
@@ -100,8 +102,10 @@ class TaskService:
         *,
         on_ready: Callable[[str], None],
         catalog: CatalogService | None = None,
+        allow_private_urls: bool = False,
     ) -> None:
         self._catalog = catalog
+        self._allow_private = allow_private_urls
         self._dependencies = dependencies
         self._tasks = tasks
         self._queues = queues
@@ -134,6 +138,7 @@ class TaskService:
                         FieldProblem(f"tasks.{i}.id", f"repeats tasks.{seen[spec.id]}.id")
                     )
                 seen[spec.id] = i
+        problems += await self._check_notify_urls(specs)
         if problems:
             raise ValidationFailed(problems)
         # The policy only shapes the answer (max_attempts): a second-old copy will do, and the
@@ -166,6 +171,18 @@ class TaskService:
                 assert s.state is not None
                 views.append(_created_view(queue, spec, n, s.state, view.policy))
         return views
+
+    async def _check_notify_urls(self, specs: Sequence[TaskCreate]) -> list[FieldProblem]:
+        """Completion callback URLs obey the endpoints' address rules (checked again at every
+        delivery, by the guarded session)."""
+        problems = []
+        for i, spec in enumerate(specs):
+            if spec.notify is not None:
+                try:
+                    await check_endpoint_url(spec.notify, self._allow_private)
+                except ValueError as e:
+                    problems.append(FieldProblem(f"tasks.{i}.notify", str(e)))
+        return problems
 
     async def _locate_dependencies(
         self, specs: Sequence[TaskCreate], batch_ids: dict[str, int]
@@ -283,11 +300,6 @@ class TaskService:
             task = await self._read(queue, task_id)
             raise TaskFinished(f"task '{task_id}' already ended as {task.state.value}")
         return await self._read(queue, task_id)
-
-    async def logs(self, queue: str, task_id: str) -> LogPage:
-        await self._read(queue, task_id)
-        lines = await self._tasks.logs(queue, task_id)
-        return LogPage(items=[LogLine.model_validate_json(line) for line in lines])
 
 
 def _offset(cursor: str | None) -> int:

@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.notices import mark as mark_noticed
 from gateway.store.scripts import Scripts
 
 OUTBOX_BATCH = 200
@@ -64,7 +65,7 @@ class DependencyStore:
         args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL]
         for task_id, dep, ok, reason in notices:
             args += [task_id, dep, "1" if ok else "0", reason]
-        changed: int = await self._scripts.call(
+        changed, noticed = await self._scripts.call(
             "resolve",
             [
                 k.policy,
@@ -78,10 +79,13 @@ class DependencyStore:
                 k.outbox,
                 k.failed,
                 k.dead,
+                k.notify,
             ],
             args,
         )
-        return changed
+        if noticed:  # a completion callback notice was recorded
+            await mark_noticed(self._redis, queue, now_ms)
+        return int(changed)
 
     async def deliver(self, queue: str, now_ms: int) -> int:
         """Deliver the notices in ``queue``'s outbox; returns how many were delivered."""

@@ -13,7 +13,8 @@ key                   type   content
 ``queue``             HASH   ``policy`` (QueuePolicy JSON), ``created_ms``, ``rl_tokens`` and
                              ``rl_at`` (the rate limit's bucket), ``due`` (the earliest due time
                              this queue has put in the global index ``jg:due``; see
-                             ``gateway.store.tasks.due``)
+                             ``gateway.store.tasks.due``), ``notify_secret``
+                             (signs completion callbacks; made at first use)
 ``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
 ``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see codec)
 ``payload``           HASH   task id → payload JSON (written once)
@@ -45,7 +46,10 @@ key                   type   content
 ``singleton``         HASH   singleton key → id of the task holding it while not yet running
 ``capabilities``      SET    capabilities tasks of the queue have required
 ``stalls``            ZSET   id → ms when a running task counts as stalled without a heartbeat
-``log:<id>``          LIST   log lines of one task (capped; expires after the queue's retention)
+``log:<id>``          LIST   log lines of one task (the last ``log_lines_kept``; expires after the
+                             queue's retention); the record's ``logd`` counts lines dropped
+``notify``            ZSET   id → ms when its completion callback notice is due (a new notice, a
+                             retry, or the end of a delivery's lease); see ``store/notices.py``
 ====================  =====  ======================================================================
 
 Global keys (one command each, outside any script):
@@ -56,6 +60,9 @@ Global keys (one command each, outside any script):
   dedup window or finished task to sweep). The recoverer reads it with one command; written by
   plain commands and single-key scripts (``lower_due.lua``, ``settle_due.lua``) only.
 - ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name.
+- ``jg:notify`` (ZSET): queue → ms when its earliest completion callback notice is due, so the
+  delivery loop finds queues with work in one command. Written right after the script that
+  recorded a notice, and rebuilt from every queue's ``notify`` by a slow rescan.
 - ``jg:idem:<sha256>`` (STR): one Idempotency-Key of one API key, method and path (the hash is
   of those four): its request in progress (expires after a minute), then the answer to replay
   (expires after ``idempotency_ttl``). See ``gateway.store.idempotency``.
@@ -73,8 +80,10 @@ from sdk.wire import TaskState
 
 QUEUES = "jg:queues"
 DUE = "jg:due"
+NOTIFY_INDEX = "jg:notify"
 WAKE_CHANNEL = "jg:wake"
 DUE_CHANNEL = "jg:due:wake"
+NOTICE_CHANNEL = "jg:notify:wake"
 DONE_CHANNEL_PREFIX = "jg:done:"
 
 FINISHED_STATES: tuple[TaskState, ...] = (
@@ -135,6 +144,7 @@ class QueueKeys:
     capabilities: str
     stalls: str
     catalog: str
+    notify: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -169,6 +179,7 @@ class QueueKeys:
             capabilities=p + "capabilities",
             stalls=p + "stalls",
             catalog=p + "catalog",
+            notify=p + "notify",
         )
 
     def log(self, task_id: str) -> str:
@@ -214,4 +225,5 @@ class QueueKeys:
             self.capabilities,
             self.stalls,
             self.catalog,
+            self.notify,
         )

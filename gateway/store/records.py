@@ -19,6 +19,8 @@ from sdk.wire import (
     AttemptOutcome,
     CircuitState,
     Endpoint,
+    NoticeState,
+    NoticeStatus,
     QueuePolicy,
     Task,
     TaskState,
@@ -66,6 +68,7 @@ class NewTask:
     owner: str | None = None
     version: str | None = None
     heartbeat_ms: int | None = None
+    notify: str | None = None
 
     def record_json(self) -> str:
         record: dict[str, Any] = {
@@ -89,6 +92,7 @@ class NewTask:
             "own": self.owner,
             "ver": self.version,
             "hbi": self.heartbeat_ms,
+            "nfy": self.notify,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
         return json.dumps(record, separators=(",", ":"))
@@ -279,6 +283,23 @@ def task_from_record(
         endpoint_id=record.get("ep"),
         last_heartbeat_at=to_datetime(heartbeat) if heartbeat else None,
         stalled=now_ms is not None and is_stalled(record, now_ms),
+        notify=record.get("nfy"),
+        notice=notice_from_record(record.get("ntc")),
+    )
+
+
+def notice_from_record(ntc: dict[str, Any] | None) -> NoticeStatus | None:
+    """A completion callback's delivery, from the ``ntc`` of a task record (``lua/prelude.lua``,
+    ``record_notice``)."""
+    if not ntc:
+        return None
+    state = NoticeState(ntc["st"])
+    return NoticeStatus(
+        state=state,
+        tries=ntc.get("n", 0),
+        last_error=ntc.get("le"),
+        next_try_at=to_datetime(ntc["due"]) if state is NoticeState.PENDING else None,
+        delivered_at=to_datetime(ntc["at"]) if ntc.get("at") else None,
     )
 
 

@@ -57,6 +57,10 @@ ScriptName = Literal[
     "lower_due",
     "settle_due",
     "put_catalog",
+    "notice_claim",
+    "notice_settle",
+    "notify_secret",
+    "log_page",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -60,6 +60,7 @@ from sdk.wire.base import (
     TaskId,
     TaskName,
     Timestamp,
+    WebUrl,
     check_queue_name,
 )
 from sdk.wire.catalog import (
@@ -70,6 +71,7 @@ from sdk.wire.catalog import (
     EndpointCatalog,
     EndpointTasks,
 )
+from sdk.wire.notices import NotifySecret, TaskNotice
 from sdk.wire.operations import (
     CleanRequest,
     CleanResult,
@@ -119,6 +121,8 @@ from sdk.wire.tasks import (
     AttemptOutcome,
     BatchCreate,
     BatchCreated,
+    NoticeState,
+    NoticeStatus,
     Task,
     TaskArgs,
     TaskCreate,
@@ -173,6 +177,9 @@ __all__ = [
     "LogIn",
     "LogLine",
     "LogPage",
+    "NoticeState",
+    "NoticeStatus",
+    "NotifySecret",
     "PositiveSeconds",
     "Problem",
     "PushBatch",
@@ -198,8 +205,10 @@ __all__ = [
     "TaskCreate",
     "TaskId",
     "TaskName",
+    "TaskNotice",
     "TaskPage",
     "TaskState",
     "Timestamp",
+    "WebUrl",
     "check_queue_name",
 ]

@@ -144,6 +144,8 @@ Json = Annotated[JsonValue, AfterValidator(_finite)]
 """Any JSON value (a payload, a result, a checkpoint), finite numbers only."""
 Label = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")]
 Seconds = Annotated[float, Field(ge=0, le=365 * DAY)]
+WebUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")]
+"""A URL the gateway will POST to (an endpoint, a completion callback); checked against SSRF."""
 PositiveSeconds = Annotated[float, Field(gt=0, le=365 * DAY)]
 
 

@@ -140,4 +140,20 @@ class CleanResult(OutputModel):
 
 
 class LogPage(OutputModel):
+    """A page of a task's log lines, oldest first. Lines are numbered from the task's first
+    line; the gateway keeps the last ``log_lines_kept`` of them (10,000 by default)."""
+
     items: list[LogLine]
+    first_line: int = Field(
+        0, description="Number of the first item among every line the task logged, from 0."
+    )
+    dropped: int = Field(
+        0,
+        description="How many of the task's earliest lines were dropped because it logged more "
+        "than the gateway keeps: the lines numbered below this are gone.",
+    )
+    next_cursor: str | None = Field(
+        None,
+        description="Cursor of the next page; null when no stored line follows (a running task "
+        "may log more: ask again with cursor = first_line + the number of items).",
+    )

@@ -22,6 +22,7 @@ from sdk.wire.base import (
     TaskId,
     TaskName,
     Timestamp,
+    WebUrl,
 )
 
 
@@ -99,6 +100,13 @@ class TaskCreate(InputModel):
     max_heartbeat_interval: PositiveSeconds | None = Field(
         None, description="Overrides the queue's: silent longer than this, it is 'stalled'."
     )
+    notify: WebUrl | None = Field(
+        None,
+        description="Completion callback: when the task ends (succeeded, failed, dead, "
+        "cancelled) the gateway POSTs a TaskNotice here, signed with the queue's notify secret "
+        "(Standard Webhooks), retried with backoff until a 2xx answer: at least once. Checked "
+        "against the same address rules as endpoint URLs.",
+    )
 
     @model_validator(mode="after")
     def _one_start_time(self) -> Self:
@@ -135,6 +143,22 @@ class Attempt(OutputModel):
     http_status: int | None = None
     error: str | None = None
     traceback: str | None = None
+
+
+class NoticeState(StrEnum):
+    PENDING = "pending"  # to be delivered (or being retried)
+    DELIVERED = "delivered"  # the notify URL answered 2xx
+    FAILED = "failed"  # every try failed; the gateway gave up
+
+
+class NoticeStatus(OutputModel):
+    """Where the completion callback of a finished task stands."""
+
+    state: NoticeState
+    tries: int = Field(0, description="Deliveries tried so far.")
+    last_error: str | None = None
+    next_try_at: datetime | None = None
+    delivered_at: datetime | None = None
 
 
 class Task(OutputModel):
@@ -179,6 +203,10 @@ class Task(OutputModel):
     error: str | None = None
     checkpoint: JsonValue = None
     attempts: list[Attempt] = Field(default_factory=list)
+    notify: str | None = Field(None, description="The completion callback URL, if any.")
+    notice: NoticeStatus | None = Field(
+        None, description="The completion callback's delivery, once the task has ended."
+    )
 
 
 class TaskPage(OutputModel):

@@ -6,7 +6,8 @@ that depend on the world rather than on the request, each written in openapi.yam
 - ``max_delay`` at least ``base_delay``, ``max_open_for`` at least ``open_for`` (a relation
   between two numbers);
 - ``depends_on`` and ``after_group`` name tasks and groups that exist (422 otherwise);
-- an endpoint URL resolves to an address the gateway may push to (here: loopback);
+- an endpoint URL, or a task's notify URL, resolves to an address the gateway may push to
+  (here: loopback);
 - an ``Idempotency-Key`` reused with another body is refused (422): each request gets its own;
 - an endpoint's task list names each task once, and each schema is a usable JSON Schema: the
   names are made unique and every schema becomes ``{}`` (any payload), which also keeps the
@@ -36,6 +37,8 @@ def _valid_task(task: Any) -> None:
     if isinstance(task, dict):
         task.pop("depends_on", None)
         task.pop("after_group", None)
+        if "notify" in task:
+            task["notify"] = os.environ["CONTRACT_ENDPOINT_URL"]
 
 
 def _valid_catalog(tasks: list[Any]) -> None:

@@ -26,12 +26,14 @@ EXPECTED = [
     "TaskFailed",
     "TaskFunction",
     "TaskHandle",
+    "TaskNotice",
     "TaskSignature",
     "TaskState",
     "TaskTimeout",
     "Worker",
     "group",
     "task",
+    "verify_notice",
 ]
 
 

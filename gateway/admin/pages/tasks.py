@@ -66,6 +66,9 @@ async def tasks(visit: Visit) -> Response:
     )
 
 
+LOG_LINES_SHOWN = 500  # the first ones kept; the API pages through the rest
+
+
 def _task_id(visit: Visit) -> str:
     return str(checked(TaskId, "task id", visit.path("task_id").upper()))
 
@@ -74,7 +77,7 @@ async def task(visit: Visit) -> Response:
     task_id = _task_id(visit)
     queue = await visit.services.tasks.locate(task_id)
     found = await visit.services.tasks.get(queue, task_id)
-    logs = await visit.services.tasks.logs(queue, task_id)
+    logs = await visit.services.logs.logs_page(queue, task_id, None, LOG_LINES_SHOWN)
     return visit.render("task.html", "_task.html", active="tasks", task=found, logs=logs.items)
 
 

@@ -3,9 +3,10 @@
 -- its attempt ends, whatever way.
 -- KEYS[1] meta   KEYS[2] ready   KEYS[3] scheduled   KEYS[4] done:cancelled   KEYS[5] queue hash
 -- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
--- KEYS[11] done:failed   KEYS[12] done:dead
+-- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] notify
 -- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel prefix   ARGV[4] queue name
--- Returns {'CANCELLED'} | {'REQUESTED'} | {'FINISHED', state} | {'NOTASK'}
+-- Returns {'CANCELLED'} (then 'NOTICE' when a completion callback notice was recorded)
+--      | {'REQUESTED'} | {'FINISHED', state} | {'NOTASK'}
 --      or {'NOQUEUE'} (the queue is not registered)
 local policy = policy_of(KEYS[5])
 if not policy then
@@ -33,16 +34,21 @@ else
   return {'FINISHED', t.state}
 end
 local now = tonumber(ARGV[2])
-t.state = 'cancelled'
-t.cancel = true
-t.finished = now
-save_task(KEYS[1], id, t)
-redis.call('ZADD', KEYS[4], int(now), id)
-redis.call('PUBLISH', ARGV[3] .. id, 'cancelled')
 local Q = {
   name = ARGV[4], policy = policy, meta = KEYS[1], ready = KEYS[2], seq = KEYS[6],
   scheduled = KEYS[3], waiting = KEYS[7], dependents = KEYS[8], groups = KEYS[9],
-  outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], channel = ARGV[3], now = now,
+  outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], notify = KEYS[13], channel = ARGV[3],
+  now = now,
 }
+t.state = 'cancelled'
+t.cancel = true
+t.finished = now
+record_notice(Q, id, t)
+save_task(KEYS[1], id, t)
+redis.call('ZADD', KEYS[4], int(now), id)
+redis.call('PUBLISH', ARGV[3] .. id, 'cancelled')
 settle_all(Q, {{id, false, 'cancelled', t.grp}})
+if Q.noticed then
+  return {'CANCELLED', 'NOTICE'}
+end
 return {'CANCELLED'}

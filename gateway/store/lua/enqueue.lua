@@ -2,13 +2,14 @@
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] ready   KEYS[5] scheduled
 -- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] dedup   KEYS[14] dedup expiry
--- KEYS[15] singleton   KEYS[16] capabilities   KEYS[17] links
+-- KEYS[15] singleton   KEYS[16] capabilities   KEYS[17] links   KEYS[18] notify
 -- ARGV[1] now ms   ARGV[2] queue name   ARGV[3] wake channel   ARGV[4] done channel prefix
 -- ARGV[5..] three values per task: id, initial record JSON (name, prio, created, run_at and
 --           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
 --           {queue, id}), payload JSON
 -- Returns {'OK', one entry per task...}: the state it was stored in, or 'dup:<id>' when its
---      dedup or singleton key matched task <id> (nothing stored for it)
+--      dedup or singleton key matched task <id> (nothing stored for it); then 'NOTICE' when
+--      a completion callback notice was recorded (a dependency had failed already)
 --   or {'NOQUEUE'} | {'EXISTS', id} | {'NOGROUP', task index, group} | {'NODEP', index, id}
 -- Dependencies in other queues are recorded in ``links`` ("<id> <queue> <dependency>", scored
 -- by now): the caller registers them there, then removes the entry.
@@ -29,7 +30,8 @@ end
 local Q = {
   name = queue, policy = policy, meta = KEYS[2], ready = KEYS[4], seq = KEYS[6],
   scheduled = KEYS[5], waiting = KEYS[7], dependents = KEYS[8], groups = KEYS[9],
-  outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], channel = ARGV[4], now = now,
+  outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], notify = KEYS[18], channel = ARGV[4],
+  now = now,
 }
 
 -- Refusals come before any write.
@@ -192,5 +194,8 @@ end
 
 if was_empty and redis.call('ZCARD', KEYS[4]) > 0 then
   redis.call('PUBLISH', ARGV[3], queue)
+end
+if Q.noticed then
+  out[#out + 1] = 'NOTICE'
 end
 return out

@@ -5,7 +5,7 @@
 -- KEYS[6] inflight     KEYS[7] ready   KEYS[8] scheduled   KEYS[9] seq   KEYS[10] endpoints
 -- KEYS[11] done:succeeded   KEYS[12] done:failed   KEYS[13] done:dead   KEYS[14] done:cancelled
 -- KEYS[15] waiting   KEYS[16] dependents   KEYS[17] groups   KEYS[18] outbox   KEYS[19] stalls
--- KEYS[20] health
+-- KEYS[20] health   KEYS[21] notify
 -- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)   ARGV[3] queue name
 -- ARGV[4..] seven values per task:
 --   task id, lease token,
@@ -16,7 +16,8 @@
 --   delay ms before the retry (error, busy, expired)
 -- Returns, per task: {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired or stalled, but a heartbeat came meanwhile)
---      or {'NOQUEUE'} for every task when the queue is not registered (nothing changed)
+--      or {'NOQUEUE'} for every task when the queue is not registered (nothing changed);
+--      then one more entry, {'NOTICE'}, when a completion callback notice was recorded
 -- Each end the gateway observed from the endpoint also feeds its health (health.lua): answers
 -- and push failures always; a lease that ran out or heartbeats that stopped only once the
 -- endpoint had answered the push 202 (t.acc, recorded by accept.lua). Before that answer, the
@@ -41,7 +42,7 @@ local Q = {
   name = ARGV[3], policy = policy, meta = KEYS[2],
   ready = KEYS[7], seq = KEYS[9], scheduled = KEYS[8], waiting = KEYS[15],
   dependents = KEYS[16], groups = KEYS[17], outbox = KEYS[18], failed = KEYS[12],
-  dead = KEYS[13], channel = CHANNEL, now = now,
+  dead = KEYS[13], notify = KEYS[21], channel = CHANNEL, now = now,
 }
 local ended = {}
 local breaker = policy.circuit_breaker or {failures = 5, open_for = 5, max_open_for = 300}
@@ -184,6 +185,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
     local index = {succeeded = KEYS[11], failed = KEYS[12], dead = KEYS[13], cancelled = KEYS[14]}
     redis.call('ZADD', index[next_state], int(now), id)
     redis.call('PUBLISH', CHANNEL .. id, next_state)
+    record_notice(Q, id, t)
     ended[#ended + 1] = {id, next_state == 'succeeded', t.error or next_state, t.grp}
   end
   save_task(KEYS[2], id, t)
@@ -198,4 +200,7 @@ for i = 4, #ARGV, 7 do
 end
 health_save(healths, KEYS[20])
 settle_all(Q, ended)
+if Q.noticed then
+  replies[#replies + 1] = {'NOTICE'}
+end
 return replies

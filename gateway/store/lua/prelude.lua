@@ -9,7 +9,8 @@
 --   task ids and 'group:<name>'), hbi (max heartbeat interval override), sti (the heartbeat
 --   interval this attempt is held to), acc (ms when the endpoint accepted this attempt: 202),
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
---   last attempt, which the retry avoids).
+--   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
+--   the task ended: see record_notice).
 
 -- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
 local function int(x)
@@ -120,8 +121,23 @@ local function member_id(member)
 end
 
 -- A queue's keys as the scripts that settle dependencies need them. ``Q`` has: name, policy,
--- meta, ready, seq, scheduled, waiting, dependents, groups, outbox, failed, dead, channel
--- (the done channel prefix) and now.
+-- meta, ready, seq, scheduled, waiting, dependents, groups, outbox, failed, dead, notify,
+-- channel (the done channel prefix) and now.
+
+-- Completion callbacks. A task with a notify URL (nfy) that reaches a final state gets a
+-- notice in its record, ``ntc`` = {st = 'pending' | 'delivered' | 'failed', n = tries so far,
+-- due = ms of the next try, le = last error, at = ms delivered}, and its id in the queue's
+-- ``notify`` set, due now: written by the script that ends the task, so no stopped gateway can
+-- lose it. gateway/dispatch/notices.py delivers it (notice_claim.lua, notice_settle.lua).
+-- Sets Q.noticed, which the script reports so its caller marks the queue in the global index.
+-- The caller saves the record.
+local function record_notice(Q, id, t)
+  if t.nfy then
+    t.ntc = {st = 'pending', n = 0, due = Q.now}
+    redis.call('ZADD', Q.notify, int(Q.now), id)
+    Q.noticed = true
+  end
+end
 
 -- Remove ``id`` from the waiting set and make it ready, or scheduled when its time is ahead.
 local function release(Q, id, t)
@@ -153,6 +169,7 @@ local function fail_unrun(Q, id, t, reason)
   t.finished = Q.now
   redis.call('ZADD', Q[state], int(Q.now), id)
   redis.call('PUBLISH', Q.channel .. id, state)
+  record_notice(Q, id, t)
 end
 
 -- Dependency ``source`` of waiting task ``id`` ended: drop it from the task's wait list, then

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.notices import mark as mark_noticed
 from gateway.store.records import NewTask
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
@@ -32,6 +33,7 @@ def _enqueue_keys(k: QueueKeys) -> list[str]:
         k.singleton,
         k.capabilities,
         k.links,
+        k.notify,
     ]
 
 
@@ -83,7 +85,11 @@ class Enqueuing(StoreBase):
             else:
                 reply = await self._scripts.unwrap("enqueue", script_keys, reply)
         if reply[0] == "OK":
-            stored = [_stored(entry) for entry in reply[1:]]
+            entries = reply[1:]
+            if len(entries) > len(tasks):  # a completion callback notice was recorded
+                entries.pop()
+                await mark_noticed(self._redis, queue, now_ms)
+            stored = [_stored(entry) for entry in entries]
             unused = [
                 key for key, s in zip(index, stored, strict=True) if s.duplicate_of is not None
             ]

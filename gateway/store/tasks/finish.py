@@ -9,6 +9,7 @@ from typing import Any
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.notices import mark as mark_noticed
 from gateway.store.tasks.base import StoreBase
 from gateway.store.tasks.leases import Fence
 from sdk.wire import AttemptOutcome, TaskState
@@ -64,6 +65,7 @@ def _finish_keys(k: QueueKeys) -> list[str]:
         k.outbox,
         k.stalls,
         k.health,
+        k.notify,
     ]
 
 
@@ -106,6 +108,9 @@ class Finishing(StoreBase):
         for f in finishes:
             args += _finish_args(f)
         replies = await self._scripts.call("finish", _finish_keys(QueueKeys.of(queue)), args)
+        if len(replies) > len(finishes):  # a completion callback notice was recorded
+            replies.pop()
+            await mark_noticed(self._redis, queue, now_ms)
         return [_finished(reply) for reply in replies]
 
     async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
@@ -125,7 +130,11 @@ class Finishing(StoreBase):
                 k.outbox,
                 k.failed,
                 k.dead,
+                k.notify,
             ],
             [task_id, now_ms, keys.DONE_CHANNEL_PREFIX, queue],
         )
-        return CancelResult(reply[0])
+        result = CancelResult(reply[0])
+        if result is CancelResult.CANCELLED and len(reply) > 1:  # a notice was recorded
+            await mark_noticed(self._redis, queue, now_ms)
+        return result

@@ -12,7 +12,7 @@ from gateway.store.records import Lease
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
 
-LOG_LINES_KEPT = 1000
+LOG_LINES_KEPT = 10_000  # the default of the log_lines_kept setting
 
 
 class ClaimStatus(StrEnum):
@@ -159,13 +159,20 @@ class Leasing(StoreBase):
             return Heartbeat(fence, state=TaskState(reply[1]))
         return Heartbeat(fence)
 
-    async def append_log(self, queue: str, task_id: str, token: str, lines: Sequence[str]) -> Fence:
-        """Append log lines; the log expires with the task (the queue's retention, read by the
-        script)."""
+    async def append_log(
+        self,
+        queue: str,
+        task_id: str,
+        token: str,
+        lines: Sequence[str],
+        keep: int = LOG_LINES_KEPT,
+    ) -> Fence:
+        """Append log lines, keeping the last ``keep`` (the dropped ones are counted in the
+        record); the log expires with the task (the queue's retention, read by the script)."""
         k = QueueKeys.of(queue)
         reply = await self._scripts.call(
             "append_log",
             [k.policy, k.meta, k.log(task_id)],
-            [task_id, token, LOG_LINES_KEPT, *lines],
+            [task_id, token, keep, *lines],
         )
         return Fence(reply[0])

@@ -22,6 +22,15 @@ class PageRow(NamedTuple):
     result: str | None
 
 
+class LogSlice(NamedTuple):
+    """Some log lines of a task (JSON each), with how many earlier ones were dropped (also the
+    number of the first line kept) and how many are kept."""
+
+    dropped: int
+    kept: int
+    lines: list[str]
+
+
 class Reading(StoreBase):
     """Read-only views of tasks."""
 
@@ -137,3 +146,15 @@ class Reading(StoreBase):
             state: [int(c) for c in counts[i * n : (i + 1) * n]]
             for i, state in enumerate(keys.FINISHED_STATES)
         }
+
+    async def log_page(self, queue: str, task_id: str, first: int, count: int) -> LogSlice | None:
+        """Up to ``count`` log lines from line number ``first`` (numbered from the task's first
+        line, dropped ones included); None when there is no such task."""
+        k = QueueKeys.of(queue)
+        reply = await self._scripts.call(
+            "log_page", [k.meta, k.log(task_id)], [task_id, first, count]
+        )
+        if reply[0] != "OK":
+            return None
+        _, dropped, kept, *lines = reply
+        return LogSlice(int(dropped), int(kept), lines)

@@ -1,0 +1,32 @@
+"""Routes for completion callbacks: the secret a producer verifies its notices with."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from gateway.api.routing import QUEUE, Call, Operation
+from gateway.auth import Access
+from sdk.wire import NotifySecret
+
+
+async def get_notify_secret(call: Call) -> BaseModel:
+    return await call.services.notices.secret(call.queue)
+
+
+OPERATIONS = [
+    Operation(
+        "GET",
+        "/v1/queues/{queue}/notify-secret",
+        "Get the secret that signs the queue's completion callbacks",
+        "tasks",
+        Access.PRODUCE,
+        get_notify_secret,
+        response=NotifySecret,
+        params=(QUEUE,),
+        errors=(404,),
+        description="A task enqueued with notify gets a TaskNotice POSTed to that URL when it "
+        "ends, signed with this Standard Webhooks secret (made at first use; the same for "
+        "every task of the queue). Producers of the queue (enqueue:<queue>) and admins may "
+        "read it.",
+    ),
+]

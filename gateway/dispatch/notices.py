@@ -1,0 +1,222 @@
+"""Delivering completion callbacks: the signed POST of a :class:`~sdk.wire.TaskNotice` to a
+finished task's ``notify`` URL, at least once.
+
+A notice is recorded by the script that ends the task (``gateway/store/notices.py``), so it
+survives any gateway stopping. :class:`NoticeDelivery` runs in every gateway: each
+:meth:`~NoticeDelivery.step` reads the queues with notices due (one command), claims their due
+notices under a lease (``timeout`` plus a margin: a gateway that stops mid-delivery leaves the
+notice to be claimed again when the lease ends), and POSTs each over the pushes' guarded
+session (SSRF rules at every connection, no redirects). A 2xx answer delivers it; anything else
+is tried again after an exponential backoff with full jitter, up to ``max_tries``, and then
+recorded as failed on the task. A receiver may see a notice more than once (a lost answer, a
+lease that ran out); ``webhook-id`` is the same on every try so it can drop repeats.
+
+Tests drive :meth:`~NoticeDelivery.step` with a manual clock and :meth:`~NoticeDelivery.drain`
+to wait for the deliveries it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from datetime import UTC, datetime
+
+import aiohttp
+from standardwebhooks import Webhook
+
+from gateway.backoff import compute_backoff
+from gateway.clock import Clock
+from gateway.ssrf import AddressRefused
+from gateway.store.notices import ClaimedNotice, NoticeStore
+from gateway.store.records import load_json, to_datetime
+from sdk.wire import Backoff, BackoffStrategy, TaskNotice, TaskState
+
+__all__ = ["NoticeDelivery", "notice_body"]
+
+logger = logging.getLogger(__name__)
+
+LEASE_MARGIN_MS = 5_000
+RESCAN_MS = 60_000
+QUEUES_PER_STEP = 100
+
+
+def notice_body(notice: ClaimedNotice) -> str:
+    """The TaskNotice JSON for a claimed notice."""
+    record = notice.record
+    return TaskNotice(
+        id=notice.task_id,
+        queue=notice.queue,
+        name=record["name"],
+        state=TaskState(record["state"]),
+        result=load_json(notice.result_json),
+        error=record.get("error"),
+        attempt=record["att"],
+        finished_at=to_datetime(notice.finished_ms),
+        owner=record.get("own"),
+    ).model_dump_json()
+
+
+class NoticeDelivery:
+    def __init__(
+        self,
+        store: NoticeStore,
+        session: aiohttp.ClientSession,
+        clock: Clock,
+        *,
+        timeout: float,
+        max_tries: int,
+        retry_delay: float,
+        max_retry_delay: float,
+        rng: random.Random,
+        max_in_flight: int = 64,
+    ) -> None:
+        self._store = store
+        self._session = session
+        self._clock = clock
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._lease_ms = round(timeout * 1000) + LEASE_MARGIN_MS
+        self._max_tries = max_tries
+        self._backoff = Backoff(
+            strategy=BackoffStrategy.EXPONENTIAL_JITTER,
+            base_delay=retry_delay,
+            max_delay=max_retry_delay,
+        )
+        self._rng = rng
+        self._max_in_flight = max_in_flight
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._rescanned_ms: int | None = None
+        self._woken = asyncio.Event()
+        self._stopping = False
+
+    def notice(self, due_ms: int) -> None:
+        """A notice is due at ``due_ms`` (recorded here or, over pub/sub, on another gateway):
+        the loop wakes if it sleeps past it."""
+        self._woken.set()
+
+    def stop_loop(self) -> None:
+        """Make :meth:`run` return (at once when it sleeps)."""
+        self._stopping = True
+        self._woken.set()
+
+    async def run(self, interval: float, max_sleep: float) -> None:
+        """Step whenever a notice is due, until stopped: between steps sleep until the earliest
+        notice of the index (one command to read it), at least ``interval`` and at most
+        ``max_sleep`` (which bounds the delay of a notice whose index entry a stopped gateway
+        never wrote: the step rescans every queue once a minute). Idle, it costs nothing."""
+        interval_ms, max_sleep_ms = round(interval * 1000), round(max_sleep * 1000)
+        while not self._stopping:
+            began = self._clock.now_ms()
+            self._woken.clear()
+            await self._tick()
+            try:
+                due = await self._store.earliest()
+            except Exception:
+                logger.exception("reading when the next completion callback is due failed")
+                due = None
+            now = self._clock.now_ms()
+            wait_ms = max_sleep_ms if due is None else min(due - now, max_sleep_ms)
+            wait_ms = max(wait_ms, began + interval_ms - now)
+            if wait_ms > 0 and not self._stopping:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait_ms / 1000):
+                        await self._woken.wait()
+                if not self._stopping and self._woken.is_set():
+                    # Woken by a new notice: it may be due at once; keep the interval though.
+                    await asyncio.sleep(max(0, began + interval_ms - self._clock.now_ms()) / 1000)
+
+    async def _tick(self) -> None:
+        try:
+            await self.step(self._clock.now_ms())
+        except Exception:
+            logger.exception("completion callback delivery step failed")
+
+    async def step(self, now_ms: int) -> int:
+        """Claim the notices due by ``now_ms`` (as many as there is room for in flight) and
+        start delivering them; returns how many were started. The first step, and one a minute
+        after, rebuilds the index of queues with notices first."""
+        if self._rescanned_ms is None or now_ms - self._rescanned_ms >= RESCAN_MS:
+            await self._store.rescan()
+            self._rescanned_ms = now_ms
+        started = 0
+        for queue in await self._store.due_queues(now_ms, QUEUES_PER_STEP):
+            room = self._max_in_flight - len(self._in_flight)
+            if room <= 0:
+                break
+            claim = await self._store.claim(queue, now_ms, self._lease_ms, room)
+            if claim is None:
+                continue
+            await self._store.reindex(queue, claim.next_due_ms)
+            for notice in claim.notices:
+                task = asyncio.create_task(self._deliver(notice, claim.secret))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+            started += len(claim.notices)
+        return started
+
+    async def drain(self) -> None:
+        """Wait for the deliveries under way."""
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """Abandon deliveries under way: their leases run out and a gateway claims them
+        again, so nothing is lost."""
+        for task in self._in_flight:
+            task.cancel()
+        await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def _deliver(self, notice: ClaimedNotice, secret: str) -> None:
+        try:
+            error = await self._post(notice, secret)
+            now = self._clock.now_ms()
+            if error is None:
+                await self._store.settle(notice, "delivered", now)
+            elif notice.tries >= self._max_tries:
+                logger.warning(
+                    "gave up the completion callback of task %s to %s after %d tries: %s",
+                    notice.task_id,
+                    notice.url,
+                    notice.tries,
+                    error,
+                )
+                await self._store.settle(notice, "failed", now, error=error)
+            else:
+                delay = compute_backoff(notice.tries, self._backoff, self._rng)
+                retry_at = now + round(delay * 1000)
+                await self._store.settle(notice, "retry", now, retry_at_ms=retry_at, error=error)
+        except Exception:
+            # Left leased: claimed again when the lease ends.
+            logger.exception("completion callback of task %s", notice.task_id)
+
+    async def _post(self, notice: ClaimedNotice, secret: str) -> str | None:
+        """POST the notice; None when the receiver answered 2xx, else what went wrong."""
+        body = notice_body(notice)
+        sent_at = datetime.fromtimestamp(int(time.time()), tz=UTC)
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": notice.message_id,
+            "webhook-timestamp": str(int(sent_at.timestamp())),
+            "webhook-signature": Webhook(secret).sign(notice.message_id, sent_at, body),
+        }
+        try:
+            async with self._session.post(
+                notice.url,
+                data=body.encode(),
+                headers=headers,
+                allow_redirects=False,
+                timeout=self._timeout,
+            ) as response:
+                if 200 <= response.status < 300:
+                    return None
+                return f"answered {response.status}"
+        except TimeoutError:
+            return f"no answer within {self._timeout.total:g}s"
+        except (aiohttp.ClientError, OSError) as e:
+            if isinstance(e, aiohttp.ClientConnectorError) and isinstance(
+                e.os_error, AddressRefused
+            ):
+                return f"refused: {e.os_error}"
+            return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
