@@ -31,8 +31,9 @@ Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the leas
 ``release`` (give the task back at once, no attempt spent).
 
 The models live by concept -- :mod:`sdk.wire.tasks`, :mod:`sdk.wire.queues` (with endpoints),
-:mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools) on
-:mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
+:mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
+:mod:`sdk.wire.jobs` (jobs and runs) on :mod:`sdk.wire.base` (headers, name formats, problems)
+-- and are imported from here.
 """
 
 from __future__ import annotations
@@ -60,6 +61,24 @@ from sdk.wire.base import (
     TaskName,
     Timestamp,
     check_queue_name,
+)
+from sdk.wire.jobs import (
+    LAST_SUCCESSFUL_RUN,
+    CrontabSchedule,
+    FireTimes,
+    IntervalSchedule,
+    Job,
+    JobCreate,
+    JobPage,
+    JobPatch,
+    JobTask,
+    OverlapPolicy,
+    Run,
+    RunCreate,
+    RunPage,
+    RunStatus,
+    RunSummary,
+    Schedule,
 )
 from sdk.wire.operations import (
     CleanRequest,
@@ -123,6 +142,7 @@ __all__ = [
     "HEADER_BATCH",
     "HEADER_CALLBACK",
     "HEADER_LEASE",
+    "LAST_SUCCESSFUL_RUN",
     "MAX_PRIORITY",
     "PROBLEM_CONTENT_TYPE",
     "QUEUE_NAME_PATTERN",
@@ -142,6 +162,7 @@ __all__ = [
     "CircuitState",
     "CleanRequest",
     "CleanResult",
+    "CrontabSchedule",
     "DeadLetterFilter",
     "Endpoint",
     "EndpointCreate",
@@ -149,15 +170,23 @@ __all__ = [
     "EndpointList",
     "ErrorIn",
     "FieldError",
+    "FireTimes",
     "GroupName",
     "HeartbeatIn",
     "HeartbeatOut",
+    "IntervalSchedule",
+    "Job",
+    "JobCreate",
+    "JobPage",
+    "JobPatch",
+    "JobTask",
     "Json",
     "Key",
     "Label",
     "LogIn",
     "LogLine",
     "LogPage",
+    "OverlapPolicy",
     "PositiveSeconds",
     "Problem",
     "PushBatch",
@@ -171,8 +200,14 @@ __all__ = [
     "ResubmitRequest",
     "ResubmitResult",
     "ResultIn",
+    "Run",
+    "RunCreate",
+    "RunPage",
+    "RunStatus",
+    "RunSummary",
     "RunningList",
     "RunningTask",
+    "Schedule",
     "ScheduledPage",
     "ScheduledTask",
     "Seconds",
