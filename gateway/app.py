@@ -29,16 +29,20 @@ from gateway.clock import RedisClock
 from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
+from gateway.jobs.firing import Firing
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.callbacks import CallbackService
+from gateway.services.jobs import JobService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
+from gateway.services.runs import Runs
 from gateway.services.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
 from gateway.store.idempotency import IdempotencyStore
+from gateway.store.jobs import JobStore
 from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
@@ -86,6 +90,11 @@ def create_app(settings: Settings) -> Starlette:
             dispatcher.changed(queue)
 
         notifier = Notifier(redis, on_wake=dispatcher.wake)
+        task_service = TaskService(
+            tasks, queues, directory, clock, notifier, dependencies, on_ready=dispatcher.wake
+        )
+        job_store = JobStore(redis, scripts, runs_kept=settings.job_runs_kept)
+        runs = Runs(job_store, task_service)
         services = Services(
             queues=QueueService(
                 queues,
@@ -94,9 +103,7 @@ def create_app(settings: Settings) -> Starlette:
                 allow_private_endpoints=settings.allow_private_endpoints,
                 on_change=changed,
             ),
-            tasks=TaskService(
-                tasks, queues, directory, clock, notifier, dependencies, on_ready=dispatcher.wake
-            ),
+            tasks=task_service,
             callbacks=CallbackService(tasks, queues, clock, on_finished=dispatcher.wake, rng=rng),
             operations=OperationsService(
                 OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
@@ -104,12 +111,15 @@ def create_app(settings: Settings) -> Starlette:
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
+            jobs=JobService(job_store, runs, queues, task_service, clock),
         )
         recoverer = Recoverer(
             tasks, queues, clock, on_ready=dispatcher.wake, rng=rng, dependencies=dependencies
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.recover_interval, settings.sweep_interval)
+        firing = Firing(job_store, runs, clock, grace_ms=round(settings.job_misfire_grace * 1000))
+        firing.schedule(scheduler, settings.jobs_interval)
         scheduler.add_job(
             clock.sync,
             "interval",

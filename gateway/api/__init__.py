@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.api import callbacks, operations, queues, tasks
+from gateway.api import callbacks, jobs, operations, queues, tasks
 from gateway.api.routing import Operation
 
 OPERATIONS: list[Operation] = [
@@ -10,4 +10,5 @@ OPERATIONS: list[Operation] = [
     *tasks.OPERATIONS,
     *callbacks.OPERATIONS,
     *operations.OPERATIONS,
+    *jobs.OPERATIONS,
 ]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gateway.auth import Authenticator
 from gateway.services.callbacks import CallbackService
+from gateway.services.jobs import JobService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
@@ -21,3 +22,4 @@ class Services:
     auth: Authenticator
     idempotency: IdempotencyStore
     max_body_bytes: int
+    jobs: JobService

@@ -2,7 +2,8 @@
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
 ``ARGV[i]`` is. ``lua/prelude.lua`` (shared helpers) is prepended to each, and
-``lua/health.lua`` (endpoint health and the circuit breaker) to those in ``WITH_HEALTH``.
+``lua/health.lua`` (endpoint health and the circuit breaker) to those in ``WITH_HEALTH``, and
+``lua/job_helpers.lua`` to the job scripts in ``WITH_JOB_HELPERS``.
 Scripts run with EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or
 a failover).
 
@@ -41,9 +42,15 @@ ScriptName = Literal[
     "clean",
     "walk",
     "settle_idempotency",
+    "save_job",
+    "begin_run",
+    "end_run",
+    "settle_run",
+    "delete_run",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
+WITH_JOB_HELPERS: frozenset[ScriptName] = frozenset({"save_job", "begin_run", "end_run"})
 
 Arg = str | int | float | bytes
 Reply = Any
@@ -59,6 +66,8 @@ def _source(name: ScriptName) -> str:
     helpers = _read("prelude") + "\n"
     if name in WITH_HEALTH:
         helpers += _read("health") + "\n"
+    if name in WITH_JOB_HELPERS:
+        helpers += _read("job_helpers") + "\n"
     return "#!lua\n" + helpers + _read(name)
 
 

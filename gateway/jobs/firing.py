@@ -1,0 +1,208 @@
+"""The firing loop: makes the runs of due jobs, in every gateway at once, each firing once.
+
+:class:`Firing` runs in every gateway process, driven by APScheduler (:meth:`Firing.schedule`),
+all on one Redis. Each step reads the jobs whose due time has come from one sorted set (no scan
+of the jobs), and for each:
+
+1. finishes the enqueue of a run whose gateway stopped half-way (``Runs.resume``);
+2. releases a firing held by the ``queue_one`` overlap policy once the previous run ended;
+3. fires a due fire time. The claim is ``begin_run``, keyed by the job and the fire time: of
+   several gateways that read the same firing, exactly one makes its run.
+
+Missed fire times: a fire time reached within ``misfire_grace_ms`` fires on its own (a loaded
+gateway catches up one run per fire time); fire times missed by more than that -- every gateway
+was down -- are coalesced into one run, made at once, for the latest of them.
+
+Tests drive :meth:`Firing.step` with a :class:`~gateway.clock.ManualClock`; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, fields
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from gateway.clock import Clock
+from gateway.jobs.definition import definition
+from gateway.jobs.schedule import MAX_CRON_STEPS, fire_times
+from gateway.services.runs import SYSTEM, RunRequest, Runs
+from gateway.store.jobs import Begun, JobStore, StoredJob
+from sdk.wire import OverlapPolicy
+
+__all__ = ["FIRING_JOB_ID", "Firing", "FiringReport"]
+
+logger = logging.getLogger(__name__)
+
+FIRING_JOB_ID = "jobgate.fire"
+MAX_ROUNDS = 100
+"""Most changes one step makes to one job (catching up fire times one by one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FiringReport:
+    """What one step did: runs made for fire times (``fired``, of which ``coalesced`` stand for
+    several missed ones), firings skipped or held by the overlap policy, held firings released,
+    half-made runs resumed, firings another gateway claimed first (``lost``), jobs that raised."""
+
+    fired: int = 0
+    coalesced: int = 0
+    skipped: int = 0
+    held: int = 0
+    released: int = 0
+    resumed: int = 0
+    lost: int = 0
+    errors: int = 0
+
+    def __add__(self, other: FiringReport) -> FiringReport:
+        return FiringReport(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """The firing a due job makes now: for ``fire_ms`` (the latest of ``missed`` fire times),
+    then next at ``next_ms``."""
+
+    fire_ms: int
+    missed: int
+    next_ms: int | None
+
+
+def due_firing(job: StoredJob, now_ms: int, grace_ms: int) -> Due | None:
+    """The firing of ``job`` at ``now_ms``, if its next fire time has come."""
+    if job.next_ms is None or job.next_ms > now_ms:
+        return None
+    found = definition(job)
+    if found.schedule is None:
+        return Due(job.next_ms, 1, None)
+    times = fire_times(found.schedule, job.next_ms - 1, anchor_ms=found.anchor_ms)
+    late: list[int] = []
+    following: int | None = None
+    for when in times:
+        if when >= now_ms - grace_ms or len(late) >= MAX_CRON_STEPS:
+            following = when
+            break
+        late.append(when)
+    if not late:
+        after = fire_times(found.schedule, job.next_ms, anchor_ms=found.anchor_ms)
+        return Due(job.next_ms, 1, next(after, None))
+    if following is not None and following <= now_ms and len(late) >= MAX_CRON_STEPS:
+        # Too many to count: skip ahead to the first fire time after now.
+        following = next(fire_times(found.schedule, now_ms, anchor_ms=found.anchor_ms), None)
+    return Due(late[-1], len(late), following)
+
+
+class Firing:
+    """Fires due jobs; ``grace_ms`` is the misfire grace time, ``batch`` the most jobs read per
+    step."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        runs: Runs,
+        clock: Clock,
+        *,
+        grace_ms: int = 30_000,
+        batch: int = 100,
+    ) -> None:
+        self._store = store
+        self._runs = runs
+        self._clock = clock
+        self._grace_ms = grace_ms
+        self._batch = batch
+        self._failing = False
+
+    async def step(self, now_ms: int | None = None) -> FiringReport:
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        report = FiringReport()
+        for job_id in await self._store.due(now, self._batch):
+            try:
+                report += await self._job(job_id, now)
+            except Exception:
+                logger.exception("firing job %r failed", job_id)
+                report += FiringReport(errors=1)
+        return report
+
+    async def _job(self, job_id: str, now: int) -> FiringReport:
+        report = FiringReport()
+        for _ in range(MAX_ROUNDS):
+            job = await self._store.get(job_id)
+            if job is None:
+                await self._store.hint(job_id, None)
+                return report
+            if job.pending is not None and now >= job.pending[1] + self._store.resume_ms:
+                await self._runs.resume(job, now)
+                report += FiringReport(resumed=1)
+                continue
+            if job.held_ms is not None and not await self._runs.active(job):
+                request = RunRequest(SYSTEM, kind="release", fire_ms=job.held_ms)
+                begun, _ = await self._runs.start(job, request, now)
+                report += FiringReport(released=int(begun is Begun.OK))
+                continue
+            due = due_firing(job, now, self._grace_ms)
+            if due is None:
+                break
+            report += await self._fire(job, due, now)
+        else:
+            logger.warning("job %r still has work after %d rounds", job_id, MAX_ROUNDS)
+        # Nothing more to do now: make the hint the job's due time (re-checking a held firing
+        # later rather than at every step).
+        await self._store.touch(job_id, now)
+        return report
+
+    async def _fire(self, job: StoredJob, due: Due, now: int) -> FiringReport:
+        found = definition(job)
+        action = "run"
+        if found.overlap is not OverlapPolicy.ALLOW and await self._runs.active(job):
+            queue_one = found.overlap is OverlapPolicy.QUEUE_ONE
+            action = "hold" if queue_one and job.held_ms is None else "skip"
+        request = RunRequest(
+            SYSTEM,
+            kind="fire",
+            claim_ms=job.next_ms,
+            fire_ms=due.fire_ms,
+            next_ms=due.next_ms,
+            action=action,
+            coalesced=due.missed,
+        )
+        begun, _ = await self._runs.start(job, request, now)
+        if begun is not Begun.OK:
+            return FiringReport(lost=1)
+        if action == "skip":
+            logger.info(
+                "job %r: firing %d skipped, the previous run still runs", job.id, due.fire_ms
+            )
+            return FiringReport(skipped=1)
+        if action == "hold":
+            return FiringReport(held=1)
+        return FiringReport(fired=1, coalesced=int(due.missed > 1))
+
+    async def fire_job(self) -> None:
+        """The scheduled job: :meth:`step`, logging a failure instead of raising."""
+        try:
+            await self.step()
+        except Exception:
+            if not self._failing:
+                logger.exception("the firing loop failed; it runs again at its next time")
+            self._failing = True
+            return
+        if self._failing:
+            logger.warning("the firing loop works again")
+        self._failing = False
+
+    def schedule(self, scheduler: AsyncIOScheduler, interval: float) -> None:
+        """Add the firing job to ``scheduler`` (one instance at a time, late runs coalesced)."""
+        scheduler.add_job(
+            self.fire_job,
+            "interval",
+            seconds=interval,
+            id=FIRING_JOB_ID,
+            name=FIRING_JOB_ID,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, math.ceil(interval)),
+            replace_existing=True,
+        )
