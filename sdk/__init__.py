@@ -26,6 +26,7 @@ from sdk.errors import (
 from sdk.groups import AsyncGroupHandle, Group, GroupHandle, TaskSignature, group
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.tasks import TaskFunction, task
+from sdk.warnings import Warn
 from sdk.wire import Backoff, BackoffStrategy, QueuePolicy, Task, TaskCreate, TaskState
 from sdk.worker import Worker
 
@@ -54,6 +55,7 @@ __all__ = [
     "TaskSignature",
     "TaskState",
     "TaskTimeout",
+    "Warn",
     "Worker",
     "group",
     "task",

@@ -21,6 +21,10 @@ The push protocol (gateway → worker)::
     traceparent: <W3C trace context>
     body: PushBody
 
+A success may carry a warning (a job's run then shows ``warning``): the ``warning`` field of
+the result callback or of a batch result, or, answered inline, the ``jobgate-warning`` header
+(the text percent-encoded as UTF-8).
+
 An endpoint registered with ``batch_size`` above 1 gets every push as a batch instead: the
 same Standard Webhooks headers (``webhook-id`` naming the batch), ``jobgate-batch: <count>``,
 and a :class:`PushBatch` body whose items carry their own lease and callback; it answers 200
@@ -44,6 +48,7 @@ from sdk.wire.base import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_WARNING,
     MAX_PRIORITY,
     PROBLEM_CONTENT_TYPE,
     QUEUE_NAME_PATTERN,
@@ -142,6 +147,7 @@ __all__ = [
     "HEADER_BATCH",
     "HEADER_CALLBACK",
     "HEADER_LEASE",
+    "HEADER_WARNING",
     "LAST_SUCCESSFUL_RUN",
     "MAX_PRIORITY",
     "PROBLEM_CONTENT_TYPE",

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.e2e
 
 ECHO = "tests.e2e.worker_app.echo"
 SLOW = "tests.e2e.worker_app.slow"
+PARTIAL = "tests.e2e.worker_app.partial"
 
 
 def until(check: Any, timeout: float, what: str) -> Any:
@@ -123,6 +124,20 @@ def run_against_a_worker(cluster: Cluster, api: httpx.Client, gateway: str, tmp_
     second = api.post(f"/v1/jobs/{echo['id']}/runs", json={}).json()
     assert second["args"] == {"kwargs": {"value": done["started_at"].replace("+00:00", "Z")}}
     assert api.get(f"/v1/tasks/{first['task_id']}").json()["result"] is None
+
+    partial = api.post(
+        "/v1/jobs",
+        json={"title": "partial", "task": {"queue": "e2e", "name": PARTIAL}, "args": {"args": [3]}},
+    ).json()
+    warned = api.post(f"/v1/jobs/{partial['id']}/runs", json={}).json()
+    found = until(lambda: status(partial["id"], warned["id"], "warning"), 30, "a warning run")
+    assert found["message"] == "3 rows skipped: ünïcode"
+    task = api.get(f"/v1/tasks/{warned['task_id']}").json()
+    assert (task["state"], task["warning"], task["result"]) == (
+        "succeeded",
+        "3 rows skipped: ünïcode",
+        {"rows": 3},
+    )
 
     slow = api.post(
         "/v1/jobs",

@@ -303,3 +303,19 @@ async def test_a_deleted_job_leaves_no_keys_and_does_not_fire(env: Env) -> None:
     assert (await env.step()).fired == 0
     left = {k for k in await env.redis.keys("*") if k.startswith(("jg:{job:", "jg:jobs"))}
     assert left == set()
+
+
+async def test_a_success_with_a_warning_makes_a_warning_run(env: Env) -> None:
+    job = await env.jobs.create(every(minutes=1).model_copy(update={"schedule": None}))
+    run = await env.jobs.run_now(job.id, RunCreate(), "alice")
+    claim = await env.tasks.claim(Q, 1, "seed", env.clock.now_ms())
+    (lease,) = claim.leases
+    finish = Finish(run.task_id, lease.token, AttemptOutcome.SUCCEEDED, text="7", warning="half")
+    await env.tasks.finish(Q, finish, env.clock.now_ms())
+    found = await env.jobs.run(job.id, run.id)
+    assert (found.status, found.message) == (RunStatus.WARNING, "half")
+    record = await env.tasks.record(Q, run.task_id)
+    assert record is not None
+    assert record["warn"] == "half"
+    # a warning counts as a success for {{ last_successful_run }}
+    assert await env.runs.last_success(job.id) == found.started_at

@@ -29,6 +29,7 @@ EXPECTED = [
     "TaskSignature",
     "TaskState",
     "TaskTimeout",
+    "Warn",
     "Worker",
     "group",
     "task",
