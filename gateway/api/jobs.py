@@ -144,8 +144,9 @@ OPERATIONS = [
         body=JobCreate,
         response=Job,
         status=201,
-        description="The task's queue must be registered; a crontab's fields must parse. The "
-        "next fire time is computed at once (next_run).",
+        errors=(404,),
+        description="The task's queue must be registered (404 otherwise); a crontab's fields "
+        "must parse. The next fire time is computed at once (next_run).",
         links=JOB_LINKS,
     ),
     Operation(
@@ -258,7 +259,8 @@ OPERATIONS = [
         status=201,
         params=JOB,
         errors=(404,),
-        description="Makes a run whatever the schedule, active flag and overlap policy say. "
+        description="Makes a run whatever the schedule, active flag and overlap policy say "
+        "(404 when the job or the run's queue does not exist). "
         "args replaces the job's default args (which are templated; given args are not).",
         links=RUN_LINKS,
     ),

@@ -22,12 +22,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, tzinfo
+from itertools import takewhile
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
 from sdk.wire import CrontabSchedule, IntervalSchedule, Schedule
 
+LAST_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z, the last instant a date-time can show: no fire time after it."""
 MAX_CRON_STEPS = 10_000
 """Most fire times stepped through to find the last one missed; beyond, the last one reached
 stands for them."""
@@ -137,11 +140,13 @@ def _interval_instants(schedule: IntervalSchedule, after_ms: int, anchor_ms: int
 
 
 def fire_times(schedule: Schedule, after_ms: int, *, anchor_ms: int = 0) -> Iterator[int]:
-    """Every fire time strictly after ``after_ms``, in order. ``anchor_ms`` is the first fire
-    time of an interval schedule without ``start_at``."""
+    """Every fire time strictly after ``after_ms``, in order, up to :data:`LAST_MS`.
+    ``anchor_ms`` is the first fire time of an interval schedule without ``start_at``."""
     if isinstance(schedule, CrontabSchedule):
-        return _cron_instants(schedule, after_ms)
-    return _interval_instants(schedule, after_ms, anchor_ms)
+        found = _cron_instants(schedule, after_ms)
+    else:
+        found = _interval_instants(schedule, after_ms, anchor_ms)
+    return takewhile(lambda when: when <= LAST_MS, found)
 
 
 def next_fire_times(

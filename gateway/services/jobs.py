@@ -17,6 +17,7 @@ from gateway.clock import Clock
 from gateway.errors import (
     FieldProblem,
     JobNotFound,
+    QueueNotFound,
     RunActive,
     RunNotFound,
     TaskFinished,
@@ -43,6 +44,9 @@ from sdk.wire import (
     RunPage,
     RunStatus,
 )
+
+_NULLABLE = frozenset({"schedule", "notify", "args"})
+"""Fields a PATCH may set to null; null for another leaves it as is."""
 
 
 def _offset(cursor: str | None) -> int:
@@ -109,12 +113,9 @@ class JobService:
         fields: dict[str, Any] = current.model_dump(
             exclude={"created_ms", "updated_ms", "anchor_ms"}
         )
-        fields.update(patch.model_dump(include=patch.model_fields_set))
-        try:
-            spec = JobCreate.model_validate(fields)
-        except ValueError as e:  # a field set to null that may not be
-            raise ValidationFailed([FieldProblem("body", str(e))]) from e
-        return await self.replace(job_id, spec)
+        given = patch.model_dump(include=patch.model_fields_set)
+        fields.update({k: v for k, v in given.items() if v is not None or k in _NULLABLE})
+        return await self.replace(job_id, JobCreate.model_validate(fields))
 
     async def delete(self, job_id: str) -> None:
         if not await self._store.delete(job_id):
@@ -161,21 +162,20 @@ class JobService:
             except ValueError as e:
                 name, _, reason = str(e).partition(": ")
                 problems.append(FieldProblem(f"schedule.{name}", reason))
-        problems += await self._check_task(spec.task.queue, spec.task.name, spec.args, "task")
         if problems:
             raise ValidationFailed(problems)
+        await self._check_task(spec.task.queue, spec.task.name, spec.args, "args")
 
-    async def _check_task(
-        self, queue: str, name: str, payload: JsonValue, field: str
-    ) -> list[FieldProblem]:
-        """The one place a job's (or run's) task is checked: its queue must be registered.
+    async def _check_task(self, queue: str, name: str, payload: JsonValue, field: str) -> None:
+        """The one place a job's (or run's) task is checked: its queue must be registered
+        (404, as for an enqueue).
 
         The task catalog plugs in here: ``catalog.validate(queue, name, payload)`` for the
-        args, and ``catalog.served(queue, name)`` to report a task no endpoint serves.
+        args (422 naming ``field``), and ``catalog.served(queue, name)`` to report a task no
+        endpoint serves.
         """
         if await self._queues.get(queue) is None:
-            return [FieldProblem(f"{field}.queue", f"queue '{queue}' is not registered")]
-        return []
+            raise QueueNotFound(queue)
 
     # --- runs ---------------------------------------------------------------------------------
 
@@ -225,11 +225,7 @@ class JobService:
         queue = body.queue or found.task.queue
         args_given = "args" in body.model_fields_set
         payload = body.args if args_given else found.args
-        problems = await self._check_task(queue, found.task.name, payload, "body")
-        if problems:
-            raise ValidationFailed(
-                [FieldProblem(p.field.replace("body.queue", "queue"), p.reason) for p in problems]
-            )
+        await self._check_task(queue, found.task.name, payload, "args")
         request = RunRequest(
             started_by,
             args=body.args,
@@ -247,6 +243,7 @@ class JobService:
         record = await self._store.run(job_id, run_id)
         if record is None:
             raise RunNotFound(job_id, run_id)
+        await self._check_task(record["queue"], record["name"], record.get("args"), "args")
         request = RunRequest(
             started_by,
             args=record.get("args"),

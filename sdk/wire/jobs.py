@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, JsonValue, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, JsonValue, model_validator
 
 from sdk.wire.base import (
     InputModel,
@@ -60,8 +60,9 @@ class OverlapPolicy(StrEnum):
 
 
 class CrontabSchedule(InputModel):
-    """Cron fields as in crontab(5); ``day_of_week`` numbers count from Sunday (0 or 7) and
-    names (``mon``-``sun``) work too. Times are wall-clock times in ``timezone``."""
+    """Cron fields as in crontab(5) (each must parse: APScheduler's CronTrigger reads them);
+    ``day_of_week`` numbers count from Sunday (0 or 7) and names (``mon``-``sun``) work too.
+    Times are wall-clock times in ``timezone``, a name of the IANA timezone database."""
 
     kind: Literal["crontab"]
     minute: CronField = "*"
@@ -72,23 +73,38 @@ class CrontabSchedule(InputModel):
     timezone: TimezoneName = "UTC"
 
 
-Count = Annotated[float, Field(ge=0, le=100_000)]
+_INTERVAL_UNITS = {
+    "weeks": 52,
+    "days": 366,
+    "hours": 8784,
+    "minutes": 527_040,
+    "seconds": 31_622_400,
+}
 
 
 class IntervalSchedule(InputModel):
-    """Every ``weeks + days + hours + minutes + seconds`` (at least one second), from
-    ``start_at``, or from one interval after the schedule was saved."""
+    """Every ``weeks + days + hours + minutes + seconds`` (whole numbers, at least one of them
+    above 0), from ``start_at``, or from one interval after the schedule was saved."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [unit], "properties": {unit: {"minimum": 1}}}
+                for unit in _INTERVAL_UNITS
+            ]
+        }
+    )
 
     kind: Literal["interval"]
-    weeks: Count = 0
-    days: Count = 0
-    hours: Count = 0
-    minutes: Count = 0
-    seconds: Count = 0
+    weeks: int = Field(0, ge=0, le=_INTERVAL_UNITS["weeks"])
+    days: int = Field(0, ge=0, le=_INTERVAL_UNITS["days"])
+    hours: int = Field(0, ge=0, le=_INTERVAL_UNITS["hours"])
+    minutes: int = Field(0, ge=0, le=_INTERVAL_UNITS["minutes"])
+    seconds: int = Field(0, ge=0, le=_INTERVAL_UNITS["seconds"])
     start_at: Timestamp | None = Field(None, description="The first fire time.")
 
     @property
-    def total_seconds(self) -> float:
+    def total_seconds(self) -> int:
         return (
             self.weeks * 604_800
             + self.days * 86_400
@@ -101,8 +117,6 @@ class IntervalSchedule(InputModel):
     def _at_least_a_second(self) -> Self:
         if self.total_seconds < 1:
             raise ValueError("the interval must be at least one second")
-        if self.total_seconds > 366 * 86_400:
-            raise ValueError("the interval must be at most a year")
         return self
 
 
@@ -136,8 +150,8 @@ class JobCreate(InputModel):
 
 
 class JobPatch(InputModel):
-    """Body of ``PATCH /v1/jobs/{job_id}``: the fields given replace the job's (``schedule``
-    and ``notify`` may be set to null)."""
+    """Body of ``PATCH /v1/jobs/{job_id}``: the fields given replace the job's. ``schedule``,
+    ``notify`` and ``args`` may be set to null; null for any other field leaves it as is."""
 
     title: Title | None = None
     description: Text | None = None

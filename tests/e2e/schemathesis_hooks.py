@@ -7,7 +7,13 @@ that depend on the world rather than on the request, each written in openapi.yam
   between two numbers);
 - ``depends_on`` and ``after_group`` name tasks and groups that exist (422 otherwise);
 - an endpoint URL resolves to an address the gateway may push to (here: loopback);
-- an ``Idempotency-Key`` reused with another body is refused (422): each request gets its own.
+- an ``Idempotency-Key`` reused with another body is refused (422): each request gets its own;
+- a long poll (``GET /v1/tasks/{task_id}?wait=``) of a task that exists waits as long as it
+  asks, up to 60 s: waits are cut to 2 s, below Schemathesis's request timeout (runs answer
+  with real task ids, which Schemathesis then uses there);
+- a job's task, and a run's queue override, name a registered queue (here: ``st``); a
+  crontab's fields parse as cron (APScheduler's grammar) and its timezone is in the IANA
+  database installed.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ import uuid
 from typing import Any
 
 import schemathesis
+
+from gateway.jobs.schedule import CRON_FIELDS, cron_trigger
+from sdk.wire import CrontabSchedule
 
 BREAKER = ("open_for", "max_open_for", 5.0, 300.0)
 
@@ -35,8 +44,30 @@ def _valid_task(task: Any) -> None:
         task.pop("after_group", None)
 
 
+def _valid_job(body: dict[str, Any], path: str) -> None:
+    task = body.get("task")
+    if isinstance(task, dict) and "queue" in task:
+        task["queue"] = "st"
+    if path.endswith("/runs") and isinstance(body.get("queue"), str):
+        body["queue"] = "st"
+    schedule = body.get("schedule")
+    if not isinstance(schedule, dict) or schedule.get("kind") != "crontab":
+        return
+    for name in CRON_FIELDS:
+        try:
+            cron_trigger(CrontabSchedule.model_validate({"kind": "crontab", name: schedule[name]}))
+        except (KeyError, ValueError):
+            schedule.pop(name, None)
+    try:
+        CrontabSchedule.model_validate({"kind": "crontab", "timezone": schedule["timezone"]})
+    except (KeyError, ValueError):
+        schedule.pop("timezone", None)
+
+
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
+    if case.query and isinstance(case.query.get("wait"), int | float):
+        case.query["wait"] = min(case.query["wait"], 2)
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return case
@@ -49,6 +80,8 @@ def map_case(context: Any, case: Any) -> Any:
         if "url" in body:
             body["url"] = os.environ["CONTRACT_ENDPOINT_URL"]
         _valid_task(body)
+        if case.path.startswith("/v1/jobs"):
+            _valid_job(body, case.path)
         for task in body.get("tasks") or []:
             _valid_task(task)
     return case

@@ -67,7 +67,6 @@ async def test_create_get_list_a_job(api: httpx.AsyncClient) -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        (job_body(task={"queue": "nope", "name": "report"}), "task.queue"),
         (job_body(schedule={**CRON, "minute": "61"}), "schedule.minute"),
         (job_body(schedule={**CRON, "day_of_week": "9"}), "schedule.day_of_week"),
         (job_body(schedule={**CRON, "timezone": "Mars/Olympus"}), "schedule.crontab.timezone"),
@@ -85,6 +84,14 @@ async def test_a_bad_job_is_refused_naming_the_field(
     assert (await api.get("/v1/jobs")).json()["items"] == []
 
 
+async def test_a_job_on_an_unregistered_queue_is_refused(api: httpx.AsyncClient) -> None:
+    body = job_body(task={"queue": "nope", "name": "report"})
+    assert (
+        "'nope' is not registered" in problem(await api.post("/v1/jobs", json=body), 404)["detail"]
+    )
+    assert (await api.get("/v1/jobs")).json()["items"] == []
+
+
 async def test_replace_patch_clone_delete(api: httpx.AsyncClient) -> None:
     job = await create(api, schedule=CRON)
     replaced = await api.put(f"/v1/jobs/{job['id']}", json=job_body(title="Weekly"))
@@ -97,7 +104,8 @@ async def test_replace_patch_clone_delete(api: httpx.AsyncClient) -> None:
     assert patched["next_run"] == job["next_run"]
     paused = (await api.patch(f"/v1/jobs/{job['id']}", json={"active": False})).json()
     assert paused["next_run"] is None
-    problem(await api.patch(f"/v1/jobs/{job['id']}", json={"title": None}), 422)
+    unchanged = await api.patch(f"/v1/jobs/{job['id']}", json={"title": None, "schedule": None})
+    assert (unchanged.json()["title"], unchanged.json()["schedule"]) == ("Weekly", None)
     clone = await api.post(f"/v1/jobs/{job['id']}/clone")
     assert clone.status_code == 201
     assert clone.json()["title"] == "Weekly (copy)"
@@ -173,8 +181,8 @@ async def test_run_now_stop_restart_delete_and_logs(api: httpx.AsyncClient) -> N
 
 async def test_run_now_checks_the_queue_override(api: httpx.AsyncClient) -> None:
     job = await create(api)
-    found = problem(await api.post(f"/v1/jobs/{job['id']}/runs", json={"queue": "nope"}), 422)
-    assert found["errors"][0]["field"] == "queue"
+    found = problem(await api.post(f"/v1/jobs/{job['id']}/runs", json={"queue": "nope"}), 404)
+    assert "'nope' is not registered" in found["detail"]
     problem(await api.post("/v1/jobs/01JX0000000000000000000000/runs", json={}), 404)
 
 

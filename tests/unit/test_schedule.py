@@ -121,4 +121,13 @@ def test_an_interval_with_start_at_ignores_the_anchor() -> None:
 
 def test_an_interval_under_a_second_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one second"):
-        IntervalSchedule(kind="interval", seconds=0.5)
+        IntervalSchedule(kind="interval")
+    with pytest.raises(ValueError, match="integer"):
+        IntervalSchedule.model_validate({"kind": "interval", "seconds": 0.5})
+
+
+def test_fire_times_end_with_the_last_date_time() -> None:
+    start = datetime(9999, 12, 1, tzinfo=UTC)
+    schedule = IntervalSchedule(kind="interval", weeks=1, start_at=start)
+    times = next_fire_times(schedule, 0, 100)
+    assert len(times) == 5  # December 1, 8, 15, 22, 29 of the year 9999; nothing after
