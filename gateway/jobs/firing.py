@@ -18,6 +18,7 @@ Tests drive :meth:`Firing.step` with a :class:`~gateway.clock.ManualClock`; noth
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from dataclasses import dataclass, fields
@@ -97,7 +98,7 @@ def due_firing(job: StoredJob, now_ms: int, grace_ms: int) -> Due | None:
 
 class Firing:
     """Fires due jobs; ``grace_ms`` is the misfire grace time, ``batch`` the most jobs read per
-    step."""
+    step, ``concurrency`` how many are worked on at once (each is a few Redis round trips)."""
 
     def __init__(
         self,
@@ -106,25 +107,35 @@ class Firing:
         clock: Clock,
         *,
         grace_ms: int = 30_000,
-        batch: int = 100,
+        batch: int = 500,
+        concurrency: int = 16,
     ) -> None:
         self._store = store
         self._runs = runs
         self._clock = clock
         self._grace_ms = grace_ms
         self._batch = batch
+        self._concurrency = concurrency
         self._failing = False
 
     async def step(self, now_ms: int | None = None) -> FiringReport:
+        """Fire the due jobs (up to ``batch``), ``concurrency`` of them at a time; a job whose
+        firing raises is logged and counted, and the others go on."""
         now = self._clock.now_ms() if now_ms is None else now_ms
-        report = FiringReport()
-        for job_id in await self._store.due(now, self._batch):
-            try:
-                report += await self._job(job_id, now)
-            except Exception:
-                logger.exception("firing job %r failed", job_id)
-                report += FiringReport(errors=1)
-        return report
+        room = asyncio.Semaphore(self._concurrency)
+
+        async def one(job_id: str) -> FiringReport:
+            async with room:
+                try:
+                    return await self._job(job_id, now)
+                except Exception:
+                    logger.exception("firing job %r failed", job_id)
+                    return FiringReport(errors=1)
+
+        reports = await asyncio.gather(
+            *(one(job_id) for job_id in await self._store.due(now, self._batch))
+        )
+        return sum(reports, FiringReport())
 
     async def _job(self, job_id: str, now: int) -> FiringReport:
         report = FiringReport()
@@ -184,6 +195,11 @@ class Firing:
         """The scheduled job: :meth:`step`, logging a failure instead of raising."""
         try:
             await self.step()
+        except asyncio.CancelledError:
+            # Shutdown mid-step: every change is one script, the next step (here or on
+            # another gateway) carries on.
+            logger.debug("the firing loop was stopped mid-step by shutdown")
+            return
         except Exception:
             if not self._failing:
                 logger.exception("the firing loop failed; it runs again at its next time")

@@ -319,3 +319,15 @@ async def test_a_success_with_a_warning_makes_a_warning_run(env: Env) -> None:
     assert record["warn"] == "half"
     # a warning counts as a success for {{ last_successful_run }}
     assert await env.runs.last_success(job.id) == found.started_at
+
+
+async def test_one_step_fires_every_due_job_and_a_broken_one_does_not_stop_the_others(
+    env: Env,
+) -> None:
+    jobs = [await env.jobs.create(every(seconds=1, overlap="allow")) for _ in range(40)]
+    await env.redis.hset(f"jg:{{job:{jobs[0].id}}}:job", "def", "not json")
+    env.clock.advance(SECOND)
+    report = await env.step()
+    assert (report.fired, report.errors) == (39, 1)
+    for job in jobs[1:]:
+        assert (await env.jobs.get(job.id)).run_count == 1
