@@ -140,7 +140,7 @@ class Runs:
         claim went and the run id (None when no run was made)."""
         definition = job.definition
         args = request.args
-        if not request.args_given:
+        if not request.args_given and request.action == "run":
             args = await self.resolve(job.id, definition.get("args"))
         run_id = str(ULID())
         record: dict[str, Any] = {

@@ -76,8 +76,13 @@ def fire_every_second(cluster: Cluster, api: httpx.Client) -> None:
     # Stop it from any gateway: the edit takes effect on all of them.
     with cluster.api(2) as other:
         stopped = other.patch(f"/v1/jobs/{job['id']}", json={"active": False})
+    paused_at = datetime.now(UTC)
     assert stopped.json()["next_run"] is None
+    # Absence takes waiting: two more fire times' worth, on every gateway.
+    time.sleep(2)
     runs = all_runs(api, job["id"])
+    latest = max(datetime.fromisoformat(r["fire_time"]) for r in runs)
+    assert latest <= paused_at + timedelta(seconds=0.5)  # at most one claimed as it was paused
     fire_times = Counter(datetime.fromisoformat(r["fire_time"]) for r in runs)
     in_window = {t: n for t, n in fire_times.items() if window[0] <= t <= window[-1]}
     assert in_window == dict.fromkeys(window, 1)  # none missing, none twice
