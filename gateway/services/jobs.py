@@ -89,10 +89,9 @@ class JobService:
     async def page(self, cursor: str | None, limit: int) -> JobPage:
         offset = _offset(cursor)
         ids, more = await self._store.page(offset, limit)
-        items = []
-        for job in await self._store.get_many(ids):
-            if job is not None:  # deleted since it was listed
-                items.append(job_view(job, await self._runs.summary(job)))
+        jobs = [job for job in await self._store.get_many(ids) if job is not None]  # not deleted
+        summaries = await self._runs.summaries(jobs)
+        items = [job_view(job, last) for job, last in zip(jobs, summaries, strict=True)]
         return JobPage(items=items, next_cursor=str(offset + len(ids)) if more else None)
 
     async def replace(self, job_id: str, spec: JobCreate) -> Job:

@@ -236,11 +236,18 @@ class Runs:
     async def views(
         self, job_id: str, runs: Sequence[tuple[str, dict[str, Any]]], *, pending: str | None
     ) -> list[Run]:
-        """The runs as the API shows them (tasks read in one round trip); keeps the final
-        status of finished ones in their records."""
-        tasks = await self._store.task_records([(r["queue"], run_id) for run_id, r in runs])
+        """The runs of one job as the API shows them."""
+        return await self._views([(job_id, run_id, record, pending) for run_id, record in runs])
+
+    async def _views(
+        self, runs: Sequence[tuple[str, str, dict[str, Any], str | None]]
+    ) -> list[Run]:
+        """Runs ``(job id, run id, record, the job's pending run)`` as the API shows them, their
+        tasks read in one round trip; keeps the final status of finished ones in their
+        records."""
+        tasks = await self._store.task_records([(r["queue"], run_id) for _, run_id, r, _ in runs])
         views = []
-        for (run_id, record), (task, _) in zip(runs, tasks, strict=True):
+        for (job_id, run_id, record, pending), (task, _) in zip(runs, tasks, strict=True):
             view = run_view(job_id, run_id, record, task, run_id == pending)
             if task is not None and view.status.finished and "status" not in record:
                 kept = settled(record, task, view.status, view.message)
@@ -249,26 +256,38 @@ class Runs:
         return views
 
     async def summary(self, job: StoredJob) -> RunSummary | None:
-        if job.last is None:
-            return None
-        record = await self._store.run(job.id, job.last)
-        if record is None:
-            return None
-        pending = job.pending[0] if job.pending else None
-        (view,) = await self.views(job.id, [(job.last, record)], pending=pending)
-        return RunSummary(
-            id=view.id,
-            status=view.status,
-            started_by=view.started_by,
-            created_at=view.created_at,
-            started_at=view.started_at,
-            ended_at=view.ended_at,
-        )
+        (found,) = await self.summaries([job])
+        return found
+
+    async def summaries(self, jobs: Sequence[StoredJob]) -> list[RunSummary | None]:
+        """The newest run of each job, read in two round trips for all of them."""
+        newest = [(job.id, job.last) for job in jobs if job.last is not None]
+        records = await self._store.run_records(newest)
+        found = [
+            (job.id, job.last, record, job.pending[0] if job.pending else None)
+            for job in jobs
+            if job.last is not None and (record := records.get((job.id, job.last))) is not None
+        ]
+        views = {(v.job_id, v.id): v for v in await self._views(found)}
+        return [_summary(views.get((job.id, job.last or ""))) for job in jobs]
 
     async def active(self, job: StoredJob) -> bool:
         """Whether the job's newest run is pending or running."""
         summary = await self.summary(job)
         return summary is not None and not summary.status.finished
+
+
+def _summary(view: Run | None) -> RunSummary | None:
+    if view is None:
+        return None
+    return RunSummary(
+        id=view.id,
+        status=view.status,
+        started_by=view.started_by,
+        created_at=view.created_at,
+        started_at=view.started_at,
+        ended_at=view.ended_at,
+    )
 
 
 def _has_template(value: JsonValue) -> bool:

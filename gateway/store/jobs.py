@@ -252,6 +252,18 @@ class JobStore:
         raw = await self._redis.hget(JobKeys.of(job_id).run, run_id)
         return None if raw is None else cast(dict[str, Any], json.loads(raw))
 
+    async def run_records(
+        self, runs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """The record of each (job id, run id) that exists."""
+        if not runs:
+            return {}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for job_id, run_id in runs:
+                pipe.hget(JobKeys.of(job_id).run, run_id)
+            raw = await pipe.execute()
+        return {key: json.loads(r) for key, r in zip(runs, raw, strict=True) if r is not None}
+
     async def settle_run(self, job_id: str, run_id: str, record: dict[str, Any]) -> None:
         await self._scripts.call(
             "settle_run",

@@ -205,3 +205,15 @@ async def test_a_read_only_key_reads_but_changes_nothing(api: httpx.AsyncClient)
         body = job_body() if method != "DELETE" else None
         problem(await api.request(method, path, json=body, headers=reader), 403)
     assert (await api.get(f"/v1/jobs/{job['id']}")).json()["run_count"] == 1
+
+
+async def test_the_list_shows_each_jobs_own_last_run(api: httpx.AsyncClient) -> None:
+    first, idle, second = await create(api), await create(api), await create(api)
+    runs = {}
+    for job in (first, second, first):
+        runs[job["id"]] = (await api.post(f"/v1/jobs/{job['id']}/runs", json={})).json()["id"]
+    listed = {j["id"]: j for j in (await api.get("/v1/jobs")).json()["items"]}
+    assert listed[first["id"]]["last_run"]["id"] == runs[first["id"]]
+    assert listed[second["id"]]["last_run"]["id"] == runs[second["id"]]
+    assert listed[idle["id"]]["last_run"] is None
+    assert [listed[j["id"]]["run_count"] for j in (first, idle, second)] == [2, 0, 1]
