@@ -35,21 +35,25 @@ from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
+from gateway.jobs.firing import Firing
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
+from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
+from gateway.services.runs import Runs
 from gateway.services.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.catalog import CatalogStore
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
 from gateway.store.idempotency import IdempotencyStore
+from gateway.store.jobs import JobStore
 from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
@@ -134,9 +138,25 @@ def create_app(settings: Settings) -> Starlette:
             on_wake=dispatcher.wake,
             on_due=recoverer.notice,
             on_notice=notices.notice,
+            on_job=lambda due_ms: firing.notice(due_ms),  # firing is made below
             on_reconnect=reconnected,
         )
         catalog_service = CatalogService(catalog, catalog_store, queues, clock, on_change=changed)
+        task_service = TaskService(
+            tasks,
+            queues,
+            directory,
+            clock,
+            notifier,
+            dependencies,
+            on_ready=dispatcher.wake,
+            catalog=catalog_service,
+            allow_private_urls=settings.allow_private_endpoints,
+        )
+        job_store = JobStore(redis, scripts, runs_kept=settings.job_runs_kept)
+        log_service = LogService(tasks)
+        runs = Runs(job_store, task_service)
+        firing = Firing(job_store, runs, clock, grace_ms=round(settings.job_misfire_grace * 1000))
         services = Services(
             queues=QueueService(
                 queues,
@@ -146,17 +166,7 @@ def create_app(settings: Settings) -> Starlette:
                 on_change=changed,
                 catalog=catalog_service,
             ),
-            tasks=TaskService(
-                tasks,
-                queues,
-                directory,
-                clock,
-                notifier,
-                dependencies,
-                on_ready=dispatcher.wake,
-                catalog=catalog_service,
-                allow_private_urls=settings.allow_private_endpoints,
-            ),
+            tasks=task_service,
             callbacks=CallbackService(
                 tasks,
                 queues,
@@ -174,7 +184,8 @@ def create_app(settings: Settings) -> Starlette:
             catalog=catalog_service,
             activity=ActivityService(tasks, queues, clock),
             notices=NoticeService(notice_store),
-            logs=LogService(tasks),
+            logs=log_service,
+            jobs=JobService(job_store, runs, queues, task_service, clock, log_service),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -189,6 +200,9 @@ def create_app(settings: Settings) -> Starlette:
         await notifier.start()
         scheduler.start()
         recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
+        firing_loop = asyncio.create_task(
+            firing.run(settings.jobs_interval, settings.rescan_interval), name="jobgate-firing"
+        )
         delivering = asyncio.create_task(
             notices.run(settings.recover_interval, settings.rescan_interval),
             name="jobgate-notices",
@@ -204,6 +218,9 @@ def create_app(settings: Settings) -> Starlette:
                 # A step under way finishes (each change is one script); one stuck on an
                 # unreachable Redis is cut off, and its queue is due again at its mark.
                 await asyncio.wait_for(recovering, timeout=5)
+            firing.stop_loop()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(firing_loop, timeout=5)
             notices.stop_loop()
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(delivering, timeout=5)

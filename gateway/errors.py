@@ -11,11 +11,14 @@ services only raise them::
     ├── NotFound                    404
     │   ├── QueueNotFound
     │   ├── TaskNotFound
-    │   └── EndpointNotFound
+    │   ├── EndpointNotFound
+    │   ├── JobNotFound
+    │   └── RunNotFound
     ├── Conflict                    409
     │   ├── TaskExists              a task with this id exists already
     │   ├── QueueNotEmpty           deleting a queue with unfinished tasks
-    │   ├── TaskFinished            cancelling a finished task
+    │   ├── TaskFinished            cancelling a finished task (or stopping a finished run)
+    │   ├── RunActive               deleting a run that is pending or running
     │   └── StaleLease              a callback whose lease token is not the current one
     ├── PayloadTooLarge             413
     ├── UnsupportedMediaType        415
@@ -94,6 +97,20 @@ class EndpointNotFound(NotFound):
         super().__init__(f"no endpoint '{endpoint_id}'")
 
 
+class JobNotFound(NotFound):
+    title = "Job not found"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job '{job_id}'")
+
+
+class RunNotFound(NotFound):
+    title = "Run not found"
+
+    def __init__(self, job_id: str, run_id: str) -> None:
+        super().__init__(f"job '{job_id}' has no run '{run_id}'")
+
+
 class Conflict(GatewayError):
     status = 409
     title = "Conflict"
@@ -112,6 +129,10 @@ class QueueNotEmpty(Conflict):
 
 class TaskFinished(Conflict):
     title = "Task finished"
+
+
+class RunActive(Conflict):
+    title = "Run active"
 
 
 class StaleLease(Conflict):

@@ -96,6 +96,22 @@ class Settings(BaseSettings):
     clock_sync_interval: float = Field(
         30.0, gt=0, description="Seconds between measurements of the offset to Redis's clock."
     )
+    jobs_interval: float = Field(
+        0.25,
+        gt=0,
+        le=60,
+        description="Shortest time between two runs of the job firing loop, in seconds; it "
+        "sleeps until the next job is due (woken when a job changes on any gateway).",
+    )
+    job_misfire_grace: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds late a job's fire time may still be fired on its own; fire times "
+        "missed by more (every gateway was down) are coalesced into one run.",
+    )
+    job_runs_kept: int = Field(
+        1000, ge=1, description="Run records kept per job (the oldest are dropped)."
+    )
     certfile: Path | None = Field(
         None, description="TLS certificate (PEM); enables HTTPS and HTTP/3 over QUIC."
     )

@@ -27,6 +27,7 @@ from sdk.groups import AsyncGroupHandle, Group, GroupHandle, TaskSignature, grou
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.notices import verify_notice
 from sdk.tasks import TaskFunction, task
+from sdk.warnings import Warn
 from sdk.wire import (
     Backoff,
     BackoffStrategy,
@@ -64,6 +65,7 @@ __all__ = [
     "TaskSignature",
     "TaskState",
     "TaskTimeout",
+    "Warn",
     "Worker",
     "group",
     "task",

@@ -9,6 +9,8 @@ ran on in the background (it was then answered :data:`ACCEPTED`, 202).
 the task function               inline  callback
 ==============================  ======  =================================================
 returned a value                200     ``result``: the value (JSON)
+returned ``Warn(msg, result)``  200     ``result`` with ``warning``; inline: the
+                                        ``jobgate-warning`` header (percent-encoded)
 raised ``Retry(delay)``         500     ``error``, retryable, ``retry_delay``; Retry-After
 raised ``Fail(reason)``         422     ``error``, not retryable
 was cancelled                   422     ``error`` "cancelled", not retryable
@@ -38,6 +40,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from sdk.errors import Cancelled, Fail, LeaseLost, Retry
+from sdk.warnings import MAX_WARNING, Warn
 from sdk.wire import ErrorIn, FieldError, Problem, ResultIn
 
 __all__ = [
@@ -183,10 +186,15 @@ def _traceback(exc: BaseException) -> str:
 
 
 def success(value: Any) -> Verdict:
-    """A returned value as the result; one JSON cannot hold (an object, NaN, Infinity) fails
-    the task instead of reaching the gateway as null."""
+    """A returned value as the result (a :class:`~sdk.warnings.Warn`: its result, with its
+    warning); one JSON cannot hold (an object, NaN, Infinity) fails the task instead of
+    reaching the gateway as null."""
+    warning = None
+    if isinstance(value, Warn):
+        warning = value.message[:MAX_WARNING] or None
+        value = value.result
     try:
-        return Verdict(200, ResultIn(result=to_jsonable_python(value)))
+        return Verdict(200, ResultIn(result=to_jsonable_python(value), warning=warning))
     except (PydanticSerializationError, ValidationError) as e:
         error = f"the result is not JSON-serialisable: {e}"[:_MAX_ERROR]
         return Verdict(422, ErrorIn(error=error, retryable=False))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from pydantic import ValidationError
 from starlette.responses import Response
@@ -34,6 +35,7 @@ from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_WARNING,
     PROBLEM_CONTENT_TYPE,
     BatchAnswer,
     BatchResult,
@@ -111,6 +113,8 @@ def response_of(outcome: Outcome) -> Response:
     if isinstance(outcome, Refusal):
         content = outcome.problem.model_dump_json(exclude_none=True)
         return Response(content, outcome.status, headers, media_type=PROBLEM_CONTENT_TYPE)
+    if isinstance(outcome.final, ResultIn) and outcome.final.warning:
+        headers[HEADER_WARNING] = quote(outcome.final.warning, safe=" ")
     return Response(outcome.body, outcome.status, headers, media_type=JSON)
 
 
@@ -121,7 +125,12 @@ def batch_result(task_id: str, outcome: Outcome) -> BatchResult:
     if isinstance(outcome, Refusal):
         error = outcome.error
     elif isinstance(outcome.final, ResultIn):
-        return BatchResult(id=task_id, status=outcome.status, result=outcome.final.result)
+        return BatchResult(
+            id=task_id,
+            status=outcome.status,
+            result=outcome.final.result,
+            warning=outcome.final.warning,
+        )
     else:
         error = outcome.final
     return BatchResult(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.api import callbacks, catalog, logs, notices, operations, queues, tasks
+from gateway.api import callbacks, catalog, jobs, logs, notices, operations, queues, tasks
 from gateway.api.routing import Operation
 
 OPERATIONS: list[Operation] = [
@@ -13,4 +13,5 @@ OPERATIONS: list[Operation] = [
     *operations.OPERATIONS,
     *catalog.OPERATIONS,
     *notices.OPERATIONS,
+    *jobs.OPERATIONS,
 ]

@@ -276,6 +276,7 @@ class Dispatcher:
             verdict.text,
             verdict.traceback,
             delay_ms,
+            warning=verdict.warning,
         )
         # Shielded: shutting down must not lose an answer the worker already gave.
         done = await asyncio.shield(self._finishes.submit(lease.queue, finish))

@@ -12,6 +12,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from urllib.parse import unquote
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
@@ -20,9 +21,16 @@ from standardwebhooks import Webhook
 from gateway.dispatch.verdict import Answer, batch_answers
 from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
 from gateway.store.records import EndpointRecord, Lease, to_datetime
-from sdk.wire import HEADER_ATTEMPT, HEADER_BATCH, HEADER_CALLBACK, HEADER_LEASE
+from sdk.wire import (
+    HEADER_ATTEMPT,
+    HEADER_BATCH,
+    HEADER_CALLBACK,
+    HEADER_LEASE,
+    HEADER_WARNING,
+)
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+MAX_WARNING = 8192
 
 
 def push_body(lease: Lease, extra: str = "") -> str:
@@ -145,11 +153,13 @@ class Pusher:
                 allow_redirects=False,
                 timeout=_timeout(push_timeout),
             ) as response:
+                warning = response.headers.get(HEADER_WARNING)
                 return Answer(
                     response.status,
                     await _read_capped(response),
                     response.headers.get("content-type", ""),
                     response.headers.get("retry-after"),
+                    warning=unquote(warning)[:MAX_WARNING] if warning else None,
                 )
         except TimeoutError:
             return Answer(None, failure=f"no answer within {push_timeout:g}s")

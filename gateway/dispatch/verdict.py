@@ -3,7 +3,8 @@
 =====================================  ==========================================================
 answer                                 verdict
 =====================================  ==========================================================
-200, 201, 204 (any 2xx but 202)        succeeded; the JSON body, if any, is the result
+200, 201, 204 (any 2xx but 202)        succeeded; the JSON body, if any, is the result (and the
+                                       jobgate-warning header, if any, a warning)
 202                                    accepted; the worker calls back, heartbeats keep the lease
 429, 503                               busy: retry after Retry-After, no attempt spent
 410                                    gone: disable the endpoint, the task goes back untouched
@@ -39,6 +40,7 @@ class Answer:
     content_type: str = ""
     retry_after: str | None = None
     failure: str | None = None  # timeout or connection error, when status is None
+    warning: str | None = None  # a success's warning (the jobgate-warning header, decoded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,7 @@ class Verdict:
     text: str = ""  # result JSON when succeeded, else the error text
     traceback: str = ""
     requested_delay: float | None = None
+    warning: str = ""  # succeeded, with this warning
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -132,7 +135,7 @@ def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
         else:
             body = b"" if r.error is None else r.error.model_dump_json().encode()
         retry_after = None if r.retry_after is None else repr(r.retry_after)
-        answers.append(Answer(r.status, body, "application/json", retry_after))
+        answers.append(Answer(r.status, body, "application/json", retry_after, warning=r.warning))
     return answers
 
 
@@ -143,7 +146,9 @@ def judge(answer: Answer) -> Verdict:
     if status == 202:
         return Verdict(None, status)
     if 200 <= status < 300:
-        return Verdict(AttemptOutcome.SUCCEEDED, status, _result_json(answer))
+        return Verdict(
+            AttemptOutcome.SUCCEEDED, status, _result_json(answer), warning=answer.warning or ""
+        )
     if status in (429, 503):
         return _error(answer, AttemptOutcome.BUSY, f"worker busy ({status})")
     if status == 410:

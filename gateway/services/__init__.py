@@ -8,6 +8,7 @@ from gateway.auth import Authenticator
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
+from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
@@ -29,3 +30,4 @@ class Services:
     activity: ActivityService
     notices: NoticeService
     logs: LogService
+    jobs: JobService

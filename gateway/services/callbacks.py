@@ -109,6 +109,7 @@ class CallbackService:
             token,
             AttemptOutcome.SUCCEEDED,
             text=json.dumps(body.result, separators=(",", ":"), allow_nan=False),
+            warning=body.warning or "",
         )
         return await self._finish(queue, finish)
 

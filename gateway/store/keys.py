@@ -67,9 +67,33 @@ Global keys (one command each, outside any script):
   of those four): its request in progress (expires after a minute), then the answer to replay
   (expires after ``idempotency_ttl``). See ``gateway.store.idempotency``.
 
+Per job ``j`` (all ``jg:{job:<j>}:…``, one hash tag per job; see ``gateway.store.jobs``):
+
+====================  =====  ======================================================================
+key                   type   content
+====================  =====  ======================================================================
+``job``               HASH   ``def`` (definition JSON), ``next`` (next fire ms), ``held`` (fire ms
+                             of a firing held behind a running run), ``last`` (newest run id),
+                             ``pending`` (``"<run id> <ms>"``: a run whose task is being enqueued),
+                             ``count`` (runs made), ``skipped``, ``due`` (when the firing loop
+                             must look at the job: next, held re-check or pending resume)
+``runs``              ZSET   run id → created ms
+``run``               HASH   run id → run record JSON (job, title, note, by, queue, args, fire
+                             time; the final status once seen)
+====================  =====  ======================================================================
+
+Global job keys (one command each, outside any script):
+
+- ``jg:jobs`` (ZSET): job id → created ms, the listing order.
+- ``jg:jobs:due`` (ZSET): job id → when the firing loop must look at it (the job's ``due``). A
+  hint: the job hash is the truth, and the hint is kept never later than it
+  (``gateway.store.jobs.JobStore.hint``).
+
 Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work),
 ``jg:done:<id>`` (published when a task reaches a final state) and ``jg:due:wake`` (message: a
-due time in ms that just became the earliest of ``jg:due``, so sleeping recoverers wake).
+due time in ms that just became the earliest of ``jg:due``, so sleeping recoverers wake),
+``jg:notify:wake`` and ``jg:jobs:wake`` (a due time in ms of a completion callback or a job
+just noted in ``jg:notify`` or ``jg:jobs:due``: wakes the delivery and firing loops).
 """
 
 from __future__ import annotations
@@ -84,6 +108,7 @@ NOTIFY_INDEX = "jg:notify"
 WAKE_CHANNEL = "jg:wake"
 DUE_CHANNEL = "jg:due:wake"
 NOTICE_CHANNEL = "jg:notify:wake"
+JOBS_CHANNEL = "jg:jobs:wake"
 DONE_CHANNEL_PREFIX = "jg:done:"
 
 FINISHED_STATES: tuple[TaskState, ...] = (
@@ -92,6 +117,27 @@ FINISHED_STATES: tuple[TaskState, ...] = (
     TaskState.DEAD,
     TaskState.CANCELLED,
 )
+
+
+JOBS = "jg:jobs"
+JOBS_DUE = "jg:jobs:due"
+
+
+@dataclass(frozen=True, slots=True)
+class JobKeys:
+    """The keys of one job, all under its hash tag."""
+
+    job: str
+    runs: str
+    run: str
+
+    @classmethod
+    def of(cls, job_id: str) -> JobKeys:
+        p = f"jg:{{job:{job_id}}}:"
+        return cls(job=p + "job", runs=p + "runs", run=p + "run")
+
+    def all(self) -> tuple[str, ...]:
+        return (self.job, self.runs, self.run)
 
 
 def task_index(task_id: str) -> str:

@@ -35,12 +35,14 @@ class Notifier:
         *,
         on_due: Callable[[int], None] = lambda due_ms: None,
         on_notice: Callable[[int], None] = lambda due_ms: None,
+        on_job: Callable[[int], None] = lambda due_ms: None,
         on_reconnect: Callable[[], None] = lambda: None,
     ) -> None:
         self._redis = redis
         self._on_wake = on_wake
         self._on_due = on_due
         self._on_notice = on_notice
+        self._on_job = on_job
         self._on_reconnect = on_reconnect
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -49,7 +51,9 @@ class Notifier:
 
     async def start(self) -> None:
         self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await self._pubsub.subscribe(keys.WAKE_CHANNEL, keys.DUE_CHANNEL, keys.NOTICE_CHANNEL)
+        await self._pubsub.subscribe(
+            keys.WAKE_CHANNEL, keys.DUE_CHANNEL, keys.NOTICE_CHANNEL, keys.JOBS_CHANNEL
+        )
         self._reader = asyncio.create_task(self._read(self._pubsub), name="jobgate-notifier")
 
     async def stop(self) -> None:
@@ -101,13 +105,17 @@ class Notifier:
             channel = message["channel"]
             if channel == keys.WAKE_CHANNEL:
                 self._on_wake(message["data"])
-            elif channel in (keys.DUE_CHANNEL, keys.NOTICE_CHANNEL):
+            elif channel in (keys.DUE_CHANNEL, keys.NOTICE_CHANNEL, keys.JOBS_CHANNEL):
                 try:
                     due_ms = int(message["data"])
                 except ValueError:
                     log.warning("ignoring a malformed due time on %s", channel)
                     continue
-                (self._on_due if channel == keys.DUE_CHANNEL else self._on_notice)(due_ms)
+                {
+                    keys.DUE_CHANNEL: self._on_due,
+                    keys.NOTICE_CHANNEL: self._on_notice,
+                    keys.JOBS_CHANNEL: self._on_job,
+                }[channel](due_ms)
             elif channel.startswith(keys.DONE_CHANNEL_PREFIX):
                 for event in self._waiters.get(channel.removeprefix(keys.DONE_CHANNEL_PREFIX), ()):
                     event.set()

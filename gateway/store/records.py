@@ -268,6 +268,7 @@ def task_from_record(
         progress=record.get("progress"),
         cancel_requested=bool(record.get("cancel", False)),
         result=load_json(result),
+        warning=record.get("warn"),
         error=record.get("error"),
         checkpoint=load_json(checkpoint),
         attempts=attempts,

@@ -2,7 +2,8 @@
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
 ``ARGV[i]`` is. ``lua/prelude.lua`` (shared helpers) is prepended to each, and
-``lua/health.lua`` (endpoint health and the circuit breaker) to those in ``WITH_HEALTH``.
+``lua/health.lua`` (endpoint health and the circuit breaker) to those in ``WITH_HEALTH``, and
+``lua/job_helpers.lua`` to the job scripts in ``WITH_JOB_HELPERS``.
 Scripts run with EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or
 a failover).
 
@@ -61,9 +62,15 @@ ScriptName = Literal[
     "notice_settle",
     "notify_secret",
     "log_page",
+    "save_job",
+    "begin_run",
+    "end_run",
+    "settle_run",
+    "delete_run",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
+WITH_JOB_HELPERS: frozenset[ScriptName] = frozenset({"save_job", "begin_run", "end_run"})
 
 # The scripts that announce due times, each with the position in KEYS (from 1) of its queue's
 # hash, where the queue's ``due`` field lives.
@@ -93,6 +100,8 @@ def _source(name: ScriptName) -> str:
     helpers = f"#!lua\nlocal RELINK_AFTER_MS = {RELINK_AFTER_MS}\n" + _read("prelude") + "\n"
     if name in WITH_HEALTH:
         helpers += _read("health") + "\n"
+    if name in WITH_JOB_HELPERS:
+        helpers += _read("job_helpers") + "\n"
     body = _read(name)
     if name in ANNOUNCING:
         # The body's top-level returns become main()'s; the due time rides along.

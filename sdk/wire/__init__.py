@@ -21,6 +21,10 @@ The push protocol (gateway → worker)::
     traceparent: <W3C trace context>
     body: PushBody
 
+A success may carry a warning (a job's run then shows ``warning``): the ``warning`` field of
+the result callback or of a batch result, or, answered inline, the ``jobgate-warning`` header
+(the text percent-encoded as UTF-8).
+
 An endpoint registered with ``batch_size`` above 1 gets every push as a batch instead: the
 same Standard Webhooks headers (``webhook-id`` naming the batch), ``jobgate-batch: <count>``,
 and a :class:`PushBatch` body whose items carry their own lease and callback; it answers 200
@@ -32,7 +36,7 @@ Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the leas
 
 The models live by concept -- :mod:`sdk.wire.tasks`, :mod:`sdk.wire.queues` (with endpoints),
 :mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
-:mod:`sdk.wire.catalog` (the task catalog) on
+:mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs) on
 :mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
 """
 
@@ -44,6 +48,7 @@ from sdk.wire.base import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_WARNING,
     MAX_PRIORITY,
     PROBLEM_CONTENT_TYPE,
     QUEUE_NAME_PATTERN,
@@ -70,6 +75,24 @@ from sdk.wire.catalog import (
     CatalogTask,
     EndpointCatalog,
     EndpointTasks,
+)
+from sdk.wire.jobs import (
+    LAST_SUCCESSFUL_RUN,
+    CrontabSchedule,
+    FireTimes,
+    IntervalSchedule,
+    Job,
+    JobCreate,
+    JobPage,
+    JobPatch,
+    JobTask,
+    OverlapPolicy,
+    Run,
+    RunCreate,
+    RunPage,
+    RunStatus,
+    RunSummary,
+    Schedule,
 )
 from sdk.wire.notices import NotifySecret, TaskNotice
 from sdk.wire.operations import (
@@ -136,6 +159,8 @@ __all__ = [
     "HEADER_BATCH",
     "HEADER_CALLBACK",
     "HEADER_LEASE",
+    "HEADER_WARNING",
+    "LAST_SUCCESSFUL_RUN",
     "MAX_PRIORITY",
     "PROBLEM_CONTENT_TYPE",
     "QUEUE_NAME_PATTERN",
@@ -159,6 +184,7 @@ __all__ = [
     "CircuitState",
     "CleanRequest",
     "CleanResult",
+    "CrontabSchedule",
     "DeadLetterFilter",
     "Endpoint",
     "EndpointCatalog",
@@ -168,9 +194,16 @@ __all__ = [
     "EndpointTasks",
     "ErrorIn",
     "FieldError",
+    "FireTimes",
     "GroupName",
     "HeartbeatIn",
     "HeartbeatOut",
+    "IntervalSchedule",
+    "Job",
+    "JobCreate",
+    "JobPage",
+    "JobPatch",
+    "JobTask",
     "Json",
     "Key",
     "Label",
@@ -180,6 +213,7 @@ __all__ = [
     "NoticeState",
     "NoticeStatus",
     "NotifySecret",
+    "OverlapPolicy",
     "PositiveSeconds",
     "Problem",
     "PushBatch",
@@ -193,8 +227,14 @@ __all__ = [
     "ResubmitRequest",
     "ResubmitResult",
     "ResultIn",
+    "Run",
+    "RunCreate",
+    "RunPage",
+    "RunStatus",
+    "RunSummary",
     "RunningList",
     "RunningTask",
+    "Schedule",
     "ScheduledPage",
     "ScheduledTask",
     "Seconds",

@@ -32,6 +32,7 @@ HEADER_LEASE = "jobgate-lease"
 HEADER_CALLBACK = "jobgate-callback"
 HEADER_ATTEMPT = "jobgate-attempt"
 HEADER_BATCH = "jobgate-batch"
+HEADER_WARNING = "jobgate-warning"  # a success answered inline with a warning (percent-encoded)
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 # Each format is written once, as the JSON Schema pattern openapi.yaml shows, and checked with

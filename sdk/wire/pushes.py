@@ -56,6 +56,7 @@ class BatchResult(OutputModel):
         "410 gone, other 4xx failed, 5xx retried; as for a single push.",
     )
     result: Json = None
+    warning: WarningText | None = None
     error: ErrorIn | None = None
     retry_after: Seconds | None = None
 
@@ -93,8 +94,14 @@ class LogIn(InputModel):
     lines: list[LogLine] = Field(min_length=1, max_length=500)
 
 
+WarningText = Annotated[str, Field(min_length=1, max_length=8192)]
+
+
 class ResultIn(InputModel):
     result: Json = None
+    warning: WarningText | None = Field(
+        None, description="Succeeded, with this warning (a job's run then shows 'warning')."
+    )
 
 
 class ErrorIn(InputModel):

@@ -200,6 +200,7 @@ class Task(OutputModel):
     progress: float | None = None
     cancel_requested: bool = False
     result: JsonValue = None
+    warning: str | None = Field(None, description="Succeeded, with this warning.")
     error: str | None = None
     checkpoint: JsonValue = None
     attempts: list[Attempt] = Field(default_factory=list)

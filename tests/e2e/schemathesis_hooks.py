@@ -12,6 +12,12 @@ that depend on the world rather than on the request, each written in openapi.yam
 - an endpoint's task list names each task once, and each schema is a usable JSON Schema: the
   names are made unique and every schema becomes ``{}`` (any payload), which also keeps the
   task catalog from refusing the payloads of the enqueues generated after it.
+- a long poll (``GET /v1/tasks/{task_id}?wait=``) of a task that exists waits as long as it
+  asks, up to 60 s: waits are cut to 2 s, below Schemathesis's request timeout (runs answer
+  with real task ids, which Schemathesis then uses there);
+- a job's task, and a run's queue override, name a registered queue (here: ``st``); a
+  crontab's fields parse as cron (APScheduler's grammar) and its timezone is in the IANA
+  database installed.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ import uuid
 from typing import Any
 
 import schemathesis
+
+from gateway.jobs.schedule import CRON_FIELDS, cron_trigger
+from sdk.wire import CrontabSchedule
 
 BREAKER = ("open_for", "max_open_for", 5.0, 300.0)
 
@@ -48,8 +57,30 @@ def _valid_catalog(tasks: list[Any]) -> None:
             task["name"] = f"t{i}_{task.get('name', '')}"[:200]
 
 
+def _valid_job(body: dict[str, Any], path: str) -> None:
+    task = body.get("task")
+    if isinstance(task, dict) and "queue" in task:
+        task["queue"] = "st"
+    if path.endswith("/runs") and isinstance(body.get("queue"), str):
+        body["queue"] = "st"
+    schedule = body.get("schedule")
+    if not isinstance(schedule, dict) or schedule.get("kind") != "crontab":
+        return
+    for name in CRON_FIELDS:
+        try:
+            cron_trigger(CrontabSchedule.model_validate({"kind": "crontab", name: schedule[name]}))
+        except (KeyError, ValueError):
+            schedule.pop(name, None)
+    try:
+        CrontabSchedule.model_validate({"kind": "crontab", "timezone": schedule["timezone"]})
+    except (KeyError, ValueError):
+        schedule.pop("timezone", None)
+
+
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
+    if case.query and isinstance(case.query.get("wait"), int | float):
+        case.query["wait"] = min(case.query["wait"], 2)
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return case
@@ -62,6 +93,8 @@ def map_case(context: Any, case: Any) -> Any:
         if "url" in body:
             body["url"] = os.environ["CONTRACT_ENDPOINT_URL"]
         _valid_task(body)
+        if case.path.startswith("/v1/jobs"):
+            _valid_job(body, case.path)
         for task in body.get("tasks") or []:
             _valid_task(task)
         if isinstance(body.get("tasks"), list):

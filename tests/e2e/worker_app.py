@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from sdk import AsyncContext, Worker, task
+from sdk import AsyncContext, Warn, Worker, task
 
 
 @task(queue="e2e")
@@ -53,8 +53,14 @@ async def hold(seconds: float, ctx: AsyncContext) -> int:
     return ctx.attempt
 
 
+@task(queue="e2e")
+def partial(rows: int) -> Warn:
+    """Succeeds with a warning (answered inline: the jobgate-warning header)."""
+    return Warn(f"{rows} rows skipped: ünïcode", result={"rows": rows})
+
+
 worker = Worker(
-    tasks=[echo, slow, long_inline, hold],
+    tasks=[echo, slow, long_inline, hold, partial],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
     inline_window=float(os.environ.get("E2E_INLINE_WINDOW", "0.5")),
     heartbeat_interval=0.2,

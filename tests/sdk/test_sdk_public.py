@@ -30,6 +30,7 @@ EXPECTED = [
     "TaskSignature",
     "TaskState",
     "TaskTimeout",
+    "Warn",
     "Worker",
     "group",
     "task",

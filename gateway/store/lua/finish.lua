@@ -12,7 +12,8 @@
 --   outcome: succeeded | error (retryable) | failed (not retryable) | busy (429/503) |
 --            gone (410) | expired (lease ran out) | stalled (heartbeats stopped) |
 --            released (the worker gave it back),
---   HTTP status or '', result JSON when succeeded else error text or '', traceback or '',
+--   HTTP status or '', result JSON when succeeded else error text or '',
+--   traceback or '' (when succeeded: the worker's warning or ''),
 --   delay ms before the retry (error, busy, expired)
 -- Returns, per task: {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired or stalled, but a heartbeat came meanwhile)
@@ -116,7 +117,10 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
     attempt.error = text
     t.error = text
   end
-  if traceback ~= '' then
+  if traceback ~= '' and outcome == 'succeeded' then
+    attempt.warn = traceback
+    t.warn = traceback
+  elseif traceback ~= '' then
     attempt.tb = traceback
   end
   t.hist = t.hist + 1

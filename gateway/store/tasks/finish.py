@@ -26,6 +26,7 @@ class Finish:
     text: str = ""  # the result JSON when succeeded, else the error text
     traceback: str = ""
     delay_ms: int = 0  # before the retry, when there is one
+    warning: str = ""  # succeeded, with this warning
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ def _finish_args(f: Finish) -> list[str | int]:
         f.outcome.value,
         "" if f.http_status is None else f.http_status,
         f.text,
-        f.traceback,
+        f.warning if f.outcome is AttemptOutcome.SUCCEEDED else f.traceback,
         f.delay_ms,
     ]
 

@@ -1,0 +1,69 @@
+"""A job's definition as stored (the ``def`` field of its hash), and the job as the API shows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.jobs.schedule import first_anchor
+from gateway.store.jobs import StoredJob
+from gateway.store.records import to_datetime
+from sdk.wire import Job, JobCreate, RunSummary
+
+
+class Definition(JobCreate):
+    """What ``POST /v1/jobs`` took, with when it was created and last changed and the anchor of
+    an interval schedule (its first fire time when it has no ``start_at``)."""
+
+    created_ms: int
+    updated_ms: int
+    anchor_ms: int
+
+
+def definition(job: StoredJob) -> Definition:
+    return Definition.model_validate(job.definition)
+
+
+def new_definition(spec: JobCreate, now_ms: int, previous: Definition | None = None) -> Definition:
+    """``spec`` to store at ``now_ms``, replacing ``previous`` (whose creation time it keeps, and
+    its interval anchor when the schedule did not change)."""
+    anchor = first_anchor(spec.schedule, now_ms)
+    if previous is not None and previous.schedule == spec.schedule:
+        anchor = previous.anchor_ms
+    return Definition.model_validate(
+        {
+            **spec.model_dump(),
+            "created_ms": previous.created_ms if previous else now_ms,
+            "updated_ms": now_ms,
+            "anchor_ms": anchor,
+        }
+    )
+
+
+def encode(found: Definition) -> str:
+    return found.model_dump_json()
+
+
+def spec_of(found: Definition) -> JobCreate:
+    fields: dict[str, Any] = found.model_dump(exclude={"created_ms", "updated_ms", "anchor_ms"})
+    return JobCreate.model_validate(fields)
+
+
+def job_view(job: StoredJob, last_run: RunSummary | None) -> Job:
+    found = definition(job)
+    return Job(
+        id=job.id,
+        title=found.title,
+        description=found.description,
+        task=found.task,
+        args=found.args,
+        schedule=found.schedule,
+        active=found.active,
+        overlap=found.overlap,
+        notify=found.notify,
+        created_at=to_datetime(found.created_ms),
+        updated_at=to_datetime(found.updated_ms),
+        next_run=to_datetime(job.next_ms) if job.next_ms is not None else None,
+        last_run=last_run,
+        run_count=job.count,
+        skipped_count=job.skipped,
+    )
