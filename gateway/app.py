@@ -185,7 +185,9 @@ def create_app(settings: Settings) -> Starlette:
             activity=ActivityService(tasks, queues, clock),
             notices=NoticeService(notice_store),
             logs=log_service,
-            jobs=JobService(job_store, runs, queues, task_service, clock, log_service),
+            jobs=JobService(
+                job_store, runs, queues, task_service, clock, log_service, catalog_service
+            ),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)

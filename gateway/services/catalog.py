@@ -100,12 +100,12 @@ class CatalogService:
         if problems:
             raise ValidationFailed(problems)
 
-    async def validate(self, queue: str, name: str, payload: Any) -> None:
-        """Raise ``ValidationFailed`` (fields ``payload.<path>``) unless ``payload`` fits the
+    async def validate(self, queue: str, name: str, payload: Any, field: str = "payload") -> None:
+        """Raise ``ValidationFailed`` (fields ``<field>.<path>``) unless ``payload`` fits the
         schema cataloged for ``name`` in ``queue``; a name nobody reported passes."""
         task = (await self._catalog.view(queue)).tasks.get(name)
         if task is not None:
-            problems = task.problems(payload)
+            problems = task.problems(payload, field)
             if problems:
                 raise ValidationFailed(problems)
 

@@ -26,6 +26,7 @@ from gateway.errors import (
 )
 from gateway.jobs.definition import Definition, definition, encode, job_view, new_definition
 from gateway.jobs.schedule import cron_trigger, next_fire_time, next_fire_times, timezone_of
+from gateway.services.catalog import CatalogService
 from gateway.services.logs import LogService
 from gateway.services.runs import RunRequest, Runs
 from gateway.services.tasks import FILTER_SCAN, TaskService
@@ -67,8 +68,10 @@ class JobService:
         tasks: TaskService,
         clock: Clock,
         logs: LogService,
+        catalog: CatalogService | None = None,
     ) -> None:
         self._logs = logs
+        self._catalog = catalog
         self._store = store
         self._runs = runs
         self._queues = queues
@@ -170,14 +173,12 @@ class JobService:
 
     async def _check_task(self, queue: str, name: str, payload: JsonValue, field: str) -> None:
         """The one place a job's (or run's) task is checked: its queue must be registered
-        (404, as for an enqueue).
-
-        The task catalog plugs in here: ``catalog.validate(queue, name, payload)`` for the
-        args (422 naming ``field``), and ``catalog.served(queue, name)`` to report a task no
-        endpoint serves.
-        """
+        (404, as for an enqueue), and its args must fit the schema the task catalog holds for
+        the task name, when an endpoint reported one (422 naming ``field``)."""
         if await self._queues.get(queue) is None:
             raise QueueNotFound(queue)
+        if self._catalog is not None:
+            await self._catalog.validate(queue, name, payload, field)
 
     # --- runs ---------------------------------------------------------------------------------
 

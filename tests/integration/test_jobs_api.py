@@ -217,3 +217,25 @@ async def test_the_list_shows_each_jobs_own_last_run(api: httpx.AsyncClient) -> 
     assert listed[second["id"]]["last_run"]["id"] == runs[second["id"]]
     assert listed[idle["id"]]["last_run"] is None
     assert [listed[j["id"]]["run_count"] for j in (first, idle, second)] == [2, 0, 1]
+
+
+async def test_job_and_run_args_are_checked_against_the_task_catalog(
+    api: httpx.AsyncClient,
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"days": {"type": "integer"}},
+        "required": ["days"],
+    }
+    # A public address literal (no DNS); the queue is paused, so nothing is ever pushed to it.
+    assert (await api.put(f"/v1/queues/{Q}", json={"paused": True})).status_code == 200
+    endpoint = {"url": "http://8.8.8.8/", "tasks": [{"name": "report", "schema": schema}]}
+    answer = await api.post(f"/v1/queues/{Q}/endpoints", json=endpoint)
+    assert answer.status_code == 201, answer.text
+    refused = await api.post("/v1/jobs", json=job_body(args={"days": "seven"}))
+    assert refused.status_code == 422, refused.text
+    assert [e["field"] for e in refused.json()["errors"]] == ["args.days"]
+    job = await create(api, args={"days": 7})
+    run_now = await api.post(f"/v1/jobs/{job['id']}/runs", json={"args": {}})
+    assert run_now.status_code == 422, run_now.text
+    assert [e["field"] for e in run_now.json()["errors"]] == ["args.days"]  # required, missing
