@@ -90,14 +90,24 @@ class JobService:
 
     async def get(self, job_id: str) -> Job:
         job = await self._require(job_id)
-        return job_view(job, await self._runs.summary(job))
+        return await self._served(job_view(job, await self._runs.summary(job)))
+
+    async def _served(self, view: Job) -> Job:
+        """The view, saying whether the catalog knows an endpoint serving its task."""
+        if self._catalog is None:
+            return view
+        served = await self._catalog.served(view.task.queue, view.task.name)
+        return view.model_copy(update={"served": served})
 
     async def page(self, cursor: str | None, limit: int) -> JobPage:
         offset = _offset(cursor)
         ids, more = await self._store.page(offset, limit)
         jobs = [job for job in await self._store.get_many(ids) if job is not None]  # not deleted
         summaries = await self._runs.summaries(jobs)
-        items = [job_view(job, last) for job, last in zip(jobs, summaries, strict=True)]
+        items = [
+            await self._served(job_view(job, last))
+            for job, last in zip(jobs, summaries, strict=True)
+        ]
         return JobPage(items=items, next_cursor=str(offset + len(ids)) if more else None)
 
     async def replace(self, job_id: str, spec: JobCreate) -> Job:

@@ -203,6 +203,12 @@ class Job(OutputModel):
     last_run: RunSummary | None = None
     run_count: int = Field(0, description="Runs made so far (deleted ones included).")
     skipped_count: int = Field(0, description="Firings skipped by the overlap policy.")
+    served: bool = Field(
+        False,
+        description="Whether an enabled endpoint of the job's queue reported, in the task "
+        "catalog, that it serves the job's task. False is a warning, not an error: runs still "
+        "go to the queue, where an endpoint that reports no catalog may take them.",
+    )
 
 
 class JobPage(OutputModel):

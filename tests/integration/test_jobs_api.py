@@ -236,6 +236,10 @@ async def test_job_and_run_args_are_checked_against_the_task_catalog(
     assert refused.status_code == 422, refused.text
     assert [e["field"] for e in refused.json()["errors"]] == ["args.days"]
     job = await create(api, args={"days": 7})
+    assert job["served"] is True
+    assert (await create(api, title="Other", task={"queue": Q, "name": "unknown"}))[
+        "served"
+    ] is False
     run_now = await api.post(f"/v1/jobs/{job['id']}/runs", json={"args": {}})
     assert run_now.status_code == 422, run_now.text
     assert [e["field"] for e in run_now.json()["errors"]] == ["args.days"]  # required, missing
