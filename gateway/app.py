@@ -35,6 +35,7 @@ from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
+from gateway.due_loop import DueLoop
 from gateway.jobs.firing import Firing
 from gateway.recoverer import Recoverer
 from gateway.services import Services
@@ -137,8 +138,8 @@ def create_app(settings: Settings) -> Starlette:
             redis,
             on_wake=dispatcher.wake,
             on_due=recoverer.notice,
-            on_notice=notices.notice,
-            on_job=lambda due_ms: firing.notice(due_ms),  # firing is made below
+            on_notice=lambda due_ms: delivery_loop.notice(due_ms),  # made below
+            on_job=lambda due_ms: firing_loop.notice(due_ms),
             on_reconnect=reconnected,
         )
         catalog_service = CatalogService(catalog, catalog_store, queues, clock, on_change=changed)
@@ -202,13 +203,26 @@ def create_app(settings: Settings) -> Starlette:
         await notifier.start()
         scheduler.start()
         recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
-        firing_loop = asyncio.create_task(
-            firing.run(settings.jobs_interval, settings.rescan_interval), name="jobgate-firing"
+        firing_loop = DueLoop(
+            "job",
+            firing.fire_job,
+            job_store.earliest,
+            clock,
+            interval=settings.jobs_interval,
+            max_sleep=settings.rescan_interval,
         )
-        delivering = asyncio.create_task(
-            notices.run(settings.recover_interval, settings.rescan_interval),
-            name="jobgate-notices",
+        delivery_loop = DueLoop(
+            "completion callback",
+            notices.tick,
+            notice_store.earliest,
+            clock,
+            interval=settings.recover_interval,
+            max_sleep=settings.rescan_interval,
         )
+        loops = [
+            asyncio.create_task(firing_loop.run(), name="jobgate-firing"),
+            asyncio.create_task(delivery_loop.run(), name="jobgate-notices"),
+        ]
         for queue in await queues.names():
             dispatcher.changed(queue)
         try:
@@ -220,12 +234,10 @@ def create_app(settings: Settings) -> Starlette:
                 # A step under way finishes (each change is one script); one stuck on an
                 # unreachable Redis is cut off, and its queue is due again at its mark.
                 await asyncio.wait_for(recovering, timeout=5)
-            firing.stop_loop()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(firing_loop, timeout=5)
-            notices.stop_loop()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(delivering, timeout=5)
+            firing_loop.stop()
+            delivery_loop.stop()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*loops, return_exceptions=True), timeout=5)
             await dispatcher.stop()
             await notices.stop()
             await notifier.stop()

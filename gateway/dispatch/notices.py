@@ -18,7 +18,6 @@ to wait for the deliveries it started.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -88,46 +87,9 @@ class NoticeDelivery:
         self._max_in_flight = max_in_flight
         self._in_flight: set[asyncio.Task[None]] = set()
         self._rescanned_ms: int | None = None
-        self._woken = asyncio.Event()
-        self._stopping = False
 
-    def notice(self, due_ms: int) -> None:
-        """A notice is due at ``due_ms`` (recorded here or, over pub/sub, on another gateway):
-        the loop wakes if it sleeps past it."""
-        self._woken.set()
-
-    def stop_loop(self) -> None:
-        """Make :meth:`run` return (at once when it sleeps)."""
-        self._stopping = True
-        self._woken.set()
-
-    async def run(self, interval: float, max_sleep: float) -> None:
-        """Step whenever a notice is due, until stopped: between steps sleep until the earliest
-        notice of the index (one command to read it), at least ``interval`` and at most
-        ``max_sleep`` (which bounds the delay of a notice whose index entry a stopped gateway
-        never wrote: the step rescans every queue once a minute). Idle, it costs nothing."""
-        interval_ms, max_sleep_ms = round(interval * 1000), round(max_sleep * 1000)
-        while not self._stopping:
-            began = self._clock.now_ms()
-            self._woken.clear()
-            await self._tick()
-            try:
-                due = await self._store.earliest()
-            except Exception:
-                logger.exception("reading when the next completion callback is due failed")
-                due = None
-            now = self._clock.now_ms()
-            wait_ms = max_sleep_ms if due is None else min(due - now, max_sleep_ms)
-            wait_ms = max(wait_ms, began + interval_ms - now)
-            if wait_ms > 0 and not self._stopping:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait_ms / 1000):
-                        await self._woken.wait()
-                if not self._stopping and self._woken.is_set():
-                    # Woken by a new notice: it may be due at once; keep the interval though.
-                    await asyncio.sleep(max(0, began + interval_ms - self._clock.now_ms()) / 1000)
-
-    async def _tick(self) -> None:
+    async def tick(self) -> None:
+        """One :meth:`step` now, logging a failure instead of raising."""
         try:
             await self.step(self._clock.now_ms())
         except Exception:

@@ -19,7 +19,6 @@ Tests drive :meth:`Firing.step` with a :class:`~gateway.clock.ManualClock`; noth
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, fields
 
@@ -30,11 +29,10 @@ from gateway.services.runs import SYSTEM, RunRequest, Runs
 from gateway.store.jobs import Begun, JobStore, StoredJob
 from sdk.wire import OverlapPolicy
 
-__all__ = ["FIRING_JOB_ID", "Firing", "FiringReport"]
+__all__ = ["Firing", "FiringReport"]
 
 logger = logging.getLogger(__name__)
 
-FIRING_JOB_ID = "jobgate.fire"
 MAX_ROUNDS = 100
 """Most changes one step makes to one job (catching up fire times one by one)."""
 
@@ -115,8 +113,6 @@ class Firing:
         self._batch = batch
         self._concurrency = concurrency
         self._failing = False
-        self._woken = asyncio.Event()
-        self._stopping = False
 
     async def step(self, now_ms: int | None = None) -> FiringReport:
         """Fire the due jobs (up to ``batch``), ``concurrency`` of them at a time; a job whose
@@ -192,14 +188,11 @@ class Firing:
         return FiringReport(fired=1, coalesced=int(due.missed > 1))
 
     async def fire_job(self) -> None:
-        """The scheduled job: :meth:`step`, logging a failure instead of raising."""
+        """One :meth:`step` now, logging a failure instead of raising. A shutdown mid-step
+        loses nothing: every change is one script, and the next step (here or on another
+        gateway) carries on."""
         try:
             await self.step()
-        except asyncio.CancelledError:
-            # Shutdown mid-step: every change is one script, the next step (here or on
-            # another gateway) carries on.
-            logger.debug("the firing loop was stopped mid-step by shutdown")
-            return
         except Exception:
             if not self._failing:
                 logger.exception("the firing loop failed; it runs again at its next time")
@@ -208,37 +201,3 @@ class Firing:
         if self._failing:
             logger.warning("the firing loop works again")
         self._failing = False
-
-    def notice(self, due_ms: int) -> None:
-        """A job is due at ``due_ms`` (edited or fired here or, over pub/sub, on another
-        gateway): the loop wakes if it sleeps past it."""
-        self._woken.set()
-
-    def stop_loop(self) -> None:
-        """Make :meth:`run` return (at once when it sleeps)."""
-        self._stopping = True
-        self._woken.set()
-
-    async def run(self, interval: float, max_sleep: float) -> None:
-        """Fire due jobs until stopped: between steps sleep until the earliest due job of the
-        hints (one command to read it), at least ``interval`` and at most ``max_sleep``, woken
-        early by :meth:`notice`. Idle, it costs nothing."""
-        interval_ms, max_sleep_ms = round(interval * 1000), round(max_sleep * 1000)
-        while not self._stopping:
-            began = self._clock.now_ms()
-            self._woken.clear()
-            await self.fire_job()
-            try:
-                due = await self._store.earliest()
-            except Exception:
-                logger.exception("reading when the next job is due failed")
-                due = None
-            now = self._clock.now_ms()
-            wait_ms = max_sleep_ms if due is None else min(due - now, max_sleep_ms)
-            wait_ms = max(wait_ms, began + interval_ms - now)
-            if wait_ms > 0 and not self._stopping:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait_ms / 1000):
-                        await self._woken.wait()
-                if not self._stopping and self._woken.is_set():
-                    await asyncio.sleep(max(0, began + interval_ms - self._clock.now_ms()) / 1000)
