@@ -239,6 +239,7 @@ def _banner(listening: Listening, api_key: ApiKey, redis_server: ManagedRedis) -
         "Jobgate dev gateway is up.\n"
         "\n"
         f"  Gateway:   {listening.url}\n"
+        f"  Admin UI:  {listening.url}/admin  (sign in with the API key)\n"
         f"  API key:   {api_key.key}  ({scopes})\n"
         f"{http3}"
         f"  Redis:     {redis_server.url}  (data in {redis_server.data_dir})\n"

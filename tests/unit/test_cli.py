@@ -228,7 +228,7 @@ def test_dev_banner_has_urls_key_and_exports(tmp_path: Path) -> None:
     key = ApiKey(key="k" * 32, scopes=["admin"])
     banner = cli._banner(Listening("http://127.0.0.1:8787", None), key, redis_server)
     assert "Gateway:   http://127.0.0.1:8787\n" in banner
-    assert "/admin" not in banner  # no admin UI yet: the banner must not promise one
+    assert "Admin UI:  http://127.0.0.1:8787/admin  (sign in with the API key)\n" in banner
     assert f"export JOBGATE_URL=http://127.0.0.1:8787 JOBGATE_API_KEY={'k' * 32}" in banner
     assert "redis://127.0.0.1:6390/0" in banner
     assert "HTTP/3" not in banner
