@@ -20,5 +20,5 @@ NAV: tuple[Section, ...] = (
     Section("tasks", "Tasks", "/admin/tasks"),
     Section("running", "Running", "/admin/running"),
     Section("deadletters", "Dead letters", "/admin/deadletters"),
-    Section("jobs", "Jobs", "/admin/jobs", ready=False),
+    Section("jobs", "Jobs", "/admin/jobs"),
 )

@@ -27,6 +27,15 @@ OUTCOME_BADGES = {
     "stalled": "failed",
     "cancelled": "cancelled",
 }
+RUN_BADGES = {
+    "pending": "queued",
+    "running": "running",
+    "success": "succeeded",
+    "warning": "warning",
+    "failure": "failed",
+    "stopped": "cancelled",
+}
+"""The badge colour of a run's status."""
 """The badge colour of an attempt's outcome (busy, gone and released ones stay grey)."""
 NOTHING = "-"
 
@@ -63,6 +72,25 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
 
 
+def schedule_text(schedule: Any) -> str:
+    """A job's schedule in a few words: ``cron 0 3 * * * (Europe/Berlin)``, ``every 1 h 30 min``,
+    or ``manual``."""
+    if schedule is None:
+        return "manual"
+    if schedule.kind == "crontab":
+        fields = (
+            schedule.minute,
+            schedule.hour,
+            schedule.day_of_month,
+            schedule.month_of_year,
+            schedule.day_of_week,
+        )
+        return f"cron {' '.join(fields)} ({schedule.timezone})"
+    units = (("weeks", "w"), ("days", "d"), ("hours", "h"), ("minutes", "min"), ("seconds", "s"))
+    parts = [f"{getattr(schedule, name)} {unit}" for name, unit in units if getattr(schedule, name)]
+    return "every " + " ".join(parts)
+
+
 def pretty(value: Any) -> str:
     """JSON, indented, for a ``<pre>``."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
@@ -82,6 +110,6 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(duration=duration, when=when, ago=ago, pretty=pretty)
-    env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES)
+    env.filters.update(duration=duration, when=when, ago=ago, pretty=pretty, schedule=schedule_text)
+    env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES, RUN_BADGES=RUN_BADGES)
     return env

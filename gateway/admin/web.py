@@ -47,12 +47,22 @@ SESSION_COOKIE = "jobgate_session"
 LOGIN_COOKIE = "jobgate_login"
 CSRF_HEADER = "x-csrf-token"
 FORM_TYPE = "application/x-www-form-urlencoded"
-STATIC_VERSION = "1"  # bump when a static file changes, so browsers fetch it again
+STATIC_VERSION = "2"  # bump when a static file changes, so browsers fetch it again
 NOTICES = {
     "paused": "Queue paused: it accepts tasks but dispatches none.",
     "resumed": "Queue resumed: its tasks are dispatched again.",
     "cancelled": "Cancelled (a running task stops at its next heartbeat).",
     "resubmitted": "{n} task(s) queued again; {skipped} skipped.",
+    "job-created": "Job created.",
+    "job-saved": "Job saved: the new schedule applies at once on every gateway.",
+    "job-paused": "Job paused: it does not fire until resumed (it can still run now).",
+    "job-resumed": "Job resumed: it fires on its schedule again.",
+    "job-cloned": "Job cloned. The copy is paused: edit it, then resume it.",
+    "job-deleted": "Job deleted.",
+    "run-started": "Run started.",
+    "run-stopped": "Stop requested (a running task stops at its next heartbeat).",
+    "run-restarted": "A new run with the same args was started; the old one is kept.",
+    "run-deleted": "Run deleted.",
 }
 """The messages a page shows after a change (``?notice=<name>``): fixed texts, so a link
 cannot make the UI display words of someone else's choosing."""

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from starlette.routing import BaseRoute
 
-from gateway.admin.pages import deadletters, login, queues, running, tasks
+from gateway.admin.pages import deadletters, jobs, login, queues, running, runs, tasks
 from gateway.admin.web import Admin
 
 SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
@@ -16,4 +16,6 @@ SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
     tasks.routes,
     running.routes,
     deadletters.routes,
+    jobs.routes,
+    runs.routes,
 )
