@@ -122,4 +122,5 @@ def test_json_text_is_parsed_or_named() -> None:
     assert read_args(Shape.JSON, (), {"args_json": " "})[0] is None
     assert read_args(Shape.JSON, (), {"args_json": '{"a": [1]}'})[0] == {"a": [1]}
     _, shown = read_args(Shape.JSON, (), {"args_json": "{a}"})
-    assert shown.problems[0].field == "args" and shown.text == "{a}"
+    assert shown.problems[0].field == "args"
+    assert shown.text == "{a}"
