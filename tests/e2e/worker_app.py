@@ -59,8 +59,16 @@ def partial(rows: int) -> Warn:
     return Warn(f"{rows} rows skipped: ünïcode", result={"rows": rows})
 
 
+@task(queue="e2e")
+async def report(ctx: AsyncContext, rows: int, label: str = "daily") -> dict[str, Any]:
+    """Writes a report of ``rows`` rows, logging a line for each."""
+    for i in range(rows):
+        await ctx.log(f"{label}: row {i + 1} of {rows}")
+    return {"rows": rows, "label": label}
+
+
 worker = Worker(
-    tasks=[echo, slow, long_inline, hold, partial],
+    tasks=[echo, slow, long_inline, hold, partial, report],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
     inline_window=float(os.environ.get("E2E_INLINE_WINDOW", "0.5")),
     heartbeat_interval=0.2,

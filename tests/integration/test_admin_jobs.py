@@ -317,3 +317,14 @@ async def test_the_runs_list_refreshes_alone_for_htmx(rig: Rig) -> None:
     part = await rig.web.get(f"/admin/jobs/{job['id']}", headers={"hx-request": "true"})
     assert part.text.startswith('<div id="runs"')
     assert "<html" not in part.text
+
+
+async def test_a_job_form_posted_without_its_csrf_token_creates_nothing(rig: Rig) -> None:
+    await cataloged(rig)
+    await sign_in(rig.web, ADMIN)
+    fields = form("", **{"arg.rows": "1"})
+    del fields["csrf"]
+    answer = await rig.web.post("/admin/jobs/new", data=fields)
+    assert answer.status_code == 403
+    assert "CSRF" in answer.text
+    assert (await rig.api.get("/v1/jobs")).json()["items"] == []
