@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import JsonValue
+from pydantic_core import from_json
 
 from gateway.errors import FieldProblem
 
@@ -188,6 +189,12 @@ def form_for(
     return ArgsForm(shape, filled)
 
 
+def _loads(text: str) -> JsonValue:
+    """JSON as the API reads it: no NaN or Infinity, nesting bounded (ValueError otherwise)."""
+    value: JsonValue = from_json(text, allow_inf_nan=False)
+    return value
+
+
 def _parse(f: ArgField, text: str, where: str) -> tuple[JsonValue, FieldProblem | None]:
     try:
         if f.kind is Kind.STRING:
@@ -199,10 +206,7 @@ def _parse(f: ArgField, text: str, where: str) -> tuple[JsonValue, FieldProblem 
             if not math.isfinite(number):
                 raise ValueError(text)
             return (int(number) if number.is_integer() and "." not in text else number), None
-        value: JsonValue = json.loads(text)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(text)
-        return value, None
+        return _loads(text), None
     except ValueError:
         reason = {
             Kind.INTEGER: "must be a whole number",
@@ -221,7 +225,7 @@ def read_args(
         if not text:
             return None, ArgsForm(Shape.JSON, text="")
         try:
-            value: JsonValue = json.loads(text)
+            value = _loads(text)
         except ValueError as e:
             bad = FieldProblem("args", f"is not JSON: {e}")
             return None, ArgsForm(Shape.JSON, text=text, problems=(bad,))

@@ -124,3 +124,13 @@ def test_json_text_is_parsed_or_named() -> None:
     _, shown = read_args(Shape.JSON, (), {"args_json": "{a}"})
     assert shown.problems[0].field == "args"
     assert shown.text == "{a}"
+
+
+def test_json_that_nests_too_deep_or_holds_nan_is_a_problem_not_a_crash() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    for text in (deep, "NaN", '{"a": Infinity}'):
+        _, shown = read_args(Shape.JSON, (), {"args_json": text})
+        assert shown.problems[0].field == "args", text
+        shape, fields = fields_of(payload_schema(resize))
+        _, typed = read_args(shape, fields, {"arg.box": text})
+        assert typed.problems[0].field == "args.kwargs.box", text
