@@ -201,8 +201,20 @@ def delete_endpoint(queue: str, endpoint_id: str) -> Call[None]:
 # --- tasks ------------------------------------------------------------------------------------
 
 
-def enqueue(queue: str, task: TaskCreate) -> Call[Task]:
-    return Call("POST", f"/v1/queues/{segment(queue)}/tasks", reads(Task), body=task)
+def _wait(wait: float) -> tuple[float, dict[str, str]]:
+    """A long poll's wait, bounded to :data:`MAX_WAIT`, and its query parameter."""
+    wait = min(max(float(wait), 0.0), MAX_WAIT)
+    return wait, {"wait": f"{wait:.3f}".rstrip("0").rstrip(".")}  # "60", "12.5", "0"
+
+
+def enqueue(queue: str, task: TaskCreate, wait: float | None = None) -> Call[Task]:
+    """``POST /v1/queues/{queue}/tasks``; with ``wait``, the answer comes once the task has
+    finished or ``wait`` seconds have passed (the task as it stands then)."""
+    path = f"/v1/queues/{segment(queue)}/tasks"
+    if wait is None:
+        return Call("POST", path, reads(Task), body=task)
+    wait, params = _wait(wait)
+    return Call("POST", path, reads(Task), body=task, params=params, wait=wait)
 
 
 def enqueue_batch(queue: str, tasks: list[TaskCreate]) -> Call[list[Task]]:
@@ -240,8 +252,7 @@ def get_task(task_id: str, wait: float | None = None) -> Call[Task]:
     finished or ``wait`` seconds (at most :data:`MAX_WAIT`) have passed."""
     if wait is None:
         return Call("GET", f"/v1/tasks/{segment(task_id)}", reads(Task))
-    wait = min(max(float(wait), 0.0), MAX_WAIT)
-    params = {"wait": f"{wait:.3f}".rstrip("0").rstrip(".")}  # "60", "12.5", "0"
+    wait, params = _wait(wait)
     return Call("GET", f"/v1/tasks/{segment(task_id)}", reads(Task), params=params, wait=wait)
 
 

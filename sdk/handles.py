@@ -58,9 +58,11 @@ class TaskHandle(_Handle):
         """The task's JSON result, once it has succeeded (long-polling up to ``timeout`` s).
 
         Raises :class:`~sdk.errors.TaskFailed` if it ended failed, dead or cancelled, and
-        :class:`~sdk.errors.TaskTimeout` if it has not finished in time.
+        :class:`~sdk.errors.TaskTimeout` if it has not finished in time. A handle that already
+        holds the succeeded task (an enqueue with ``wait``) answers without a request.
         """
-        self.task = self._client.wait(self.id, timeout)
+        if self.task.state is not TaskState.SUCCEEDED:
+            self.task = self._client.wait(self.id, timeout)
         return result_of(self.task)
 
     def cancel(self) -> Task:
@@ -84,7 +86,8 @@ class AsyncTaskHandle(_Handle):
 
     async def result(self, timeout: float = 30.0) -> Any:
         """Like :meth:`TaskHandle.result`."""
-        self.task = await self._client.wait(self.id, timeout)
+        if self.task.state is not TaskState.SUCCEEDED:
+            self.task = await self._client.wait(self.id, timeout)
         return result_of(self.task)
 
     async def cancel(self) -> Task:

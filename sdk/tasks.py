@@ -150,12 +150,17 @@ class TaskFunction(Generic[P, R]):
         self,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
+        *,
+        wait: float | None = None,
         **options: Unpack[EnqueueOptions],
     ) -> TaskHandle:
-        """Enqueue a run with options; ``delay`` / ``run_at`` postpone it."""
+        """Enqueue a run with options; ``delay`` / ``run_at`` postpone it. With ``wait``
+        (seconds, at most 60) the gateway answers once the run has finished, so a following
+        ``.result()`` needs no request of its own."""
         body = self.create(args, kwargs, **options)
         client = self.client()
-        return TaskHandle(client.enqueue(self.queue, **body.model_dump(exclude_none=True)), client)
+        fields = body.model_dump(exclude_none=True)
+        return TaskHandle(client.enqueue(self.queue, wait=wait, **fields), client)
 
     async def delay_async(self, *args: P.args, **kwargs: P.kwargs) -> AsyncTaskHandle:
         """:meth:`delay` through an :class:`~sdk.client.AsyncClient`."""
@@ -165,12 +170,15 @@ class TaskFunction(Generic[P, R]):
         self,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
+        *,
+        wait: float | None = None,
         **options: Unpack[EnqueueOptions],
     ) -> AsyncTaskHandle:
         """:meth:`apply` through an :class:`~sdk.client.AsyncClient`."""
         body = self.create(args, kwargs, **options)
         client = self.async_client()
-        created = await client.enqueue(self.queue, **body.model_dump(exclude_none=True))
+        fields = body.model_dump(exclude_none=True)
+        created = await client.enqueue(self.queue, wait=wait, **fields)
         return AsyncTaskHandle(created, client)
 
     def client(self) -> Client:

@@ -23,6 +23,13 @@ from sdk.wire import (
 
 async def enqueue(call: Call) -> BaseModel | Reply:
     (task,) = await call.services.tasks.enqueue(call.queue, [call.body], batch=False)
+    wait = call.param(WAIT)
+    if wait > 0 and not task.state.finished:
+        # Subscribed before it reads, so a task that ends in between is not missed.
+        waited = await call.services.tasks.get(call.queue, task.id, wait=wait)
+        task = waited.model_copy(update={"deduplicated": task.deduplicated})
+        if not task.state.finished:
+            return Reply(task, status=202)
     if task.deduplicated:
         return Reply(task, status=200)
     return task
@@ -84,11 +91,14 @@ OPERATIONS = [
         body=TaskCreate,
         response=Task,
         status=201,
-        params=(QUEUE,),
+        also=(202,),
+        params=(QUEUE, WAIT),
         errors=(404, 409),
         description="201 with the new task; 200 with the earlier one when the dedup or "
         "singleton key matched it (deduplicated: true). A depends_on or after_group naming "
-        "nothing that exists is refused (422).",
+        "nothing that exists is refused (422). With wait, the answer comes when the task "
+        "has finished (201, or 200 when deduplicated, with its result) or when the wait runs "
+        "out (202 with the task as it stands: it goes on, recorded like any other).",
         links=TASK_LINKS,
     ),
     Operation(

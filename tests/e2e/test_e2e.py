@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from gateway.redis_server import free_port
-from sdk import Client, TaskCreate, TaskState
+from sdk import Client, TaskCreate, TaskState, task
 
-from .conftest import Cluster, pushes
+from .conftest import ADMIN, Cluster, pushes
 
 pytestmark = pytest.mark.e2e
 
@@ -140,3 +140,56 @@ def test_batched_pushes_to_an_sdk_worker(cluster: Cluster, tmp_path: Path) -> No
     assert done[40].result == "called back"
     assert {t.state for t in done} == {TaskState.SUCCEEDED}
     assert len(pushes(log)) < 41  # one line per POST: tasks shared pushes
+
+
+def test_enqueue_and_wait_answers_with_the_finished_task_or_202_as_it_stands(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    s = setup(cluster, tmp_path)
+    with httpx.Client(
+        base_url=s.client.url, headers={"authorization": f"Bearer {ADMIN}"}, timeout=30
+    ) as http:
+        done = http.post(
+            "/v1/queues/e2e/tasks",
+            params={"wait": 20},
+            json={"name": ECHO, "payload": {"args": [{"hi": 2}]}},
+        )
+        assert done.status_code == 201
+        assert (done.json()["state"], done.json()["result"]) == ("succeeded", {"hi": 2})
+        going = http.post(
+            "/v1/queues/e2e/tasks",
+            params={"wait": 0.3},
+            json={"name": LONG_INLINE, "payload": {"args": [3.0]}},
+        )
+        assert going.status_code == 202
+        assert going.json()["state"] in ("queued", "running")
+        # recorded like any other: it finishes on its own
+        assert s.client.wait(going.json()["id"], timeout=20).result == "called back"
+        again = http.post(
+            "/v1/queues/e2e/tasks",
+            params={"wait": 20},
+            json={"name": ECHO, "payload": {"args": [1]}, "dedup_key": "once"},
+        )
+        twice = http.post(
+            "/v1/queues/e2e/tasks",
+            params={"wait": 20},
+            json={"name": ECHO, "payload": {"args": [1]}, "dedup_key": "once"},
+        )
+        assert (again.status_code, twice.status_code) == (201, 200)
+        assert twice.json()["deduplicated"] is True
+        assert twice.json()["id"] == again.json()["id"]
+        assert twice.json()["result"] == 1
+
+
+def test_a_handle_of_an_enqueue_that_waited_answers_its_result_without_a_request(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    s = setup(cluster, tmp_path)
+
+    def echo(value: Any) -> Any:
+        return value
+
+    handle = task(queue="e2e", name=ECHO, client=s.client)(echo).apply([{"x": 1}], wait=20)
+    assert handle.task.state is TaskState.SUCCEEDED
+    s.client.close()  # a request now would fail
+    assert handle.result() == {"x": 1}
