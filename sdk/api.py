@@ -39,6 +39,7 @@ from sdk.wire import (
     QueueList,
     QueuePolicy,
     QueuePolicyPatch,
+    SecretRotation,
     Task,
     TaskCreate,
     TaskPage,
@@ -151,6 +152,15 @@ def delete_queue(name: str, force: bool = False) -> Call[None]:
 def add_endpoint(queue: str, endpoint: EndpointCreate) -> Call[EndpointCreated]:
     return Call(
         "POST", f"/v1/queues/{segment(queue)}/endpoints", reads(EndpointCreated), body=endpoint
+    )
+
+
+def rotate_secret(queue: str, endpoint_id: str, overlap: float) -> Call[EndpointCreated]:
+    return Call(
+        "POST",
+        f"/v1/queues/{segment(queue)}/endpoints/{segment(endpoint_id)}/secret",
+        reads(EndpointCreated),
+        body=SecretRotation(overlap=overlap),
     )
 
 

@@ -182,6 +182,14 @@ class Client(_Base, OperatorMethods):
         )
         return self._send(api.add_endpoint(queue, body))
 
+    def rotate_secret(
+        self, queue: str, endpoint_id: str, overlap: float = 86_400
+    ) -> EndpointCreated:
+        """A new signing secret for the endpoint (in the answer, shown this once). For
+        ``overlap`` seconds pushes are signed with the previous secret too: give the worker
+        the new one meanwhile (``Worker(secret=[new, previous])`` accepts either)."""
+        return self._send(api.rotate_secret(queue, endpoint_id, overlap))
+
     def put_endpoint_tasks(
         self, queue: str, endpoint_id: str, tasks: Sequence[CatalogTask]
     ) -> EndpointCatalog:
@@ -340,6 +348,11 @@ class AsyncClient(_Base, AsyncOperatorMethods):
             tasks=None if tasks is None else list(tasks),
         )
         return await self._send(api.add_endpoint(queue, body))
+
+    async def rotate_secret(
+        self, queue: str, endpoint_id: str, overlap: float = 86_400
+    ) -> EndpointCreated:
+        return await self._send(api.rotate_secret(queue, endpoint_id, overlap))
 
     async def put_endpoint_tasks(
         self, queue: str, endpoint_id: str, tasks: Sequence[CatalogTask]

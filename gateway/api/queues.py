@@ -14,6 +14,7 @@ from sdk.wire import (
     QueueList,
     QueuePolicy,
     QueuePolicyPatch,
+    SecretRotation,
 )
 
 
@@ -44,6 +45,10 @@ async def add_endpoint(call: Call) -> BaseModel:
 
 async def list_endpoints(call: Call) -> BaseModel:
     return await call.services.queues.endpoints(call.queue)
+
+
+async def rotate_secret(call: Call) -> BaseModel:
+    return await call.services.queues.rotate_secret(call.queue, call.path("endpoint_id"), call.body)
 
 
 async def delete_endpoint(call: Call) -> None:
@@ -147,6 +152,23 @@ OPERATIONS = [
         response=EndpointList,
         params=(QUEUE,),
         errors=(404,),
+    ),
+    Operation(
+        "POST",
+        "/v1/queues/{queue}/endpoints/{endpoint_id}/secret",
+        "Rotate an endpoint's signing secret (the new one is shown once)",
+        "endpoints",
+        Access.ADMIN,
+        rotate_secret,
+        body=SecretRotation,
+        response=EndpointCreated,
+        params=(QUEUE, ENDPOINT_ID),
+        errors=(404,),
+        description="Pushes are signed with the new secret and, for `overlap` seconds, with the "
+        "previous one too (two signatures in webhook-signature), so a worker still holding the "
+        "previous secret keeps accepting them while it is given the new one; the SDK Worker "
+        "accepts several secrets (Worker(secret=[new, previous])). A second rotation within the "
+        "window drops the oldest secret at once.",
     ),
     Operation(
         "DELETE",

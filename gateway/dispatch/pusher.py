@@ -106,12 +106,19 @@ class Pusher:
         return callback_url(self._callback_base, lease)
 
     def _signed(self, message_id: str, endpoint: EndpointRecord, body: str) -> dict[str, str]:
-        now = datetime.fromtimestamp(int(time.time()), tz=UTC)
+        """Standard Webhooks headers, with one signature per secret in use (two during a
+        rotation's overlap window), separated by spaces as the specification allows."""
+        seconds = int(time.time())
+        now = datetime.fromtimestamp(seconds, tz=UTC)
+        signatures = " ".join(
+            self._signer(secret).sign(message_id, now, body)
+            for secret in endpoint.signing_secrets(seconds * 1000)
+        )
         return {
             "content-type": "application/json",
             "webhook-id": message_id,
-            "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": self._signer(endpoint.secrets[0]).sign(message_id, now, body),
+            "webhook-timestamp": str(seconds),
+            "webhook-signature": signatures,
         }
 
     def headers(self, lease: Lease, endpoint: EndpointRecord, body: str) -> dict[str, str]:

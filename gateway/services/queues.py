@@ -23,6 +23,7 @@ from sdk.wire import (
     QueueList,
     QueuePolicy,
     QueuePolicyPatch,
+    SecretRotation,
 )
 
 
@@ -123,6 +124,24 @@ class QueueService:
         found = await self._queues.endpoints(queue)
         now = self._clock.now_ms()
         return EndpointList(items=[e.record.to_wire(e.in_flight, e.health, now) for e in found])
+
+    async def rotate_secret(
+        self, queue: str, endpoint_id: str, spec: SecretRotation
+    ) -> EndpointCreated:
+        """A new signing secret for the endpoint, shown once; pushes carry signatures of both
+        the new and the previous secret for ``spec.overlap`` seconds."""
+        await self._queues.require(queue)
+        secret = new_signing_secret()
+        until = self._clock.now_ms() + round(spec.overlap * 1000)
+        if not await self._queues.rotate_secret(queue, endpoint_id, secret, until):
+            raise EndpointNotFound(endpoint_id)
+        self._on_change(queue)
+        now = self._clock.now_ms()
+        for found in await self._queues.endpoints(queue):
+            if found.record.id == endpoint_id:
+                wire = found.record.to_wire(found.in_flight, found.health, now)
+                return EndpointCreated(**wire.model_dump(), secret=secret)
+        raise EndpointNotFound(endpoint_id)  # deleted meanwhile
 
     async def delete_endpoint(self, queue: str, endpoint_id: str) -> None:
         await self._queues.require(queue)

@@ -123,6 +123,18 @@ class QueueStore:
             for e in records
         ]
 
+    async def rotate_secret(
+        self, queue: str, endpoint_id: str, secret: str, previous_until_ms: int
+    ) -> bool:
+        """Make ``secret`` the endpoint's, keeping the current one as the previous until
+        ``previous_until_ms``; False (nothing written) when the endpoint is not registered."""
+        rotated = await self._scripts.call(
+            "rotate_secret",
+            [QueueKeys.of(queue).endpoints],
+            [endpoint_id, secret, previous_until_ms],
+        )
+        return bool(rotated)
+
     async def delete_endpoint(self, queue: str, endpoint_id: str) -> bool:
         """Forget an endpoint; pushes in flight to it still finish normally."""
         k = QueueKeys.of(queue)

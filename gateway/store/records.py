@@ -126,11 +126,19 @@ class EndpointRecord(BaseModel):
     url: str
     concurrency: int
     capabilities: list[str]
-    secrets: list[str]
+    secrets: list[str]  # the current one first; then the previous, while it is still sent
+    previous_until_ms: int | None = None  # when the previous secret stops being sent
     batch_size: int = 1
     enabled: bool = True
     disabled_reason: str | None = None
     created_ms: int
+
+    def signing_secrets(self, now_ms: int) -> list[str]:
+        """The secrets a push is signed with now: the current one, and the previous one until
+        its overlap window ends."""
+        if len(self.secrets) > 1 and self.previous_until_ms and now_ms < self.previous_until_ms:
+            return self.secrets[:2]
+        return self.secrets[:1]
 
     @field_validator("capabilities", mode="before")
     @classmethod
@@ -153,6 +161,11 @@ class EndpointRecord(BaseModel):
             enabled=self.enabled,
             disabled_reason=self.disabled_reason,
             created_at=to_datetime(self.created_ms),
+            previous_secret_until=(
+                to_datetime(self.previous_until_ms)
+                if self.previous_until_ms and self.previous_until_ms > now_ms
+                else None
+            ),
             in_flight=in_flight,
             circuit=health.circuit,
             failures=health.fails,

@@ -58,6 +58,7 @@ ScriptName = Literal[
     "lower_due",
     "settle_due",
     "put_catalog",
+    "rotate_secret",
     "notice_claim",
     "notice_settle",
     "notify_secret",

@@ -137,6 +137,7 @@ from sdk.wire.queues import (
     QueuePolicy,
     QueuePolicyPatch,
     RateLimit,
+    SecretRotation,
     StallPolicy,
 )
 from sdk.wire.tasks import (
@@ -238,6 +239,7 @@ __all__ = [
     "ScheduledPage",
     "ScheduledTask",
     "Seconds",
+    "SecretRotation",
     "Skipped",
     "StallPolicy",
     "Task",

@@ -218,6 +218,11 @@ class Endpoint(OutputModel):
     open_until: datetime | None = Field(
         None, description="While the circuit is open: when the next probe may go."
     )
+    previous_secret_until: datetime | None = Field(
+        None,
+        description="After a secret rotation: until when pushes are also signed with the "
+        "previous secret. Null when only the current secret is sent.",
+    )
     latency_ms: float | None = Field(
         None,
         description="Recent answer time to a push, in ms: a moving average that takes a slower "
@@ -232,8 +237,22 @@ class Endpoint(OutputModel):
     )
 
 
+class SecretRotation(InputModel):
+    """Body of ``POST /v1/queues/{queue}/endpoints/{endpoint_id}/secret``."""
+
+    overlap: float = Field(
+        86_400,
+        ge=0,
+        le=30 * 86_400,
+        description="Seconds during which pushes are signed with both the new and the previous "
+        "secret (Standard Webhooks allows several signatures), so workers can be given the new "
+        "one without refusing pushes meanwhile. 0 stops the previous one at once.",
+    )
+
+
 class EndpointCreated(Endpoint):
-    """Returned once, at registration: the only time the signing secret is shown."""
+    """Returned once, at registration (or rotation): the only time the signing secret is
+    shown."""
 
     secret: str = Field(description="Standard Webhooks signing secret, 'whsec_…'.")
 
