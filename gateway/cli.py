@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder for Redis's data (DIR/redis) and the dev API key (default: %(default)s)",
     )
     dev.add_argument("--redis-port", type=int, help="port of the local Redis (default: a free one)")
+    dev.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS and HTTP/3 with a self-signed certificate for localhost, kept in "
+        "DIR/tls (trust it with curl --cacert DIR/tls/localhost.crt)",
+    )
     dev.set_defaults(run=_dev)
 
     openapi = commands.add_parser(
@@ -161,6 +167,12 @@ def _dev(args: argparse.Namespace) -> int:
     settings = _settings(args, allow_private_endpoints=True)
     if "access_log" not in settings.model_fields_set:
         settings.access_log = True
+    cert = None
+    if args.tls and settings.certfile is None:
+        from gateway.tls import self_signed
+
+        cert, settings.keyfile = self_signed(data_dir / "tls")
+        settings.certfile = cert
     redis_server = ManagedRedis(data_dir / "redis", port=args.redis_port, appendonly=True)
     try:
         configure_logging(settings.log_level)
@@ -174,7 +186,7 @@ def _dev(args: argparse.Namespace) -> int:
         settings.redis_url = redis_server.url
 
         def ready(listening: Listening) -> None:
-            print(_banner(listening, api_key, redis_server), flush=True)
+            print(_banner(listening, api_key, redis_server, cert), flush=True)
 
         asyncio.run(serve_async(settings, on_ready=ready))
         print("jobgate: gateway stopped; stopping Redis", file=sys.stderr)
@@ -227,13 +239,17 @@ def _dev_api_key(path: Path) -> str:
     return key
 
 
-def _banner(listening: Listening, api_key: ApiKey, redis_server: ManagedRedis) -> str:
+def _banner(
+    listening: Listening, api_key: ApiKey, redis_server: ManagedRedis, cert: Path | None = None
+) -> str:
     exports = f"export JOBGATE_URL={shlex.quote(listening.url)} "
     exports += f"JOBGATE_API_KEY={shlex.quote(api_key.key)}"
     scopes = ", ".join(api_key.scopes)
     if ADMIN_SCOPE not in api_key.scopes:  # the examples register queues: that needs admin
         scopes += "; not admin: it cannot register queues or endpoints"
     http3 = f"  HTTP/3:    UDP port {listening.quic_port}\n" if listening.quic_port else ""
+    if listening.quic_port and cert is not None:
+        http3 += f"  TLS:       self-signed for localhost: curl --cacert {shlex.quote(str(cert))}\n"
     return (
         "\n"
         "Jobgate dev gateway is up.\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -24,13 +25,18 @@ ADMIN = "e2e-admin-key-0123456789"
 ROOT = Path(__file__).parents[2]
 
 
-def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+def wait_http(
+    url: str,
+    proc: subprocess.Popen[bytes],
+    timeout: float = 20,
+    verify: ssl.SSLContext | bool = True,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"process for {url} exited with {proc.returncode}")
         try:
-            httpx.get(url, timeout=1)
+            httpx.get(url, timeout=1, verify=verify)
             return
         except httpx.TransportError:
             time.sleep(0.05)
@@ -64,8 +70,10 @@ class Cluster:
         }
         proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve"], env=environ, cwd=ROOT)
         self.procs.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        wait_http(f"{url}/healthz", proc)
+        cert = env.get("JOBGATE_CERTFILE")  # TLS: https, trusting that certificate
+        url = f"{'https' if cert else 'http'}://127.0.0.1:{port}"
+        verify = ssl.create_default_context(cafile=cert) if cert else True
+        wait_http(f"{url}/healthz", proc, verify=verify)
         self.gateways.append(url)
         return url
 
