@@ -1,9 +1,10 @@
 """The jobs and runs methods of both clients against a real gateway and its Redis.
 
 The gateway runs in this process over loopback, and so does an SDK :class:`~sdk.Worker`
-serving the task functions below, registered with their catalog: runs really run, log and
-succeed. Every test runs once with the blocking :class:`~sdk.Client` (its calls in a thread, so
-the gateway in this event loop keeps serving) and once with :class:`~sdk.AsyncClient`.
+serving the task functions of :mod:`tests.sdk.jobs_gateway`, registered with their catalog:
+runs really run, log and succeed. Every test runs once with the blocking :class:`~sdk.Client`
+(its calls in a thread, so the gateway in this event loop keeps serving) and once with
+:class:`~sdk.AsyncClient`.
 """
 
 from __future__ import annotations
@@ -17,42 +18,22 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from gateway.app import create_app
-from gateway.settings import ApiKey, Settings
 from sdk import (
     ApiError,
     AsyncClient,
-    AsyncContext,
     Client,
     Crontab,
     Interval,
     JobCreate,
     OverlapPolicy,
     RunStatus,
-    Worker,
-    task,
 )
-from sdk.catalog import catalog
 from sdk.wire import Job, Run
-from tests.support import bind, serve, until
+from tests.sdk.jobs_gateway import ADMIN, HELD, READER, Q, jobs_gateway, report, resize
+from tests.support import until
 
-ADMIN = "sdk-jobs-admin-key-0123"
-READER = "sdk-jobs-reader-key-0123"
-Q = "images"
-HELD = "held"  # paused: its runs stay pending
 MISSING = "01J00000000000000000000000"
 BERLIN = ZoneInfo("Europe/Berlin")
-
-
-@task(Q)
-async def resize(ctx: AsyncContext, size: int, path: str = "a.png") -> dict[str, int]:
-    await ctx.log(f"resized {path} to {size}")
-    return {"size": size}
-
-
-@task(Q)
-def report(days: int) -> None:
-    """A second cataloged task, so the catalog has two pages of one."""
 
 
 class Jobs:
@@ -83,27 +64,8 @@ class Jobs:
 
 @pytest.fixture
 async def gateway(redis_url: str) -> AsyncIterator[str]:
-    """A gateway with two queues (``HELD`` paused) and a worker serving ``Q``."""
-    sock = bind()
-    settings = Settings(
-        redis_url=redis_url,
-        port=sock.getsockname()[1],
-        api_keys=[
-            ApiKey(key=ADMIN, scopes=["admin"], name="alice"),
-            ApiKey(key=READER, scopes=["read"], name="auditor"),
-        ],
-        allow_private_endpoints=True,
-    )
-    worker_sock = bind()
-    worker_url = f"http://127.0.0.1:{worker_sock.getsockname()[1]}/"
-    async with serve(create_app(settings), sock) as url, AsyncClient(url, ADMIN) as admin:
-        await admin.put_queue(Q)
-        await admin.put_queue(HELD, paused=True)
-        tasks = catalog([resize, report], Q)
-        endpoint = await admin.add_endpoint(Q, worker_url, tasks=tasks)
-        worker = Worker(tasks=[resize, report], secret=endpoint.secret)
-        async with serve(worker, worker_sock):
-            yield url
+    async with jobs_gateway(redis_url) as url:
+        yield url
 
 
 @pytest.fixture(params=["sync", "async"])
