@@ -30,7 +30,8 @@ from gateway.commands.common import (
     print_json,
 )
 from gateway.commands.table import Column, clip, moment, render, span, yes_no
-from sdk.wire import CrontabSchedule, Job, JobPage, Run, RunStatus, Schedule
+from sdk.schedules import schedule_text
+from sdk.wire import Job, JobPage, Run, RunStatus
 
 Rows = list[list[str | None]]
 
@@ -195,22 +196,6 @@ def job_table(jobs: Sequence[Job]) -> tuple[list[Column], Rows]:
         for j in jobs
     ]
     return columns, rows
-
-
-def schedule_text(schedule: Schedule | None) -> str:
-    """``30 2 * * * Europe/Berlin`` (crontab's field order), ``every 6h``, or ``manual``."""
-    if schedule is None:
-        return "manual"
-    if isinstance(schedule, CrontabSchedule):
-        fields = (
-            schedule.minute,
-            schedule.hour,
-            schedule.day_of_month,
-            schedule.month_of_year,
-            schedule.day_of_week,
-        )
-        return " ".join((*fields, schedule.timezone))
-    return f"every {span(schedule.total_seconds)}"
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from sdk import (
     OverlapPolicy,
     RunStatus,
 )
+from sdk.schedules import schedule_text
 from sdk.wire import Job, Run
 from tests.sdk.jobs_gateway import ADMIN, HELD, READER, Q, jobs_gateway, report, resize
 from tests.support import until
@@ -295,3 +296,14 @@ async def test_a_read_only_key_reads_but_cannot_change(gateway: str, jobs: Jobs)
         with pytest.raises(ApiError) as caught:
             await reader.run_job(job.id)
     assert caught.value.status == 403
+
+
+# --- schedules ---------------------------------------------------------------------------------
+
+
+def test_schedules_read_as_crontab_lines() -> None:
+    assert schedule_text(None) == "manual"
+    assert schedule_text(Crontab(minute="*/15", day_of_week="1-5")) == "cron */15 * * * 1-5 (UTC)"
+    assert schedule_text(Interval(hours=6)) == "every 6 h"
+    start = datetime(2030, 1, 1, tzinfo=UTC) + timedelta(minutes=1)
+    assert schedule_text(Interval(hours=1, minutes=30, start_at=start)) == "every 1 h 30 min"
