@@ -82,8 +82,8 @@ def job_fields(given: Fields, names_task: bool = True) -> dict[str, Any]:
 
 def model_of(model: type[M], base: M | Fields | None, given: Fields) -> M:
     """``model`` from ``base`` (a model or a wire-shaped mapping) with the keywords on top."""
-    if isinstance(base, BaseModel):
-        wire: dict[str, Any] = base.model_dump(exclude_unset=True)
+    if isinstance(base, BaseModel):  # the fields set on it, nested models kept whole
+        wire: dict[str, Any] = {name: getattr(base, name) for name in base.model_fields_set}
     else:
         wire = dict(base or {})
     if isinstance(wire.get("task"), NamedTask):

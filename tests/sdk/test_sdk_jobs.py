@@ -111,6 +111,11 @@ async def test_a_job_from_a_task_function_model_or_mapping(jobs: Jobs) -> None:
     from_model: Job = await jobs("create_job", model, description="from a model")
     assert (from_model.args, from_model.description) == ({"kwargs": {"days": 7}}, "from a model")
     assert from_model.schedule is None
+    hourly = JobCreate(title="Hourly", task={"queue": Q, "name": "x"}, schedule=Crontab(minute="5"))
+    patched: Job = await jobs("create_job", hourly, active=False)
+    assert (patched.title, patched.active) == ("Hourly", False)
+    assert patched.schedule is not None
+    assert patched.schedule.model_dump() == Crontab(minute="5").model_dump()
     wire = {"title": "Raw", "task": {"queue": Q, "name": "other"}, "args": [1, 2]}
     from_mapping: Job = await jobs("create_job", wire, active=False)
     assert (from_mapping.args, from_mapping.active, from_mapping.served) == ([1, 2], False, False)
@@ -118,7 +123,7 @@ async def test_a_job_from_a_task_function_model_or_mapping(jobs: Jobs) -> None:
     first = await jobs("list_jobs", limit=2)
     assert [j.id for j in first.items] == [job.id, from_model.id]
     rest = await jobs("list_jobs", cursor=first.next_cursor)
-    assert [j.id for j in rest.items] == [from_mapping.id]
+    assert [j.id for j in rest.items] == [patched.id, from_mapping.id]
     assert rest.next_cursor is None
 
 
