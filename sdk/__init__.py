@@ -8,6 +8,7 @@
     def send_welcome(user_id: int) -> None: ...
 
     send_welcome.delay(7)                                   # producer
+    client.create_job(title="Daily", task=send_welcome, args=[7], schedule=Crontab(hour="3"))
     group(send_welcome.s(1), send_welcome.s(2)).delay()     # one batch, one group
     app = Worker(tasks=[send_welcome], secret="whsec_...")  # worker: any ASGI server
 """
@@ -26,12 +27,18 @@ from sdk.errors import (
 from sdk.groups import AsyncGroupHandle, Group, GroupHandle, TaskSignature, group
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.notices import verify_notice
+from sdk.schedules import Crontab, Interval
 from sdk.tasks import TaskFunction, task
 from sdk.warnings import Warn
 from sdk.wire import (
     Backoff,
     BackoffStrategy,
+    Job,
+    JobCreate,
+    OverlapPolicy,
     QueuePolicy,
+    Run,
+    RunStatus,
     Task,
     TaskCreate,
     TaskNotice,
@@ -50,12 +57,19 @@ __all__ = [
     "Cancelled",
     "Client",
     "Context",
+    "Crontab",
     "Fail",
     "Group",
     "GroupHandle",
+    "Interval",
+    "Job",
+    "JobCreate",
     "JobgateError",
+    "OverlapPolicy",
     "QueuePolicy",
     "Retry",
+    "Run",
+    "RunStatus",
     "Task",
     "TaskCreate",
     "TaskFailed",

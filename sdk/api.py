@@ -60,7 +60,8 @@ class Call(Generic[T]):
     """One request: method, path (relative to the gateway URL), query, body, and the reader.
 
     ``wait`` is how long the server may hold the request (a long-poll); the client adds it to
-    its read timeout.
+    its read timeout. Nulls are left out of the body, except, with ``nulls``, the top-level
+    fields explicitly set to None: a PATCH clears those.
     """
 
     method: str
@@ -69,11 +70,16 @@ class Call(Generic[T]):
     params: Params | None = None
     body: BaseModel | None = None
     wait: float = 0.0
+    nulls: bool = False
 
     def content(self) -> bytes | None:
         if self.body is None:
             return None
-        return self.body.model_dump_json(exclude_none=True).encode()
+        if not self.nulls:
+            return self.body.model_dump_json(exclude_none=True).encode()
+        data = self.body.model_dump(mode="json", exclude_none=True)
+        cleared = {k: None for k in self.body.model_fields_set if getattr(self.body, k) is None}
+        return json.dumps({**data, **cleared}, separators=(",", ":")).encode()
 
     def answer(self, response: httpx.Response) -> T:
         """The parsed answer, or :class:`ApiError` for a non-2xx status."""
@@ -113,7 +119,8 @@ def reads(model: type[M]) -> Callable[[httpx.Response], M]:
     return read
 
 
-def _nothing(response: httpx.Response) -> None:
+def nothing(response: httpx.Response) -> None:
+    """The reader of an answer without a body (``204``)."""
     return None
 
 
@@ -143,7 +150,7 @@ def list_queues() -> Call[list[Queue]]:
 
 def delete_queue(name: str, force: bool = False) -> Call[None]:
     params: Params | None = {"force": "true"} if force else None
-    return Call("DELETE", f"/v1/queues/{segment(name)}", _nothing, params=params)
+    return Call("DELETE", f"/v1/queues/{segment(name)}", nothing, params=params)
 
 
 # --- endpoints --------------------------------------------------------------------------------
@@ -176,10 +183,10 @@ def put_endpoint_tasks(
 
 
 def catalog_page(
-    queue: str | None = None, name: str | None = None, cursor: str | None = None
+    queue: str | None = None, name: str | None = None, cursor: str | None = None, limit: int = 500
 ) -> Call[CatalogPage]:
     """``GET /v1/tasks``: one page of the task catalog."""
-    given = {"queue": queue, "name": name, "cursor": cursor, "limit": 500}
+    given = {"queue": queue, "name": name, "cursor": cursor, "limit": limit}
     params = {k: v for k, v in given.items() if v is not None}
     return Call("GET", "/v1/tasks", reads(CatalogPage), params=params)
 
@@ -205,7 +212,7 @@ def list_endpoints(queue: str) -> Call[list[Endpoint]]:
 
 
 def delete_endpoint(queue: str, endpoint_id: str) -> Call[None]:
-    return Call("DELETE", f"/v1/queues/{segment(queue)}/endpoints/{segment(endpoint_id)}", _nothing)
+    return Call("DELETE", f"/v1/queues/{segment(queue)}/endpoints/{segment(endpoint_id)}", nothing)
 
 
 # --- tasks ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Both execute the request specs of :mod:`sdk.api`; they differ only in how a request is sent.
 The operator methods (dead letters, running and scheduled tasks, cleaning) come from the mixins
-of :mod:`sdk.client_ops`.
+of :mod:`sdk.client_ops`, the jobs and runs methods from those of :mod:`sdk.client_jobs`.
 Every error answer raises :class:`~sdk.errors.ApiError`; network failures are httpx's own.
 """
 
@@ -18,6 +18,7 @@ from httpx_aiohttp import AiohttpTransport
 from pydantic import JsonValue
 
 from sdk import api
+from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
 from sdk.wire import (
@@ -96,14 +97,15 @@ class _Base:
         return f"{type(self).__name__}({self.url!r})"
 
 
-class Client(_Base, OperatorMethods):
+class Client(_Base, OperatorMethods, JobMethods):
     """A blocking client of the gateway's API.
 
     ``Client(url, api_key)``, or :meth:`from_env` (``JOBGATE_URL``, ``JOBGATE_API_KEY``).
     ``timeout`` bounds each request; long-polls get their wait on top. Use it as a context
     manager, or call :meth:`close`. The operator methods (:meth:`dead_letters`, :meth:`resubmit`,
     :meth:`scheduled`, :meth:`running`, :meth:`clean`) are inherited from
-    :class:`~sdk.client_ops.OperatorMethods`.
+    :class:`~sdk.client_ops.OperatorMethods`; the jobs and runs methods (:meth:`create_job`,
+    :meth:`run_job`, :meth:`list_runs`, ...) from :class:`~sdk.client_jobs.JobMethods`.
     """
 
     def __init__(
@@ -273,7 +275,7 @@ class Client(_Base, OperatorMethods):
         self.close()
 
 
-class AsyncClient(_Base, AsyncOperatorMethods):
+class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
     """The asyncio twin of :class:`Client`: the same methods, awaitable."""
 
     def __init__(

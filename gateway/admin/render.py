@@ -16,6 +16,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
 from jinja2.runtime import Context
 from markupsafe import Markup
 
+from sdk.schedules import schedule_text
+
 TEMPLATES = Path(__file__).parent / "templates"
 CSRF_FIELD = "csrf"
 OUTCOME_BADGES = {
@@ -70,25 +72,6 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
         return NOTHING
     delta = ((now or datetime.now(UTC)) - moment).total_seconds()
     return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
-
-
-def schedule_text(schedule: Any) -> str:
-    """A job's schedule in a few words: ``cron 0 3 * * * (Europe/Berlin)``, ``every 1 h 30 min``,
-    or ``manual``."""
-    if schedule is None:
-        return "manual"
-    if schedule.kind == "crontab":
-        fields = (
-            schedule.minute,
-            schedule.hour,
-            schedule.day_of_month,
-            schedule.month_of_year,
-            schedule.day_of_week,
-        )
-        return f"cron {' '.join(fields)} ({schedule.timezone})"
-    units = (("weeks", "w"), ("days", "d"), ("hours", "h"), ("minutes", "min"), ("seconds", "s"))
-    parts = [f"{getattr(schedule, name)} {unit}" for name, unit in units if getattr(schedule, name)]
-    return "every " + " ".join(parts)
 
 
 def pretty(value: Any) -> str:

@@ -114,6 +114,16 @@ def note(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def confirmed(question: str, action: str) -> bool:
+    """Ask ``question`` on the terminal; a stdin that is not one (a pipe, cron) is refused,
+    not read: ``action`` says what would have happened (``clean deletes tasks``)."""
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise CommandError(f"{action} and stdin is not a terminal to confirm it: pass --yes")
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 # --- argument types -----------------------------------------------------------------------------
 
 

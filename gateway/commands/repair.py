@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from gateway.commands.common import (
     CommandError,
+    confirmed,
     connect,
     int_between,
     note,
@@ -247,7 +248,7 @@ def _clean(args: argparse.Namespace) -> int:
             states=states, name=args.name, older_than=args.older_than, limit=args.limit
         )
         queue = client.get_queue(args.queue)  # an unknown queue fails before the question
-        if not args.yes and not _confirmed(_question(queue, request)):
+        if not args.yes and not confirmed(_question(queue, request), "clean deletes tasks"):
             note("not confirmed: nothing deleted")
             return 1
         result = client.clean(
@@ -272,14 +273,3 @@ def _question(queue: Queue, request: CleanRequest) -> str:
         f"Delete up to {request.limit} {what} from queue {queue.name}? "
         f"(it holds {held} {states} tasks in all) [y/N] "
     )
-
-
-def _confirmed(question: str) -> bool:
-    """Ask on the terminal; a stdin that is not one (a pipe, cron) is refused, not read."""
-    if sys.stdin is None or not sys.stdin.isatty():
-        raise CommandError(
-            "clean deletes tasks and stdin is not a terminal to confirm it: pass --yes"
-        )
-    sys.stderr.write(question)
-    sys.stderr.flush()
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
