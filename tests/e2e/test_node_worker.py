@@ -9,9 +9,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import httpx
 import pytest
@@ -36,9 +34,7 @@ def node() -> str:
     if not (EXAMPLE / "node_modules" / "standardwebhooks").is_dir():
         npm = shutil.which("npm")
         assert npm, "npm is missing: `make node` installs it (apt-get, as root)"
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"], cwd=EXAMPLE, check=True, timeout=300
-        )
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=EXAMPLE, check=True, timeout=300)
     return found
 
 
@@ -51,7 +47,7 @@ def start_node(cluster: Cluster, node: str, secret: str, port: int) -> subproces
 
 
 @pytest.fixture
-def setup(cluster: Cluster, node: str) -> Iterator[tuple[Cluster, str, str]]:
+def setup(cluster: Cluster, node: str) -> tuple[Cluster, str, str]:
     """A gateway, the queue ``node`` with the Node worker's endpoint, and the worker running."""
     gateway = cluster.gateway()
     client = cluster.client(gateway)
@@ -60,7 +56,7 @@ def setup(cluster: Cluster, node: str) -> Iterator[tuple[Cluster, str, str]]:
     url = f"http://127.0.0.1:{port}/"
     endpoint = client.add_endpoint("node", url)
     start_node(cluster, node, endpoint.secret, port)
-    yield cluster, url, endpoint.secret
+    return cluster, url, endpoint.secret
 
 
 def test_inline_and_accepted_tasks_succeed(setup: tuple[Cluster, str, str]) -> None:
