@@ -50,7 +50,7 @@ def test_the_example_push_is_signed_as_the_gateway_signs() -> None:
 
 
 def test_the_example_body_is_byte_for_byte_what_the_gateway_sends() -> None:
-    headers, body = example_push()
+    _, body = example_push()
     push = PushBody.model_validate_json(body)
     lease = Lease(
         task_id=push.id,
