@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 DEV_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test lint bench openapi clean venv redis-server chromium
+.PHONY: help dev test lint bench openapi clean venv redis-server chromium node
 
 help:
 	@echo "Jobgate: make <target>"
@@ -27,13 +27,15 @@ help:
 	@echo "  venv          create .venv and install jobgate with its test tools"
 	@echo "  redis-server  check for redis-server; install it with apt-get when root"
 	@echo "  chromium      check for chromium (the browser tests'); install it with apt-get when root"
+	@echo "  node          check for node and npm (the Node.js worker example's test); install them"
+	@echo "                with apt-get when root; npm ci in examples/node-worker"
 	@echo
 	@echo "Python: PYTHON=$(PYTHON) (3.11 or newer)."
 
 dev: venv redis-server
 	$(BIN)/jobgate dev $(DEV_ARGS)
 
-test: venv redis-server chromium lint
+test: venv redis-server chromium node lint
 	@status=0; $(BIN)/python -m pytest tests $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "make test: pytest collected no tests (exit code 5); treating that as success."; \
@@ -53,7 +55,8 @@ openapi: venv
 	$(BIN)/jobgate openapi --output openapi.yaml
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info bench/out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info bench/out .pytest_cache .mypy_cache .ruff_cache \
+		examples/node-worker/node_modules
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # --- setup -------------------------------------------------------------------------------------
@@ -105,3 +108,25 @@ chromium:
 			exit 1; \
 		fi; \
 	fi
+
+# The Node.js worker example (examples/node-worker) runs in tests/e2e/test_node_worker.py: node and
+# npm from Debian when missing, then its locked dependencies with npm ci (again when the lock
+# changes).
+NODE_EXAMPLE := examples/node-worker
+NODE_STAMP := $(NODE_EXAMPLE)/node_modules/.installed
+
+node: $(NODE_STAMP)
+
+$(NODE_STAMP): $(NODE_EXAMPLE)/package-lock.json
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "node or npm is missing: installing them with apt-get"; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; \
+		else \
+			echo "node and npm are missing. The Node.js worker example's test runs them;" >&2; \
+			echo "install them (Debian/Ubuntu: sudo apt-get install nodejs npm) and run make again." >&2; \
+			exit 1; \
+		fi; \
+	fi
+	cd $(NODE_EXAMPLE) && npm ci --no-audit --no-fund
+	@touch $@

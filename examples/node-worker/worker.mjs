@@ -1,0 +1,154 @@
+// A Jobgate worker in Node.js, written from docs/protocol.md alone: it verifies each push with
+// the official Standard Webhooks library, runs the task, and answers
+//
+//   - inline (200 and the result as the JSON body) for a short task: `add`;
+//   - with 202, then callbacks (a heartbeat, then the result) for a long one: `slow`;
+//   - 401 for a push whose signature does not verify, 404 for a task it does not know,
+//     422 (not retried) for a payload it cannot use, 400 for a batch (register it with
+//     batch_size 1, the default).
+//
+// Run: JOBGATE_WORKER_SECRET=whsec_... PORT=8002 node worker.mjs
+import http from "node:http";
+import { Webhook } from "standardwebhooks";
+
+const secret = process.env.JOBGATE_WORKER_SECRET;
+if (!secret) {
+  console.error("set JOBGATE_WORKER_SECRET to the endpoint's signing secret (whsec_...)");
+  process.exit(2);
+}
+const webhook = new Webhook(secret);
+const port = Number(process.env.PORT ?? 8002);
+const host = process.env.HOST ?? "127.0.0.1";
+const MAX_BODY = 4 * 1024 * 1024;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A task's failure the gateway must not retry (answered 422 inline, or `retryable: false`).
+class Fail extends Error {}
+
+// The task functions: a push's `payload` in, a JSON result out.
+const tasks = {
+  // Short: answered inline.
+  add: { inline: true, run: async ({ a, b }) => {
+    if (typeof a !== "number" || typeof b !== "number") throw new Fail("a and b must be numbers");
+    return { sum: a + b };
+  } },
+  // Long: answered 202 at once, then heartbeats keep the lease alive while it works.
+  slow: { inline: false, run: async ({ steps = 3, ms = 200, value = null }, ctx) => {
+    for (let step = 1; step <= steps; step++) {
+      await sleep(ms);
+      const { cancel_requested } = await ctx.heartbeat(step / steps);
+      if (cancel_requested) throw new Fail("cancelled");
+    }
+    return { value, steps };
+  } },
+};
+
+function answer(res, status, body, type = "application/json") {
+  const text = body === undefined ? "" : JSON.stringify(body);
+  res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function problem(res, status, title, detail) {
+  answer(res, status, { title, status, detail }, "application/problem+json");
+}
+
+// One callback: POST <jobgate-callback>/<kind> with the lease token in `jobgate-lease`.
+async function callback(base, lease, kind, body) {
+  const response = await fetch(`${base}/${kind}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "jobgate-lease": lease },
+    body: JSON.stringify(body ?? {}),
+  });
+  if (response.status === 409 || response.status === 404) {
+    // The lease is stale (the task was dispatched again) or the task is gone: stop quietly.
+    throw Object.assign(new Error(`${kind}: lease lost (${response.status})`), { lost: true });
+  }
+  if (!response.ok) throw new Error(`${kind} callback answered ${response.status}`);
+  return response.json();
+}
+
+// The final callback is retried a few times on network errors and 5xx answers.
+async function finish(base, lease, kind, body) {
+  for (const pause of [0, 500, 1000, 2000, 4000]) {
+    await sleep(pause);
+    try {
+      return await callback(base, lease, kind, body);
+    } catch (e) {
+      if (e.lost) return null;
+      console.error(`${kind} callback failed: ${e.message}`);
+    }
+  }
+  return null;
+}
+
+function errorBody(e) {
+  if (e instanceof Fail) return { error: e.message, retryable: false };
+  return { error: String(e?.message ?? e), traceback: e?.stack ?? null, retryable: true };
+}
+
+// A task answered 202: it runs on, keeps its lease with heartbeats, and reports by callback.
+async function runInBackground(task, push, base, lease) {
+  const ctx = { heartbeat: (progress) => callback(base, lease, "heartbeat", { progress }) };
+  try {
+    const result = await task.run(push.payload ?? {}, ctx);
+    await finish(base, lease, "result", { result });
+  } catch (e) {
+    if (!e.lost) await finish(base, lease, "error", errorBody(e));
+  }
+}
+
+async function handle(req, res) {
+  if (req.method !== "POST") return answer(res, 200, { tasks: Object.keys(tasks) });
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > MAX_BODY) return problem(res, 413, "Push too large");
+    chunks.push(chunk);
+  }
+  // Verify the exact bytes received: never re-serialise the body before verifying it.
+  const raw = Buffer.concat(chunks);
+  try {
+    webhook.verify(raw, req.headers);
+  } catch (e) {
+    return problem(res, 401, "Invalid signature", e.message);
+  }
+  if (req.headers["jobgate-batch"] !== undefined) {
+    return problem(res, 400, "Batch pushes are not served", "register this endpoint with batch_size 1");
+  }
+  let push;
+  try {
+    push = JSON.parse(raw.toString("utf8"));
+  } catch {
+    return problem(res, 400, "Invalid push body", "not JSON");
+  }
+  const lease = req.headers["jobgate-lease"];
+  const base = req.headers["jobgate-callback"];
+  if (!lease || !base || req.headers["webhook-id"] !== push.id) {
+    return problem(res, 400, "Invalid push", "jobgate-lease, jobgate-callback or webhook-id");
+  }
+  const task = tasks[push.name];
+  if (!task) return problem(res, 404, "Unknown task", `no task named ${JSON.stringify(push.name)}`);
+  if (!task.inline) {
+    answer(res, 202);
+    runInBackground(task, push, base, lease);
+    return;
+  }
+  try {
+    const ctx = { heartbeat: (progress) => callback(base, lease, "heartbeat", { progress }) };
+    return answer(res, 200, await task.run(push.payload ?? {}, ctx));
+  } catch (e) {
+    return answer(res, e instanceof Fail ? 422 : 500, errorBody(e));
+  }
+}
+
+const server = http.createServer((req, res) => {
+  handle(req, res).catch((e) => {
+    console.error(e);
+    if (!res.headersSent) problem(res, 500, "Worker error", String(e));
+  });
+});
+server.listen(port, host, () => console.log(`node worker on http://${host}:${port}/`));
+process.on("SIGTERM", () => server.close(() => process.exit(0)));

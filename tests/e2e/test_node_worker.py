@@ -1,0 +1,142 @@
+"""The Node.js worker of ``examples/node-worker`` against a live gateway and a real Redis: a
+worker written from docs/protocol.md in another language, verifying pushes with the official
+``standardwebhooks`` npm package."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from standardwebhooks import Webhook
+
+from gateway.redis_server import free_port
+from sdk import TaskState
+
+from .conftest import ROOT, Cluster, wait_http
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = ROOT / "examples" / "node-worker"
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """The node binary, with the example's locked dependencies installed (``npm ci``, which
+    ``make test`` also runs)."""
+    found = shutil.which("node")
+    assert found, "node is missing: `make node` installs it (apt-get, as root)"
+    if not (EXAMPLE / "node_modules" / "standardwebhooks").is_dir():
+        npm = shutil.which("npm")
+        assert npm, "npm is missing: `make node` installs it (apt-get, as root)"
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=EXAMPLE, check=True, timeout=300)
+    return found
+
+
+def start_node(cluster: Cluster, node: str, secret: str, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "JOBGATE_WORKER_SECRET": secret, "PORT": str(port)}
+    proc = subprocess.Popen([node, "worker.mjs"], cwd=EXAMPLE, env=env)
+    cluster.procs.append(proc)  # stopped (SIGTERM) with the cluster
+    wait_http(f"http://127.0.0.1:{port}/", proc)
+    return proc
+
+
+@pytest.fixture
+def setup(cluster: Cluster, node: str) -> tuple[Cluster, str, str]:
+    """A gateway, the queue ``node`` with the Node worker's endpoint, and the worker running."""
+    gateway = cluster.gateway()
+    client = cluster.client(gateway)
+    client.put_queue("node", lease_timeout=5, max_attempts=3)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    endpoint = client.add_endpoint("node", url)
+    start_node(cluster, node, endpoint.secret, port)
+    return cluster, url, endpoint.secret
+
+
+def test_inline_and_accepted_tasks_succeed(setup: tuple[Cluster, str, str]) -> None:
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    short = client.enqueue("node", "add", {"a": 2, "b": 3, "note": "café ☕"})
+    long = client.enqueue("node", "slow", {"steps": 3, "ms": 150, "value": "x"})
+
+    done = client.wait(short.id, timeout=20)
+    assert (done.state, done.result) == (TaskState.SUCCEEDED, {"sum": 5})
+    (attempt,) = done.attempts
+    assert (attempt.outcome, attempt.http_status) == ("succeeded", 200)  # answered inline
+
+    done = client.wait(long.id, timeout=20)
+    assert (done.state, done.result) == (TaskState.SUCCEEDED, {"value": "x", "steps": 3})
+    (attempt,) = done.attempts
+    assert (attempt.outcome, attempt.http_status) == ("succeeded", None)  # by callback
+    assert done.progress == 1.0  # the heartbeats reached the gateway under the lease
+    assert done.last_heartbeat_at is not None
+
+
+def test_a_task_failing_for_good_is_not_retried(setup: tuple[Cluster, str, str]) -> None:
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    bad = client.enqueue("node", "add", {"a": "two", "b": 3})
+    done = client.wait(bad.id, timeout=20)
+    assert done.state in (TaskState.DEAD, TaskState.FAILED)
+    (attempt,) = done.attempts  # 422: failed, not retried
+    assert (attempt.outcome, attempt.http_status) == ("failed", 422)
+    assert attempt.error == "a and b must be numbers"
+
+
+def signed(secret: str, body: bytes, message_id: str = "01JNODETEST") -> dict[str, str]:
+    now = datetime.fromtimestamp(int(time.time()), tz=UTC)
+    return {
+        "content-type": "application/json",
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(secret).sign(message_id, now, body.decode()),
+        "jobgate-lease": "lease-token",
+        "jobgate-callback": "http://127.0.0.1:9/v1/callbacks/node/01JNODETEST",
+        "jobgate-attempt": "1",
+    }
+
+
+def push_body(name: str, payload: object) -> bytes:
+    push = {
+        "id": "01JNODETEST",
+        "queue": "node",
+        "name": name,
+        "payload": payload,
+        "attempt": 1,
+        "checkpoint": None,
+        "lease_expires_at": "2030-01-01T00:00:00+00:00",
+        "deadline": "2030-01-01T01:00:00+00:00",
+    }
+    return json.dumps(push, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def test_the_node_worker_verifies_the_exact_bytes(setup: tuple[Cluster, str, str]) -> None:
+    _, url, secret = setup
+    body = push_body("add", {"a": 1, "b": 2, "note": "café"})
+    good = signed(secret, body)
+    with httpx.Client(timeout=10) as http:
+        answer = http.post(url, content=body, headers=good)
+        assert (answer.status_code, answer.json()) == (200, {"sum": 3})
+
+        # The same JSON re-encoded (non-ASCII escaped): other bytes, so the signature fails.
+        reencoded = json.dumps(json.loads(body), separators=(",", ":")).encode()
+        assert reencoded != body
+        refused = http.post(url, content=reencoded, headers=good)
+        assert refused.status_code == 401
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert refused.json()["title"] == "Invalid signature"
+
+        other = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
+        assert http.post(url, content=body, headers=signed(other, body)).status_code == 401
+        unsigned = {k: v for k, v in good.items() if k != "webhook-signature"}
+        assert http.post(url, content=body, headers=unsigned).status_code == 401
+
+        unknown = push_body("nope", None)
+        answer = http.post(url, content=unknown, headers=signed(secret, unknown))
+        assert answer.status_code == 404
