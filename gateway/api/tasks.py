@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
+from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
     BatchCreate,
     BatchCreated,
@@ -22,14 +23,19 @@ from sdk.wire import (
 
 
 async def enqueue(call: Call) -> BaseModel | Reply:
-    (task,) = await call.services.tasks.enqueue(call.queue, [call.body], batch=False)
+    (task,) = await call.services.tasks.enqueue(
+        call.queue, [call.body], batch=False, trace=TraceHeaders.of(call.request.headers)
+    )
     if task.deduplicated:
         return Reply(task, status=200)
     return task
 
 
 async def enqueue_batch(call: Call) -> BaseModel:
-    return BatchCreated(tasks=await call.services.tasks.enqueue(call.queue, call.body.tasks))
+    tasks = await call.services.tasks.enqueue(
+        call.queue, call.body.tasks, trace=TraceHeaders.of(call.request.headers)
+    )
+    return BatchCreated(tasks=tasks)
 
 
 async def get_task(call: Call) -> BaseModel:
