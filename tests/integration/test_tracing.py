@@ -1,0 +1,140 @@
+"""The gateway's spans in process (an in-memory exporter): request spans, enqueue spans, and the
+trace context each task stores; and no tracing machinery at all when export is off."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from redis.asyncio import Redis
+
+from gateway.app import create_app
+from gateway.settings import ApiKey, Settings
+from gateway.store.keys import QueueKeys
+from gateway.telemetry.server_spans import ServerSpans
+from gateway.telemetry.tracing import Tracing
+
+ADMIN = "tracing-admin-key-0123456789"
+PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@dataclass
+class Traced:
+    api: httpx.AsyncClient
+    spans: InMemorySpanExporter
+    redis: Redis
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans.get_finished_spans() if s.name == name]
+
+    async def stored(self, queue: str, task_id: str) -> dict[str, Any]:
+        raw = await self.redis.hget(QueueKeys.of(queue).meta, task_id)
+        assert raw is not None
+        return dict(json.loads(raw))
+
+
+@pytest.fixture
+async def traced(redis_url: str) -> AsyncIterator[Traced]:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    settings = Settings(redis_url=redis_url, api_keys=[ApiKey(key=ADMIN, scopes=["admin"])])
+    app = create_app(settings, Tracing(provider))
+    async with app.router.lifespan_context(app) as state:
+
+        async def with_state(scope: Any, receive: Any, send: Any) -> None:
+            scope["state"] = dict(state)
+            await app(scope, receive, send)
+
+        async with (
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=with_state),
+                base_url="http://gateway",
+                headers={"authorization": f"Bearer {ADMIN}"},
+            ) as api,
+            Redis.from_url(redis_url, decode_responses=True) as redis,
+        ):
+            assert (await api.put("/v1/queues/q", json={})).status_code == 201
+            yield Traced(api, spans, redis)
+
+
+def _hex(span: ReadableSpan) -> tuple[str, str]:
+    context = span.get_span_context()
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
+
+def _parent(span: ReadableSpan) -> str | None:
+    return None if span.parent is None else f"{span.parent.span_id:016x}"
+
+
+async def test_enqueue_span_is_the_child_of_the_request_span_under_the_callers(
+    traced: Traced,
+) -> None:
+    r = await traced.api.post(
+        "/v1/queues/q/tasks", json={"name": "job"}, headers={"traceparent": PRODUCER}
+    )
+    task_id = r.json()["id"]
+    (request,) = traced.named("POST /v1/queues/{queue}/tasks")
+    (enqueue,) = traced.named("send q")
+    assert request.kind is SpanKind.SERVER and enqueue.kind is SpanKind.PRODUCER
+    assert _parent(request) == "b7ad6b7169203331"
+    assert _hex(request)[0] == "0af7651916cd43dd8448eb211c80319c"
+    assert _parent(enqueue) == _hex(request)[1]
+    attributes = dict(enqueue.attributes or {})
+    assert attributes["messaging.operation.type"] == "send"
+    assert attributes["messaging.destination.name"] == "q"
+    assert attributes["messaging.message.id"] == task_id
+    trace_id, span_id = _hex(enqueue)
+    assert (await traced.stored("q", task_id))["tp"].split("-")[1:3] == [trace_id, span_id]
+
+
+async def test_a_tasks_own_traceparent_is_the_parent_of_its_enqueue(traced: Traced) -> None:
+    own = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    r = await traced.api.post(
+        "/v1/queues/q/tasks/batch",
+        json={
+            "tasks": [
+                {"name": "a", "traceparent": own, "tracestate": "vendor=x"},
+                {"name": "b"},
+            ]
+        },
+        headers={"traceparent": PRODUCER},
+    )
+    assert r.status_code == 201, r.text
+    first, second = (t["id"] for t in r.json()["tasks"])
+    spans = {dict(s.attributes or {})["messaging.message.id"]: s for s in traced.named("create q")}
+    assert _hex(spans[first])[0] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert _parent(spans[first]) == "00f067aa0ba902b7"
+    assert _hex(spans[second])[0] == "0af7651916cd43dd8448eb211c80319c"
+    assert dict(spans[first].attributes or {})["messaging.batch.message_count"] == 2
+    stored = await traced.stored("q", first)
+    assert stored["ts"] == "vendor=x"
+    assert stored["tp"].split("-")[2] == _hex(spans[first])[1]
+
+
+async def test_callback_spans_name_the_task_and_settle(traced: Traced) -> None:
+    r = await traced.api.post(
+        "/v1/callbacks/q/01J00000000000000000000000/result",
+        json={"result": 1},
+        headers={"jobgate-lease": "stale", "traceparent": PRODUCER},
+    )
+    assert r.status_code == 404
+    (span,) = traced.named("POST /v1/callbacks/{queue}/{task_id}/result")
+    attributes = dict(span.attributes or {})
+    assert attributes["messaging.operation.type"] == "settle"
+    assert attributes["messaging.message.id"] == "01J00000000000000000000000"
+    assert attributes["http.response.status_code"] == 404
+    assert _parent(span) == "b7ad6b7169203331"
+
+
+def test_no_tracing_machinery_when_export_is_off() -> None:
+    app = create_app(Settings(), Tracing.off())
+    assert not any(m.cls is ServerSpans for m in app.user_middleware)
