@@ -84,7 +84,8 @@ async def test_enqueue_span_is_the_child_of_the_request_span_under_the_callers(
     task_id = r.json()["id"]
     (request,) = traced.named("POST /v1/queues/{queue}/tasks")
     (enqueue,) = traced.named("send q")
-    assert request.kind is SpanKind.SERVER and enqueue.kind is SpanKind.PRODUCER
+    assert request.kind is SpanKind.SERVER
+    assert enqueue.kind is SpanKind.PRODUCER
     assert _parent(request) == "b7ad6b7169203331"
     assert _hex(request)[0] == "0af7651916cd43dd8448eb211c80319c"
     assert _parent(enqueue) == _hex(request)[1]

@@ -106,7 +106,8 @@ def test_a_push_span_is_the_tasks_child_and_goes_in_the_headers() -> None:
     (push,) = spans.get_finished_spans()
     context = push.get_span_context()
     assert push.name == "push q"
-    assert push.parent is not None and f"{push.parent.span_id:016x}" == "b7ad6b7169203331"
+    assert push.parent is not None
+    assert f"{push.parent.span_id:016x}" == "b7ad6b7169203331"
     assert f"{context.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
     assert headers["traceparent"].split("-")[2] == f"{context.span_id:016x}"
     assert "tracestate" not in headers  # the stored one went with the replaced traceparent
