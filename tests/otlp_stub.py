@@ -45,11 +45,18 @@ def _value(value: AnyValue) -> Any:
 @dataclass
 class OtlpStub:
     url: str = ""
+    decode: bool = True  # False: count requests and bytes only (benchmarks: cheap to receive)
     spans: list[ReceivedSpan] = field(default_factory=list)
     requests: int = 0
+    received_bytes: int = 0
     _changed: threading.Condition = field(default_factory=threading.Condition)
 
     def receive(self, body: bytes) -> None:
+        if not self.decode:
+            with self._changed:
+                self.requests += 1
+                self.received_bytes += len(body)
+            return
         request = ExportTraceServiceRequest.FromString(body)
         found = []
         for resource_spans in request.resource_spans:
@@ -88,9 +95,9 @@ class OtlpStub:
 
 
 @contextmanager
-def otlp_stub() -> Iterator[OtlpStub]:
+def otlp_stub(*, decode: bool = True) -> Iterator[OtlpStub]:
     """A receiver on a free loopback port, stopped at the end."""
-    stub = OtlpStub()
+    stub = OtlpStub(decode=decode)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
