@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -12,18 +10,9 @@ import pytest
 from gateway.redis_server import ManagedRedis, free_port
 
 from .conftest import ADMIN, Cluster
+from .test_e2e import until
 
 pytestmark = pytest.mark.e2e
-
-
-def until(check: Any, timeout: float = 20, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_readyz_is_503_while_redis_is_down_and_200_once_it_is_back(tmp_path: Path) -> None:

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
-import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.app import create_app
 from gateway.readiness import Readiness
 from gateway.settings import Settings
 from gateway.store.scripts import Scripts
+from tests.support import gateway_client
 
 
 class CountingScripts(Scripts):
@@ -95,18 +93,9 @@ async def test_probes_share_one_check_per_ttl(redis: Redis) -> None:
 
 
 async def test_probes_answer_without_an_api_key(redis_url: str) -> None:
-    app = create_app(Settings(redis_url=redis_url))
-    async with app.router.lifespan_context(app) as state:
-
-        async def with_state(scope: Any, receive: Any, send: Any) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=with_state), base_url="http://gateway"
-        ) as client:
-            r = await client.get("/readyz")
-            assert r.status_code == 200, r.text
-            assert r.json()["checks"] == {"redis": "ok", "scripts": "ok", "loops": "ok"}
-            r = await client.get("/healthz")
-            assert (r.status_code, r.json()) == (200, {"status": "ok"})
+    async with gateway_client(Settings(redis_url=redis_url), "not-a-key") as client:
+        r = await client.get("/readyz")
+        assert r.status_code == 200, r.text
+        assert r.json()["checks"] == {"redis": "ok", "scripts": "ok", "loops": "ok"}
+        r = await client.get("/healthz")
+        assert (r.status_code, r.json()) == (200, {"status": "ok"})

@@ -21,6 +21,7 @@ from gateway.settings import ApiKey, Settings
 from gateway.store.keys import QueueKeys
 from gateway.telemetry.server_spans import ServerSpans
 from gateway.telemetry.tracing import Tracing
+from tests.support import gateway_client
 
 ADMIN = "tracing-admin-key-0123456789"
 PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -47,23 +48,12 @@ async def traced(redis_url: str) -> AsyncIterator[Traced]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     settings = Settings(redis_url=redis_url, api_keys=[ApiKey(key=ADMIN, scopes=["admin"])])
-    app = create_app(settings, Tracing(provider))
-    async with app.router.lifespan_context(app) as state:
-
-        async def with_state(scope: Any, receive: Any, send: Any) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        async with (
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=with_state),
-                base_url="http://gateway",
-                headers={"authorization": f"Bearer {ADMIN}"},
-            ) as api,
-            Redis.from_url(redis_url, decode_responses=True) as redis,
-        ):
-            assert (await api.put("/v1/queues/q", json={})).status_code == 201
-            yield Traced(api, spans, redis)
+    async with (
+        gateway_client(settings, ADMIN, Tracing(provider)) as api,
+        Redis.from_url(redis_url, decode_responses=True) as redis,
+    ):
+        assert (await api.put("/v1/queues/q", json={})).status_code == 201
+        yield Traced(api, spans, redis)
 
 
 def _hex(span: ReadableSpan) -> tuple[str, str]:
