@@ -62,12 +62,26 @@ def _parent(incoming: Mapping[str, str]) -> Context:
     return extracted
 
 
+def _tracing() -> bool:
+    """Whether the application set a tracer provider (else every span would be a no-op)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 class ProcessSpan:
-    """The span of one attempt on the worker, from the task function's start to its end."""
+    """The span of one attempt on the worker, from the task function's start to its end.
+
+    Without a tracer provider there is no span: the callbacks carry the push's context as it
+    came, and nothing else is done (a no-op span would cost tens of microseconds a task)."""
 
     __slots__ = ("headers", "span")
 
     def __init__(self, push: PushBody, incoming: Mapping[str, str]) -> None:
+        self.span: trace.Span | None = None
+        self.headers: dict[str, str] = dict(incoming)
+        """What the attempt's callbacks carry: this span's context, or the push's."""
+        if not _tracing():
+            return
         tracer = trace.get_tracer(TRACER_NAME)
         self.span = tracer.start_span(
             f"process {push.queue}",
@@ -83,20 +97,23 @@ class ProcessSpan:
                 "jobgate.attempt": push.attempt,
             },
         )
-        self.headers: dict[str, str] = {}
-        """What the attempt's callbacks carry: this span's context (the push's when no tracer
-        provider is set, since the no-op span is the parent's)."""
+        self.headers = {}
         _PROPAGATOR.inject(self.headers, context=trace.set_span_in_context(self.span))
 
     @contextmanager
     def current(self) -> Iterator[None]:
         """Make the span current while the function's task or thread is started (both copy
         the current context), so spans the function makes are its children."""
+        if self.span is None:
+            yield
+            return
         with trace.use_span(self.span, end_on_exit=False, record_exception=False):
             yield
 
     def end(self, run: asyncio.Future[Any]) -> None:
         """End the span with the function's outcome (an exception marks it failed)."""
+        if self.span is None:
+            return
         if run.cancelled():
             self.span.set_status(Status(StatusCode.ERROR, "cancelled"))
         elif (error := run.exception()) is not None:

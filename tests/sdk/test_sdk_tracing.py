@@ -1,14 +1,17 @@
 """Trace context in the SDK: the worker continues the push's trace and its callbacks carry it;
-the client sends the caller's span. No tracer provider is set in this process: these are the
-no-op paths, where the context must still pass through."""
+the client sends the caller's span. No tracer provider is set in this process, so these are the
+no-op paths, where the context must still pass through, except where a test hands one in."""
 
 from __future__ import annotations
 
 import json
 
 import httpx
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sdk import Client, task
 from tests.sdk.fakes import FakeGateway, MakeWorker, Serve, webhook_headers
@@ -16,28 +19,59 @@ from tests.sdk.fakes import FakeGateway, MakeWorker, Serve, webhook_headers
 PUSHED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"  # what fakes.py pushes
 
 
-async def test_callbacks_carry_the_pushs_trace_context_and_the_task_runs_in_it(
+async def test_without_a_tracer_provider_callbacks_carry_the_pushs_context(
     make_worker: MakeWorker, serve: Serve, gateway: FakeGateway
 ) -> None:
-    seen: list[str] = []
-
-    @task("default", name="traced")
-    async def traced() -> str:
-        seen.append(f"{trace.get_current_span().get_span_context().trace_id:032x}")
+    @task("default", name="plain")
+    async def plain() -> str:
         return "ok"
+
+    @task("default", name="plain_sync")
+    def plain_sync() -> str:
+        return "ok"
+
+    worker = make_worker([plain, plain_sync], inline_window=0, heartbeat_interval=60)
+    async with serve(worker) as push:
+        assert (await push("plain")).status_code == 202
+        assert (await push("plain_sync")).status_code == 202
+        results = await gateway.wait_for("result", count=2)
+    assert [r.traceparent for r in results] == [PUSHED, PUSHED]
+
+
+async def test_with_a_tracer_provider_the_task_runs_in_its_process_span(
+    make_worker: MakeWorker,
+    serve: Serve,
+    gateway: FakeGateway,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    # As trace.set_tracer_provider would, but for this test alone (that one is once a process).
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    seen: list[trace.SpanContext] = []
 
     @task("default", name="traced_sync")
     def traced_sync() -> str:
-        seen.append(f"{trace.get_current_span().get_span_context().trace_id:032x}")
-        return "ok"
+        seen.append(trace.get_current_span().get_span_context())
+        raise ValueError("boom")
 
-    worker = make_worker([traced, traced_sync], inline_window=0, heartbeat_interval=60)
+    worker = make_worker([traced_sync], inline_window=0, heartbeat_interval=60)
     async with serve(worker) as push:
-        assert (await push("traced")).status_code == 202
         assert (await push("traced_sync")).status_code == 202
-        results = await gateway.wait_for("result", count=2)
-    assert [r.traceparent for r in results] == [PUSHED, PUSHED]
-    assert seen == ["0af7651916cd43dd8448eb211c80319c"] * 2
+        (error,) = await gateway.wait_for("error")
+    (process,) = spans.get_finished_spans()
+    context = process.get_span_context()
+    assert process.name == "process default"
+    assert process.kind is trace.SpanKind.CONSUMER
+    assert process.parent is not None
+    assert f"{process.parent.span_id:016x}" == PUSHED.split("-")[2]
+    assert f"{context.trace_id:032x}" == PUSHED.split("-")[1]
+    assert seen == [context]  # the function ran in it (in its thread)
+    assert error.traceparent is not None
+    assert error.traceparent.split("-")[2] == f"{context.span_id:016x}"
+    assert process.status.status_code is trace.StatusCode.ERROR
+    assert dict(process.attributes or {})["error.type"] == "ValueError"
 
 
 async def test_batch_items_carry_their_own_trace_context(
