@@ -282,9 +282,17 @@ class PushSpan:
 
 
 def context_headers(span: Span) -> dict[str, str]:
-    """The W3C headers naming ``span`` as the parent."""
-    headers: dict[str, str] = {}
-    PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
+    """The W3C headers naming ``span`` as the parent (what the propagator's ``inject`` writes,
+    formatted directly: this runs once per task enqueued and per push)."""
+    context = span.get_span_context()
+    if not context.is_valid:
+        return {}
+    headers = {
+        HEADER_TRACEPARENT: f"00-{context.trace_id:032x}-{context.span_id:016x}-"
+        f"{context.trace_flags:02x}"
+    }
+    if context.trace_state:
+        headers[HEADER_TRACESTATE] = context.trace_state.to_header()
     return headers
 
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.store.records import EndpointRecord, Lease
-from gateway.telemetry.tracing import TraceHeaders, Tracing, carrier, exporter_names
+from gateway.telemetry.tracing import (
+    TraceHeaders,
+    Tracing,
+    carrier,
+    context_headers,
+    exporter_names,
+)
 
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -132,3 +140,14 @@ def test_a_batch_push_span_links_each_tasks_context() -> None:
     assert dict(push.attributes or {})["messaging.batch.message_count"] == 2
     assert dict(push.attributes or {})["error.type"] == "TimeoutError"
     assert headers == {}  # each item carries its own context instead
+
+
+def test_context_headers_are_what_the_w3c_propagator_writes() -> None:
+    provider = TracerProvider()
+    propagator = TraceContextTextMapPropagator()
+    for incoming in ({"traceparent": TP}, {"traceparent": TP, "tracestate": "a=1,b=2"}, {}):
+        span = provider.get_tracer("t").start_span("s", context=propagator.extract(incoming))
+        expected: dict[str, str] = {}
+        propagator.inject(expected, context=trace.set_span_in_context(span))
+        assert context_headers(span) == expected
+    assert context_headers(trace.INVALID_SPAN) == {}
