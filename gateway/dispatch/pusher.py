@@ -133,11 +133,12 @@ class Pusher:
         }
 
     async def push(self, lease: Lease, endpoint: EndpointRecord, push_timeout: float) -> Answer:
-        """One task, one POST; traced when tracing is on (the push's span is then the parent
-        the worker sees, else the task's stored context goes as it is)."""
+        """One task, one POST; traced when tracing is on and the task's trace is sampled (the
+        push's span is then the parent the worker sees, else the task's stored context goes as
+        it is)."""
         body = push_body(lease)
         headers = self.headers(lease, endpoint, body)
-        if not self._tracing.enabled:
+        if not self._tracing.follows(lease.traceparent):
             return await self._post(endpoint, body, headers, push_timeout)
         return await self._traced_post([lease], endpoint, body, headers, push_timeout)
 
@@ -150,7 +151,7 @@ class Pusher:
             **self._signed(f"batch_{secrets.token_hex(12)}", endpoint, body),
             HEADER_BATCH: str(len(leases)),
         }
-        if self._tracing.enabled:
+        if any(self._tracing.follows(lease.traceparent) for lease in leases):
             answer = await self._traced_post(leases, endpoint, body, headers, push_timeout)
         else:
             answer = await self._post(endpoint, body, headers, push_timeout)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,6 +51,15 @@ class ServerSpans:
             for name, value in scope["headers"]
             if name in _WANTED
         }
+        if not self._tracing.follows(incoming.get(HEADER_TRACEPARENT)):
+            # Sampling left the caller's trace out: no span, but what the route starts (an
+            # enqueue) must see that parent, and stay out too.
+            token = context.attach(PROPAGATOR.extract(incoming))
+            try:
+                await self._app(scope, receive, send)
+            finally:
+                context.detach(token)
+            return
         method = scope["method"]
         span = self._tracing.start_span(
             method,

@@ -44,6 +44,7 @@ from opentelemetry.sdk.trace.export import (
     ConsoleSpanExporter,
     SpanExporter,
 )
+from opentelemetry.sdk.trace.sampling import ParentBased
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -126,6 +127,19 @@ class Tracing:
         self.provider = provider
         self.enabled = provider is not None
         self._tracer = trace.NoOpTracer() if provider is None else provider.get_tracer("jobgate")
+        # A parent-based sampler (the default, and every parentbased_* of OTEL_TRACES_SAMPLER)
+        # records no child of an unsampled parent: such spans can be skipped without asking it.
+        self._follows_parent = provider is not None and isinstance(provider.sampler, ParentBased)
+
+    def follows(self, traceparent: str | None) -> bool:
+        """Whether a span under this stored or received context could be recorded: False for
+        an unsampled parent under a parent-based sampler, so the callers skip the span (and
+        pass the context on as it is) for the tasks that sampling left out."""
+        if not self.enabled:
+            return False
+        if not self._follows_parent or traceparent is None:
+            return True
+        return int(traceparent[-2:], 16) & 1 == 1  # the sampled flag (checked: hex)
 
     @classmethod
     def off(cls) -> Tracing:
@@ -170,14 +184,31 @@ class Tracing:
     ) -> Iterator[list[NewTask]]:
         """One ``PRODUCER`` span per task around storing them; yields the tasks with their own
         span's context as the trace context to store. A task's parent is the producer's
-        context it came with, else the current one (the request's span)."""
+        context it came with, else the current one (the request's span). Under a parent that
+        sampling left out, no span is made and the task keeps that parent's context."""
         operation = "create" if batch else "send"
         spans = []
         traced = []
+        current = trace.get_current_span()
+        unsampled = None  # the request's context, when sampling left it out: stored as it is
+        if self._follows_parent and not current.get_span_context().trace_flags.sampled:
+            unsampled = context_headers(current) or None
         for task in tasks:
             parent = None
             if task.traceparent:
+                if not self.follows(task.traceparent):
+                    traced.append(task)  # no span would be recorded: keep its context
+                    continue
                 parent = PROPAGATOR.extract(carrier(task.traceparent, task.tracestate))
+            elif unsampled is not None:
+                traced.append(
+                    replace(
+                        task,
+                        traceparent=unsampled[HEADER_TRACEPARENT],
+                        tracestate=unsampled.get(HEADER_TRACESTATE),
+                    )
+                )
+                continue
             attributes: dict[str, str | int] = {
                 "messaging.system": SYSTEM,
                 "messaging.operation.type": operation,

@@ -126,6 +126,21 @@ async def test_callback_spans_name_the_task_and_settle(traced: Traced) -> None:
     assert _parent(span) == "b7ad6b7169203331"
 
 
+async def test_a_request_that_sampling_left_out_makes_no_span_and_passes_its_context_on(
+    traced: Traced,
+) -> None:
+    unsampled = PRODUCER[:-2] + "00"
+    r = await traced.api.post(
+        "/v1/queues/q/tasks", json={"name": "job"}, headers={"traceparent": unsampled}
+    )
+    own = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+    r2 = await traced.api.post("/v1/queues/q/tasks", json={"name": "job", "traceparent": own})
+    assert traced.named("POST /v1/queues/{queue}/tasks") != []  # the second request's own
+    assert traced.named("send q") == []
+    assert (await traced.stored("q", r.json()["id"]))["tp"] == unsampled
+    assert (await traced.stored("q", r2.json()["id"]))["tp"] == own
+
+
 def test_no_tracing_machinery_when_export_is_off() -> None:
     app = create_app(Settings(), Tracing.off())
     assert not any(m.cls is ServerSpans for m in app.user_middleware)

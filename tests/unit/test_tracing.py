@@ -7,6 +7,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -151,3 +152,14 @@ def test_context_headers_are_what_the_w3c_propagator_writes() -> None:
         propagator.inject(expected, context=trace.set_span_in_context(span))
         assert context_headers(span) == expected
     assert context_headers(trace.INVALID_SPAN) == {}
+
+
+def test_spans_under_an_unsampled_parent_are_skipped_only_with_a_parent_based_sampler() -> None:
+    unsampled = TP[:-2] + "00"
+    parent_based = Tracing(TracerProvider())  # the default sampler: parentbased_always_on
+    assert parent_based.follows(TP)
+    assert parent_based.follows(None)  # a root: the sampler decides
+    assert not parent_based.follows(unsampled)
+    assert parent_based.follows(TP[:-2] + "03")  # sampled, with other flags set
+    assert Tracing(TracerProvider(sampler=ALWAYS_ON)).follows(unsampled)
+    assert not Tracing.off().follows(TP)
