@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from gateway.api.openapi import build_openapi
 from gateway.readiness import Readiness
 from gateway.settings import Settings
 from gateway.store.scripts import Scripts
@@ -99,3 +100,15 @@ async def test_probes_answer_without_an_api_key(redis_url: str) -> None:
         assert r.json()["checks"] == {"redis": "ok", "scripts": "ok", "loops": "ok"}
         r = await client.get("/healthz")
         assert (r.status_code, r.json()) == (200, {"status": "ok"})
+
+
+def test_the_probes_are_in_the_openapi_document_without_security() -> None:
+    paths = build_openapi()["paths"]
+    ready, alive = paths["/readyz"]["get"], paths["/healthz"]["get"]
+    assert ready["security"] == []
+    assert alive["security"] == []
+    schema = {"$ref": "#/components/schemas/Readiness"}
+    for status in ("200", "503"):
+        assert ready["responses"][status]["content"]["application/json"]["schema"] == schema
+    assert set(ready["responses"]) == {"200", "503"}
+    assert set(alive["responses"]) == {"200"}
