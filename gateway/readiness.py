@@ -9,7 +9,8 @@ balancer or Kubernetes to send traffic elsewhere until it is.
 The probe is unauthenticated, so it must not become a way to load Redis: one check (one
 ``SCRIPT EXISTS``, which proves Redis answers too) serves every probe for ``ttl`` seconds, and
 concurrent probes share the check under way. A check waits at most ``timeout`` seconds for
-Redis, so a hung Redis makes the probe answer 503, not hang.
+Redis, so a hung Redis makes the probe answer 503, not hang. Reasons name the kind of failure
+only (the error's text, with Redis's address, goes to the log).
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ class Readiness:
             checks["redis"] = f"no answer within {self._timeout:g}s"
             checks["scripts"] = "unknown: Redis did not answer"
         except Exception as e:
-            checks["redis"] = f"unreachable: {type(e).__name__}: {e}"[:300]
+            # The error's text names Redis's address: logged, not shown to unauthenticated
+            # callers.
+            log.warning("readiness: Redis is unreachable: %s", e)
+            checks["redis"] = f"unreachable ({type(e).__name__})"
             checks["scripts"] = "unknown: Redis is unreachable"
         stopped = sorted(name for name, alive in self._loops.items() if not alive())
         if stopped:
