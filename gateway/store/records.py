@@ -277,6 +277,7 @@ def task_from_record(
         attempts=attempts,
         owner=record.get("own"),
         version=record.get("ver"),
+        trace_id=record["tp"][3:35] if record.get("tp") else None,
         capability=record.get("cap"),
         dedup_key=record.get("dk"),
         singleton_key=record.get("sk"),

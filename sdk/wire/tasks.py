@@ -188,6 +188,12 @@ class Task(OutputModel):
     )
     owner: str | None = None
     version: str | None = None
+    trace_id: str | None = Field(
+        None,
+        description="The W3C trace id of the task's trace (its enqueue, pushes and callbacks), "
+        "to find it in a tracing backend; none when it was enqueued without a trace context "
+        "and the gateway does not trace.",
+    )
     capability: str | None = None
     dedup_key: str | None = None
     singleton_key: str | None = None

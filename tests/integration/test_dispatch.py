@@ -171,6 +171,8 @@ async def test_push_passes_on_the_producers_trace_context_when_tracing_is_off(ri
     assert (headers["traceparent"], headers["tracestate"]) == (field, "other=2")
     ((headers, _),) = rig.worker.pushes(malformed)
     assert "traceparent" not in headers
+    assert (await rig.task(from_header))["trace_id"] == "0af7651916cd43dd8448eb211c80319c"
+    assert (await rig.task(malformed))["trace_id"] is None
 
 
 async def test_accepted_then_callbacks_and_stale_lease_is_refused(rig: Rig) -> None:

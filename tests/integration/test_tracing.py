@@ -144,3 +144,11 @@ async def test_a_request_that_sampling_left_out_makes_no_span_and_passes_its_con
 def test_no_tracing_machinery_when_export_is_off() -> None:
     app = create_app(Settings(), Tracing.off())
     assert not any(m.cls is ServerSpans for m in app.user_middleware)
+
+
+async def test_a_task_shows_its_trace_id(traced: Traced) -> None:
+    r = await traced.api.post("/v1/queues/q/tasks", json={"name": "job"})
+    (enqueue,) = traced.named("send q")
+    assert r.json()["trace_id"] == _hex(enqueue)[0]
+    r = await traced.api.get(f"/v1/tasks/{r.json()['id']}")
+    assert r.json()["trace_id"] == _hex(enqueue)[0]
