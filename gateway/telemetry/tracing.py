@@ -16,9 +16,10 @@ The spans (attribute names from OpenTelemetry's semantic conventions for messagi
 
 - every API request: an HTTP ``SERVER`` span whose parent is the request's ``traceparent``
   (:mod:`gateway.telemetry.server_spans`); on worker callbacks it also names the task;
-- every task enqueued: a ``PRODUCER`` span ``send <queue>`` (``create <queue>`` for each task of
-  a batch), child of the producer's context (the task's ``traceparent`` field, else the request's
-  span). Its context is what the task stores, so everything after it joins it;
+- every enqueue: a ``PRODUCER`` span ``send <queue>`` (one for a whole batch), child of the
+  request's span; a task that brought its own context (``traceparent`` field) gets its own
+  span under that instead. The span's context is what the task stores, so everything after it
+  joins it;
 - every push: a ``CLIENT`` span ``push <queue>``, child of the task's stored context, whose
   context travels in the push's ``traceparent`` header: the worker's span is its child. A batch
   push is one span linked to each task's context, and each item carries its task's own context.
@@ -182,53 +183,38 @@ class Tracing:
     def enqueue(
         self, queue: str, tasks: Sequence[NewTask], *, batch: bool
     ) -> Iterator[list[NewTask]]:
-        """One ``PRODUCER`` span per task around storing them; yields the tasks with their own
-        span's context as the trace context to store. A task's parent is the producer's
-        context it came with, else the current one (the request's span). Under a parent that
-        sampling left out, no span is made and the task keeps that parent's context."""
-        operation = "create" if batch else "send"
-        spans = []
-        traced = []
+        """``PRODUCER`` spans around storing the tasks; yields the tasks with the trace context
+        each is to store: its span's.
+
+        The tasks that came without a context of their own share one ``send <queue>`` span,
+        child of the current one (the request's span): a batch is one span, not one per task
+        (``messaging.batch.message_count``; ``messaging.message.id`` when it holds one task),
+        which keeps a traced batch enqueue cheap. A task that brought its own context (its
+        ``traceparent`` field) gets its own span under it: ``send``, or ``create`` in a batch.
+        Under a parent that sampling left out no span is made, and the tasks keep that
+        parent's context as it is."""
+        spans: list[Span] = []
+        traced: list[NewTask] = []
+        shared: dict[str, str] | None = None  # the context of the tasks without their own
         current = trace.get_current_span()
-        unsampled = None  # the request's context, when sampling left it out: stored as it is
         if self._follows_parent and not current.get_span_context().trace_flags.sampled:
-            unsampled = context_headers(current) or None
+            shared = context_headers(current) or None  # unsampled: passed on as it is
         for task in tasks:
-            parent = None
             if task.traceparent:
                 if not self.follows(task.traceparent):
                     traced.append(task)  # no span would be recorded: keep its context
                     continue
                 parent = PROPAGATOR.extract(carrier(task.traceparent, task.tracestate))
-            elif unsampled is not None:
-                traced.append(
-                    replace(
-                        task,
-                        traceparent=unsampled[HEADER_TRACEPARENT],
-                        tracestate=unsampled.get(HEADER_TRACESTATE),
-                    )
-                )
+                span = self._enqueue_span("create" if batch else "send", queue, [task], parent)
+                spans.append(span)
+                traced.append(_with_context(task, context_headers(span)))
                 continue
-            attributes: dict[str, str | int] = {
-                "messaging.system": SYSTEM,
-                "messaging.operation.type": operation,
-                "messaging.operation.name": "enqueue",
-                "messaging.destination.name": queue,
-                "messaging.message.id": task.id,
-                "jobgate.task.name": task.name,
-            }
-            if batch:
-                attributes["messaging.batch.message_count"] = len(tasks)
-            span = self.start_span(f"{operation} {queue}", SpanKind.PRODUCER, attributes, parent)
-            spans.append(span)
-            stored = context_headers(span)
-            traced.append(
-                replace(
-                    task,
-                    traceparent=stored.get(HEADER_TRACEPARENT),
-                    tracestate=stored.get(HEADER_TRACESTATE),
-                )
-            )
+            if shared is None:
+                own = [t for t in tasks if not t.traceparent]
+                span = self._enqueue_span("send", queue, own, None)
+                spans.append(span)
+                shared = context_headers(span)
+            traced.append(_with_context(task, shared))
         try:
             yield traced
         except BaseException as e:
@@ -238,6 +224,22 @@ class Tracing:
         finally:
             for span in spans:
                 span.end()
+
+    def _enqueue_span(
+        self, operation: str, queue: str, tasks: Sequence[NewTask], parent: Context | None
+    ) -> Span:
+        attributes: dict[str, str | int] = {
+            "messaging.system": SYSTEM,
+            "messaging.operation.type": operation,
+            "messaging.operation.name": "enqueue",
+            "messaging.destination.name": queue,
+        }
+        if len(tasks) == 1:
+            attributes["messaging.message.id"] = tasks[0].id
+            attributes["jobgate.task.name"] = tasks[0].name
+        else:
+            attributes["messaging.batch.message_count"] = len(tasks)
+        return self.start_span(f"{operation} {queue}", SpanKind.PRODUCER, attributes, parent)
 
     # --- pushes -----------------------------------------------------------------------------
 
@@ -325,6 +327,14 @@ def context_headers(span: Span) -> dict[str, str]:
     if context.trace_state:
         headers[HEADER_TRACESTATE] = context.trace_state.to_header()
     return headers
+
+
+def _with_context(task: NewTask, headers: Mapping[str, str]) -> NewTask:
+    return replace(
+        task,
+        traceparent=headers.get(HEADER_TRACEPARENT),
+        tracestate=headers.get(HEADER_TRACESTATE),
+    )
 
 
 def _stored_context(lease: Lease) -> Context | None:

@@ -87,7 +87,9 @@ async def test_enqueue_span_is_the_child_of_the_request_span_under_the_callers(
     assert (await traced.stored("q", task_id))["tp"].split("-")[1:3] == [trace_id, span_id]
 
 
-async def test_a_tasks_own_traceparent_is_the_parent_of_its_enqueue(traced: Traced) -> None:
+async def test_a_batch_shares_one_enqueue_span_and_a_tasks_own_context_gets_its_own(
+    traced: Traced,
+) -> None:
     own = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     r = await traced.api.post(
         "/v1/queues/q/tasks/batch",
@@ -95,20 +97,29 @@ async def test_a_tasks_own_traceparent_is_the_parent_of_its_enqueue(traced: Trac
             "tasks": [
                 {"name": "a", "traceparent": own, "tracestate": "vendor=x"},
                 {"name": "b"},
+                {"name": "c"},
             ]
         },
         headers={"traceparent": PRODUCER},
     )
     assert r.status_code == 201, r.text
-    first, second = (t["id"] for t in r.json()["tasks"])
-    spans = {dict(s.attributes or {})["messaging.message.id"]: s for s in traced.named("create q")}
-    assert _hex(spans[first])[0] == "4bf92f3577b34da6a3ce929d0e0e4736"
-    assert _parent(spans[first]) == "00f067aa0ba902b7"
-    assert _hex(spans[second])[0] == "0af7651916cd43dd8448eb211c80319c"
-    assert dict(spans[first].attributes or {})["messaging.batch.message_count"] == 2
+    first, second, third = (t["id"] for t in r.json()["tasks"])
+    (create,) = traced.named("create q")
+    (send,) = traced.named("send q")
+    (request,) = traced.named("POST /v1/queues/{queue}/tasks/batch")
+    assert dict(create.attributes or {})["messaging.message.id"] == first
+    assert _hex(create)[0] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert _parent(create) == "00f067aa0ba902b7"
+    assert _parent(send) == _hex(request)[1]
+    assert _hex(send)[0] == "0af7651916cd43dd8448eb211c80319c"
+    attributes = dict(send.attributes or {})
+    assert attributes["messaging.batch.message_count"] == 2
+    assert "messaging.message.id" not in attributes
     stored = await traced.stored("q", first)
     assert stored["ts"] == "vendor=x"
-    assert stored["tp"].split("-")[2] == _hex(spans[first])[1]
+    assert stored["tp"].split("-")[2] == _hex(create)[1]
+    for task_id in (second, third):
+        assert (await traced.stored("q", task_id))["tp"].split("-")[2] == _hex(send)[1]
 
 
 async def test_callback_spans_name_the_task_and_settle(traced: Traced) -> None:
