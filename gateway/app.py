@@ -2,7 +2,7 @@
 
 The lifespan connects to Redis, loads the scripts, measures the clock, and starts the pub/sub
 listener, the dispatcher, the recoverer's loop and the scheduler of the slow jobs (the due-index
-rescan, the clock sync); it stops them in reverse order. Nothing
+rescan, the clock sync); it stops them in reverse order, and flushes the spans last. Nothing
 lives in module globals: two apps in one process do not share anything.
 """
 
@@ -19,9 +19,6 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from gateway.admin import admin_mount
 from gateway.api import OPERATIONS
@@ -37,6 +34,7 @@ from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.due_loop import DueLoop
 from gateway.jobs.firing import Firing
+from gateway.readiness import Readiness
 from gateway.recoverer import Recoverer
 from gateway.services import Services
 from gateway.services.activity import ActivityService
@@ -61,15 +59,17 @@ from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
+from gateway.telemetry.server_spans import ServerSpans
+from gateway.telemetry.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
 
-async def _health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
+    """The app; ``tracing`` defaults to what the ``OTEL_*`` variables configure (off unless
+    they name an exporter: docs/observability.md)."""
+    tracing = tracing or Tracing.from_env()
 
-
-def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         if not settings.api_keys:
@@ -93,7 +93,7 @@ def create_app(settings: Settings) -> Starlette:
         dispatcher = Dispatcher(
             tasks,
             directory,
-            Pusher(session, settings.callback_base),
+            Pusher(session, settings.callback_base, tracing),
             clock,
             batch=settings.dispatch_batch,
             rng=rng,
@@ -153,6 +153,7 @@ def create_app(settings: Settings) -> Starlette:
             on_ready=dispatcher.wake,
             catalog=catalog_service,
             allow_private_urls=settings.allow_private_endpoints,
+            tracing=tracing,
         )
         job_store = JobStore(redis, scripts, runs_kept=settings.job_runs_kept)
         log_service = LogService(tasks)
@@ -188,6 +189,16 @@ def create_app(settings: Settings) -> Starlette:
             logs=log_service,
             jobs=JobService(
                 job_store, runs, queues, task_service, clock, log_service, catalog_service
+            ),
+            readiness=Readiness(
+                scripts,
+                {
+                    "recoverer": lambda: not recovering.done(),
+                    "dispatcher": lambda: dispatcher.running,
+                    "job firing": lambda: not loops[0].done(),
+                    "completion callbacks": lambda: not loops[1].done(),
+                    "scheduler": lambda: bool(scheduler.running),
+                },
             ),
         )
         scheduler = AsyncIOScheduler()
@@ -245,14 +256,14 @@ def create_app(settings: Settings) -> Starlette:
             await directory.close()
             await session.close()
             await redis.aclose()
+            tracing.shutdown()
 
+    middleware = [Middleware(AccessLog)] if settings.access_log else []
+    if tracing.enabled:
+        middleware.append(Middleware(ServerSpans, tracing=tracing))
     return Starlette(
-        routes=[
-            Route("/healthz", _health, methods=["GET"]),
-            *routes(OPERATIONS),
-            admin_mount(settings),
-        ],
+        routes=[*routes(OPERATIONS), admin_mount(settings)],
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[Middleware(AccessLog)] if settings.access_log else [],
+        middleware=middleware,
         lifespan=lifespan,
     )

@@ -29,6 +29,7 @@ class Access(StrEnum):
     READ = "read"  # read anything
     PRODUCE = "produce"  # enqueue, read and cancel tasks of one queue
     LEASE = "lease"  # a worker callback: no API key, the lease token decides
+    PUBLIC = "public"  # the probes (/healthz, /readyz): no API key, nothing to protect
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from sdk.context import AsyncContext, Context, TaskInfo
 from sdk.errors import ApiError, LeaseLost
 from sdk.outcomes import Stop, Verdict, stopped, verdict_of
 from sdk.tasks import TaskFunction
+from sdk.telemetry.tracing import ProcessSpan
 from sdk.wire import PushBody
 
 __all__ = ["Attempt"]
@@ -46,8 +47,10 @@ class Attempt:
         channel: CallbackChannel,
         heartbeat_interval: float | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        trace: Mapping[str, str] | None = None,
     ) -> None:
         self.fn = fn
+        self._trace = trace or {}
         self.push = push
         self.channel = channel
         self.stopped: Stop | None = None
@@ -80,12 +83,17 @@ class Attempt:
         return Context(info, self.channel, asyncio.get_running_loop(), self._cancel)
 
     def start(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-        """Start the function with arguments laid out by ``fn.signature.layout``."""
+        """Start the function with arguments laid out by ``fn.signature.layout``, under its
+        span (:class:`~sdk.telemetry.tracing.ProcessSpan`), whose context the callbacks carry."""
         fn = self.fn.fn
-        if self.fn.is_async:
-            self._future = asyncio.ensure_future(fn(*args, **kwargs))
-        else:
-            self._future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        span = ProcessSpan(self.push, self._trace)
+        self.channel.trace_headers = span.headers
+        with span.current():
+            if self.fn.is_async:
+                self._future = asyncio.ensure_future(fn(*args, **kwargs))
+            else:
+                self._future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        self._future.add_done_callback(span.end)
         self._settled = asyncio.get_running_loop().create_future()
         self._heartbeats = asyncio.create_task(self._beat())
         self._future.add_done_callback(lambda _: self.abandon())  # settled; no heartbeat after

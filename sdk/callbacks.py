@@ -56,6 +56,7 @@ class CallbackChannel:
         self._final_retry_delays = tuple(final_retry_delays)
         self.lease_expires_at = lease_expires_at
         self.lost = False
+        self.trace_headers: dict[str, str] = {}  # the attempt's span context (traceparent)
 
     async def _post(self, kind: str, body: BaseModel | None) -> httpx.Response:
         if self.lost:
@@ -63,7 +64,11 @@ class CallbackChannel:
         response = await self._http.post(
             f"{self._base}/{kind}",
             content=b"{}" if body is None else body.model_dump_json(exclude_none=True),
-            headers={HEADER_LEASE: self._lease, "content-type": "application/json"},
+            headers={
+                HEADER_LEASE: self._lease,
+                "content-type": "application/json",
+                **self.trace_headers,
+            },
         )
         if response.status_code in _STALE:
             self.lost = True

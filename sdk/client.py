@@ -21,6 +21,7 @@ from sdk import api
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
+from sdk.telemetry.tracing import current_headers
 from sdk.wire import (
     CatalogEntry,
     CatalogTask,
@@ -85,11 +86,13 @@ class _Base:
         self._headers = _headers(api_key)
 
     def _request_args(self, call: api.Call[Any]) -> dict[str, Any]:
-        headers = {"content-type": "application/json"} if call.body is not None else None
+        headers = current_headers()  # the caller's span: the parent of what the gateway does
+        if call.body is not None:
+            headers["content-type"] = "application/json"
         return {
             "params": call.params,
             "content": call.content(),
-            "headers": headers,
+            "headers": headers or None,
             "timeout": self.timeout + call.wait,
         }
 

@@ -31,10 +31,13 @@ from starlette.responses import Response
 
 from sdk.outcomes import Accepted, Outcome, Refusal, field_errors
 from sdk.runner import Delivery
+from sdk.telemetry.tracing import trace_headers
 from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_TRACEPARENT,
+    HEADER_TRACESTATE,
     HEADER_WARNING,
     PROBLEM_CONTENT_TYPE,
     BatchAnswer,
@@ -86,7 +89,8 @@ def _single(body: bytes, headers: Mapping[str, str]) -> Push | Refusal:
     if not lease or not callback:
         detail = f"the {HEADER_LEASE} and {HEADER_CALLBACK} headers are required"
         return Refusal(400, "Missing headers", detail)
-    return Push((Delivery(push, lease, callback),), batch=False)
+    trace = trace_headers(headers.get(HEADER_TRACEPARENT), headers.get(HEADER_TRACESTATE))
+    return Push((Delivery(push, lease, callback, trace),), batch=False)
 
 
 def _batch(body: bytes, count: str) -> Push | Refusal:
@@ -97,7 +101,10 @@ def _batch(body: bytes, count: str) -> Push | Refusal:
     if count.strip() != str(len(batch.tasks)):  # the gateway writes the plain count
         detail = f"the {HEADER_BATCH} header says {count!r}, the body has {len(batch.tasks)} tasks"
         return Refusal(400, "Invalid batch push", detail)
-    deliveries = tuple(Delivery(item, item.lease, item.callback) for item in batch.tasks)
+    deliveries = tuple(
+        Delivery(item, item.lease, item.callback, trace_headers(item.traceparent, item.tracestate))
+        for item in batch.tasks
+    )
     return Push(deliveries, batch=True)
 
 

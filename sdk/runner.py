@@ -38,8 +38,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
 import httpx
@@ -72,6 +72,7 @@ class Delivery:
     push: PushBody
     lease: str
     callback: str
+    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent/tracestate
 
 
 class RunnerOptions(TypedDict, total=False):
@@ -218,7 +219,7 @@ class Runner:
             push.lease_expires_at,
             self._final_retry_delays,
         )
-        attempt = Attempt(fn, push, channel, self.heartbeat_interval)
+        attempt = Attempt(fn, push, channel, self.heartbeat_interval, trace=delivery.trace)
         try:
             args, kwargs = fn.signature.layout(call.args, call.kwargs, attempt.context())
         except TypeError as e:

@@ -56,13 +56,14 @@ async def until(
 
 
 @asynccontextmanager
-async def gateway_client(settings: Any, api_key: str) -> AsyncIterator[Any]:
-    """An httpx client on a gateway app run in-process (its lifespan entered), as ``api_key``."""
+async def gateway_client(settings: Any, api_key: str, tracing: Any = None) -> AsyncIterator[Any]:
+    """An httpx client on a gateway app run in-process (its lifespan entered), as ``api_key``;
+    ``tracing``: the app's (default: from the environment)."""
     import httpx
 
     from gateway.app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings, tracing)
     async with app.router.lifespan_context(app) as state:
 
         async def with_state(scope: Any, receive: Any, send: Any) -> None:

@@ -1,8 +1,18 @@
-"""The HTTP API under ``/v1``."""
+"""The HTTP API under ``/v1``, and the probes ``/healthz`` and ``/readyz``."""
 
 from __future__ import annotations
 
-from gateway.api import callbacks, catalog, jobs, logs, notices, operations, queues, tasks
+from gateway.api import (
+    callbacks,
+    catalog,
+    health,
+    jobs,
+    logs,
+    notices,
+    operations,
+    queues,
+    tasks,
+)
 from gateway.api.routing import Operation
 
 OPERATIONS: list[Operation] = [
@@ -14,4 +24,5 @@ OPERATIONS: list[Operation] = [
     *catalog.OPERATIONS,
     *notices.OPERATIONS,
     *jobs.OPERATIONS,
+    *health.OPERATIONS,
 ]

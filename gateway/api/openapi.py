@@ -63,6 +63,8 @@ def _problem(status: int) -> dict[str, Any]:
 def error_statuses(op: Operation) -> set[int]:
     """Every error status the operation can answer: its own, and those that come with what it
     reads (a body, parameters, credentials, an Idempotency-Key)."""
+    if op.access is Access.PUBLIC:
+        return set(op.errors)  # the probes read no body, no key, and answer 503 themselves
     statuses = set(op.errors) | {503}
     if op.body is not None:
         statuses |= {400, 413, 415, 422}  # not JSON, too large, not JSON's media type, invalid
@@ -113,12 +115,13 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
         }
     responses: dict[str, Any] = {str(op.status): ok}
     for status in op.also:
-        responses[str(status)] = ok
+        # A failure status answered with the operation's own body (a probe's 503).
+        responses[str(status)] = ok if status < 400 else {**ok, "description": "Same body"}
     if op.idempotent:
         ok["headers"] = REPLAYED_HEADER
         if op.status == 201:
             responses["200"] = {**ok, "description": "A replay of the first answer"}
-    if op.access is not Access.LEASE:
+    if op.access not in (Access.LEASE, Access.PUBLIC):
         doc["security"] = [{"apiKey": []}]
     else:
         doc["security"] = []

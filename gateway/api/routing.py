@@ -201,7 +201,7 @@ def _endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
         services: Services = request.state.services
         try:
             principal = None
-            if op.access is not Access.LEASE:
+            if op.access not in (Access.LEASE, Access.PUBLIC):
                 principal = services.auth.authenticate(request.headers.get("authorization"))
             queue = await _resolve_queue(request, services)
             if principal is not None:

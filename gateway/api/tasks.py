@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
+from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
     BatchCreate,
     BatchCreated,
@@ -22,7 +23,9 @@ from sdk.wire import (
 
 
 async def enqueue(call: Call) -> BaseModel | Reply:
-    (task,) = await call.services.tasks.enqueue(call.queue, [call.body], batch=False)
+    (task,) = await call.services.tasks.enqueue(
+        call.queue, [call.body], batch=False, trace=TraceHeaders.of(call.request.headers)
+    )
     wait = call.param(WAIT)
     if wait > 0 and not task.state.finished:
         # Subscribed before it reads, so a task that ends in between is not missed.
@@ -36,7 +39,10 @@ async def enqueue(call: Call) -> BaseModel | Reply:
 
 
 async def enqueue_batch(call: Call) -> BaseModel:
-    return BatchCreated(tasks=await call.services.tasks.enqueue(call.queue, call.body.tasks))
+    tasks = await call.services.tasks.enqueue(
+        call.queue, call.body.tasks, trace=TraceHeaders.of(call.request.headers)
+    )
+    return BatchCreated(tasks=tasks)
 
 
 async def get_task(call: Call) -> BaseModel:

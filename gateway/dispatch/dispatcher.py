@@ -84,6 +84,11 @@ class Dispatcher:
 
     # --- loops ----------------------------------------------------------------------------
 
+    @property
+    def running(self) -> bool:
+        """True until :meth:`stop`: the dispatcher claims and pushes."""
+        return not self._stopping
+
     def wake(self, queue: str) -> None:
         """Tell the queue's loop there may be work (new tasks, or room freed)."""
         self._signal(queue, change=False)

@@ -21,6 +21,7 @@ from standardwebhooks import Webhook
 from gateway.dispatch.verdict import Answer, batch_answers
 from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
 from gateway.store.records import EndpointRecord, Lease, to_datetime
+from gateway.telemetry.tracing import Tracing, carrier
 from sdk.wire import (
     HEADER_ATTEMPT,
     HEADER_BATCH,
@@ -50,27 +51,31 @@ def callback_url(base: str, lease: Lease) -> str:
 
 
 def batch_body(leases: Sequence[Lease], callback_base: str) -> str:
-    """The PushBatch JSON: each task's push body with its lease token and callback URL."""
+    """The PushBatch JSON: each task's push body with its lease token, callback URL and trace
+    context."""
     items = ",".join(
         push_body(
             lease,
             f',"lease":{json.dumps(lease.token)},'
-            f'"callback":{json.dumps(callback_url(callback_base, lease))}',
+            f'"callback":{json.dumps(callback_url(callback_base, lease))}' + _trace_fields(lease),
         )
         for lease in leases
     )
     return f'{{"tasks":[{items}]}}'
 
 
+def _trace_fields(lease: Lease) -> str:
+    if not lease.traceparent:
+        return ""
+    fields = f',"traceparent":{json.dumps(lease.traceparent)}'
+    if lease.tracestate:
+        fields += f',"tracestate":{json.dumps(lease.tracestate)}'
+    return fields
+
+
 @functools.lru_cache(maxsize=64)
 def _timeout(seconds: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=seconds)
-
-
-def traceparent(lease: Lease) -> str:
-    """A W3C trace context for this push: the task's trace, a new span."""
-    trace_id = lease.traceparent.split("-")[1] if lease.traceparent else secrets.token_hex(16)
-    return f"00-{trace_id}-{secrets.token_hex(8)}-01"
 
 
 def new_session(
@@ -91,9 +96,12 @@ def new_session(
 
 
 class Pusher:
-    def __init__(self, session: aiohttp.ClientSession, callback_base: str) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, callback_base: str, tracing: Tracing | None = None
+    ) -> None:
         self._session = session
         self._callback_base = callback_base
+        self._tracing = tracing or Tracing.off()
         self._signers: dict[str, Webhook] = {}
 
     def _signer(self, secret: str) -> Webhook:
@@ -128,13 +136,18 @@ class Pusher:
             HEADER_ATTEMPT: str(lease.attempt),
             HEADER_LEASE: lease.token,
             HEADER_CALLBACK: self.callback(lease),
-            "traceparent": traceparent(lease),
+            **carrier(lease.traceparent, lease.tracestate),
         }
 
     async def push(self, lease: Lease, endpoint: EndpointRecord, push_timeout: float) -> Answer:
-        """One task, one POST."""
+        """One task, one POST; traced when tracing is on and the task's trace is sampled (the
+        push's span is then the parent the worker sees, else the task's stored context goes as
+        it is)."""
         body = push_body(lease)
-        return await self._post(endpoint, body, self.headers(lease, endpoint, body), push_timeout)
+        headers = self.headers(lease, endpoint, body)
+        if not self._tracing.follows(lease.traceparent):
+            return await self._post(endpoint, body, headers, push_timeout)
+        return await self._traced_post([lease], endpoint, body, headers, push_timeout)
 
     async def push_batch(
         self, leases: Sequence[Lease], endpoint: EndpointRecord, push_timeout: float
@@ -144,10 +157,25 @@ class Pusher:
         headers = {
             **self._signed(f"batch_{secrets.token_hex(12)}", endpoint, body),
             HEADER_BATCH: str(len(leases)),
-            "traceparent": traceparent(leases[0]),
         }
-        answer = await self._post(endpoint, body, headers, push_timeout)
+        if any(self._tracing.follows(lease.traceparent) for lease in leases):
+            answer = await self._traced_post(leases, endpoint, body, headers, push_timeout)
+        else:
+            answer = await self._post(endpoint, body, headers, push_timeout)
         return batch_answers(answer, [lease.task_id for lease in leases])
+
+    async def _traced_post(
+        self,
+        leases: Sequence[Lease],
+        endpoint: EndpointRecord,
+        body: str,
+        headers: dict[str, str],
+        push_timeout: float,
+    ) -> Answer:
+        with self._tracing.push(leases, endpoint, headers) as span:
+            answer = await self._post(endpoint, body, headers, push_timeout)
+            span.answered(answer.status, answer.failure)
+        return answer
 
     async def _post(
         self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.auth import Authenticator
+from gateway.readiness import Readiness
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
@@ -31,3 +32,4 @@ class Services:
     notices: NoticeService
     logs: LogService
     jobs: JobService
+    readiness: Readiness | None = None

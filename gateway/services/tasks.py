@@ -33,6 +33,7 @@ from gateway.store.records import (
     to_ms,
 )
 from gateway.store.tasks import CancelResult, TaskStore
+from gateway.telemetry.tracing import TraceHeaders, Tracing
 from sdk.wire import QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
@@ -41,7 +42,13 @@ OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
 FILTER_SCAN = 10_000
 
 
-def _new_task(spec: TaskCreate, now_ms: int, located: dict[str, str], queue: str) -> NewTask:
+def _new_task(
+    spec: TaskCreate,
+    now_ms: int,
+    located: dict[str, str],
+    queue: str,
+    trace: TraceHeaders | None = None,
+) -> NewTask:
     if spec.run_at is not None:
         run_at = to_ms(spec.run_at)
     elif spec.delay:
@@ -58,7 +65,8 @@ def _new_task(spec: TaskCreate, now_ms: int, located: dict[str, str], queue: str
         max_attempts=spec.max_attempts,
         lease_ms=None if spec.lease_timeout is None else seconds_to_ms(spec.lease_timeout),
         run_ms=None if spec.max_run_time is None else seconds_to_ms(spec.max_run_time),
-        traceparent=spec.traceparent,
+        traceparent=spec.traceparent or (trace.traceparent if trace else None),
+        tracestate=spec.tracestate if spec.traceparent else (trace.tracestate if trace else None),
         dedup_key=spec.dedup_key,
         singleton_key=spec.singleton_key,
         depends_on=tuple(spec.depends_on),
@@ -103,7 +111,9 @@ class TaskService:
         on_ready: Callable[[str], None],
         catalog: CatalogService | None = None,
         allow_private_urls: bool = False,
+        tracing: Tracing | None = None,
     ) -> None:
+        self._tracing = tracing or Tracing.off()
         self._catalog = catalog
         self._allow_private = allow_private_urls
         self._dependencies = dependencies
@@ -115,12 +125,21 @@ class TaskService:
         self._on_ready = on_ready
 
     async def enqueue(
-        self, queue: str, specs: Sequence[TaskCreate], *, batch: bool = True
+        self,
+        queue: str,
+        specs: Sequence[TaskCreate],
+        *,
+        batch: bool = True,
+        trace: TraceHeaders | None = None,
     ) -> list[Task]:
         """Store every task or none; the answer shows each as stored (or, for a task that
-        matched an earlier one by its dedup or singleton key, that earlier task)."""
+        matched an earlier one by its dedup or singleton key, that earlier task).
+
+        ``trace``: the request's W3C headers. A task without a ``traceparent`` of its own keeps
+        them as its trace context; when tracing is on, each task gets an enqueue span instead
+        (its parent: the task's own context, else the request's span) and keeps that."""
         try:
-            return await self._enqueue(queue, specs)
+            return await self._enqueue(queue, specs, batch, trace)
         except ValidationFailed as e:
             if batch:
                 raise
@@ -128,7 +147,13 @@ class TaskService:
                 [FieldProblem(p.field.removeprefix("tasks.0."), p.reason) for p in e.errors]
             ) from e
 
-    async def _enqueue(self, queue: str, specs: Sequence[TaskCreate]) -> list[Task]:
+    async def _enqueue(
+        self,
+        queue: str,
+        specs: Sequence[TaskCreate],
+        batch: bool,
+        trace: TraceHeaders | None,
+    ) -> list[Task]:
         seen: dict[str, int] = {}
         problems = []
         for i, spec in enumerate(specs):
@@ -150,8 +175,13 @@ class TaskService:
             await self._catalog.check_enqueue(queue, specs)
         located = await self._locate_dependencies(specs, seen)
         now = self._clock.now_ms()
-        new = [_new_task(spec, now, located, queue) for spec in specs]
-        stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
+        if not self._tracing.enabled:
+            new = [_new_task(spec, now, located, queue, trace) for spec in specs]
+            stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
+        else:
+            untraced = [_new_task(spec, now, located, queue) for spec in specs]
+            with self._tracing.enqueue(queue, untraced, batch=batch) as new:
+                stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
         links = [
             (n.id, q, d)
             for n, s in zip(new, stored, strict=True)

@@ -58,6 +58,7 @@ class NewTask:
     lease_ms: int | None = None
     run_ms: int | None = None
     traceparent: str | None = None
+    tracestate: str | None = None
     dedup_key: str | None = None
     singleton_key: str | None = None
     depends_on: tuple[str, ...] = ()
@@ -82,6 +83,7 @@ class NewTask:
             "lease_ms": self.lease_ms,
             "run_ms": self.run_ms,
             "tp": self.traceparent,
+            "ts": self.tracestate,
             "dk": self.dedup_key,
             "sk": self.singleton_key,
             "deps": list(self.depends_on) or None,
@@ -114,6 +116,7 @@ class Lease:
     expires_ms: int
     deadline_ms: int
     traceparent: str | None
+    tracestate: str | None = None
 
 
 class EndpointRecord(BaseModel):
@@ -287,6 +290,7 @@ def task_from_record(
         attempts=attempts,
         owner=record.get("own"),
         version=record.get("ver"),
+        trace_id=record["tp"][3:35] if record.get("tp") else None,
         capability=record.get("cap"),
         dedup_key=record.get("dk"),
         singleton_key=record.get("sk"),

@@ -133,6 +133,15 @@ class Scripts:
         for src in self._source.values():
             await self._redis.script_load(src)
 
+    async def ensure_loaded(self) -> int:
+        """Load the scripts Redis lacks (it restarted without persistence, failed over, or ran
+        SCRIPT FLUSH); returns how many it lacked. One SCRIPT EXISTS when it lacks none."""
+        exists = await self._redis.script_exists(*self._sha.values())
+        missing = [name for name, found in zip(self._sha, exists, strict=True) if not found]
+        for name in missing:
+            await self._redis.script_load(self._source[name])
+        return len(missing)
+
     async def call(
         self, name: ScriptName, script_keys: Sequence[str], args: Sequence[Arg]
     ) -> Reply:

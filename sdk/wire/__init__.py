@@ -18,7 +18,7 @@ The push protocol (gateway → worker)::
     jobgate-attempt: <attempt number, from 1>
     jobgate-lease: <lease token>
     jobgate-callback: <callback base URL>
-    traceparent: <W3C trace context>
+    traceparent: <W3C trace context>  the push's span (tracestate too, when the task has one)
     body: PushBody
 
 A success may carry a warning (a job's run then shows ``warning``): the ``warning`` field of
@@ -36,7 +36,8 @@ Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the leas
 
 The models live by concept -- :mod:`sdk.wire.tasks`, :mod:`sdk.wire.queues` (with endpoints),
 :mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
-:mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs) on
+:mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs),
+:mod:`sdk.wire.health` (the probes) on
 :mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
 """
 
@@ -48,10 +49,13 @@ from sdk.wire.base import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_TRACEPARENT,
+    HEADER_TRACESTATE,
     HEADER_WARNING,
     MAX_PRIORITY,
     PROBLEM_CONTENT_TYPE,
     QUEUE_NAME_PATTERN,
+    TRACEPARENT_PATTERN,
     Capability,
     FieldError,
     GroupName,
@@ -76,6 +80,7 @@ from sdk.wire.catalog import (
     EndpointCatalog,
     EndpointTasks,
 )
+from sdk.wire.health import Health, Readiness
 from sdk.wire.jobs import (
     LAST_SUCCESSFUL_RUN,
     CrontabSchedule,
@@ -160,11 +165,14 @@ __all__ = [
     "HEADER_BATCH",
     "HEADER_CALLBACK",
     "HEADER_LEASE",
+    "HEADER_TRACEPARENT",
+    "HEADER_TRACESTATE",
     "HEADER_WARNING",
     "LAST_SUCCESSFUL_RUN",
     "MAX_PRIORITY",
     "PROBLEM_CONTENT_TYPE",
     "QUEUE_NAME_PATTERN",
+    "TRACEPARENT_PATTERN",
     "Attempt",
     "AttemptOutcome",
     "Backoff",
@@ -197,6 +205,7 @@ __all__ = [
     "FieldError",
     "FireTimes",
     "GroupName",
+    "Health",
     "HeartbeatIn",
     "HeartbeatOut",
     "IntervalSchedule",
@@ -225,6 +234,7 @@ __all__ = [
     "QueuePolicy",
     "QueuePolicyPatch",
     "RateLimit",
+    "Readiness",
     "ResubmitRequest",
     "ResubmitResult",
     "ResultIn",

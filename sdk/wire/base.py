@@ -34,6 +34,8 @@ HEADER_ATTEMPT = "jobgate-attempt"
 HEADER_BATCH = "jobgate-batch"
 HEADER_WARNING = "jobgate-warning"  # a success answered inline with a warning (percent-encoded)
 PROBLEM_CONTENT_TYPE = "application/problem+json"
+HEADER_TRACEPARENT = "traceparent"  # W3C trace context: on API requests, pushes and callbacks
+HEADER_TRACESTATE = "tracestate"
 
 # Each format is written once, as the JSON Schema pattern openapi.yaml shows, and checked with
 # fullmatch (a Python '$' would let a trailing newline through; the schema's does not).
@@ -42,6 +44,7 @@ TASK_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$"
 ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$"
 CAPABILITY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
 KEY_PATTERN = r"^[\x21-\x7e]{1,256}$"
+TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 RFC3339_PATTERN = (
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
     r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"

@@ -36,6 +36,10 @@ class BatchItem(PushBody):
 
     lease: str = Field(description="The lease token of this task's attempt.")
     callback: str = Field(description="The callback base URL of this task.")
+    traceparent: str | None = Field(
+        None, description="This task's W3C trace context (a single push has it in headers)."
+    )
+    tracestate: str | None = Field(None, description="Its W3C tracestate, when it has one.")
 
 
 class PushBatch(OutputModel):

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from sdk.wire.base import (
     MAX_PRIORITY,
+    TRACEPARENT_PATTERN,
     Capability,
     GroupName,
     InputModel,
@@ -69,7 +70,19 @@ class TaskCreate(InputModel):
     max_attempts: int | None = Field(None, ge=1, le=1000, description="Overrides the queue's.")
     lease_timeout: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
     max_run_time: PositiveSeconds | None = Field(None, description="Overrides the queue's.")
-    traceparent: str | None = Field(None, max_length=55, pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-")
+    traceparent: str | None = Field(
+        None,
+        max_length=55,
+        pattern=TRACEPARENT_PATTERN,
+        description="W3C trace context of the producer's span, the parent of the enqueue "
+        "(default: the request's traceparent header).",
+    )
+    tracestate: str | None = Field(
+        None,
+        max_length=512,
+        pattern=r"^[ -~]*$",
+        description="W3C tracestate that goes with traceparent.",
+    )
     dedup_key: Key | None = Field(
         None,
         description="Enqueueing again with this key within the queue's dedup_window returns "
@@ -175,6 +188,12 @@ class Task(OutputModel):
     )
     owner: str | None = None
     version: str | None = None
+    trace_id: str | None = Field(
+        None,
+        description="The W3C trace id of the task's trace (its enqueue, pushes and callbacks), "
+        "to find it in a tracing backend; none when it was enqueued without a trace context "
+        "and the gateway does not trace.",
+    )
     capability: str | None = None
     dedup_key: str | None = None
     singleton_key: str | None = None

@@ -143,10 +143,36 @@ async def test_inline_success_signed_push_with_headers(rig: Rig) -> None:
     assert headers["webhook-id"] == task_id
     assert headers["jobgate-attempt"] == "1"
     assert headers["jobgate-callback"] == f"{rig.gateway_url}/v1/callbacks/q/{task_id}"
-    assert headers["traceparent"].startswith("00-")
+    assert "traceparent" not in headers  # tracing off and no context given: none is made up
     assert push.attempt == 1
     assert [a["outcome"] for a in task["attempts"]] == ["succeeded"]
     assert task["attempts"][0]["http_status"] == 200
+
+
+async def test_push_passes_on_the_producers_trace_context_when_tracing_is_off(rig: Rig) -> None:
+    header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    field = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    r = await rig.api.post(
+        "/v1/queues/q/tasks",
+        json={"name": "hello", "payload": None},
+        headers={"traceparent": header, "tracestate": "vendor=1"},
+    )
+    from_header = r.json()["id"]
+    from_field = await rig.enqueue("hello", None, traceparent=field, tracestate="other=2")
+    r = await rig.api.post(
+        "/v1/queues/q/tasks", json={"name": "hello"}, headers={"traceparent": "garbage"}
+    )
+    malformed = r.json()["id"]
+    for task_id in (from_header, from_field, malformed):
+        await rig.finished(task_id)
+    ((headers, _),) = rig.worker.pushes(from_header)
+    assert (headers["traceparent"], headers["tracestate"]) == (header, "vendor=1")
+    ((headers, _),) = rig.worker.pushes(from_field)
+    assert (headers["traceparent"], headers["tracestate"]) == (field, "other=2")
+    ((headers, _),) = rig.worker.pushes(malformed)
+    assert "traceparent" not in headers
+    assert (await rig.task(from_header))["trace_id"] == "0af7651916cd43dd8448eb211c80319c"
+    assert (await rig.task(malformed))["trace_id"] is None
 
 
 async def test_accepted_then_callbacks_and_stale_lease_is_refused(rig: Rig) -> None:

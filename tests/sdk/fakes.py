@@ -34,6 +34,7 @@ class Callback:
     kind: str
     lease: str | None
     body: Any
+    traceparent: str | None = None
 
 
 @dataclass
@@ -67,6 +68,7 @@ class FakeGateway:
                 kind,
                 request.headers.get(HEADER_LEASE),
                 json.loads(await request.body()),
+                request.headers.get("traceparent"),
             )
         )
         self._changed.set()

@@ -91,8 +91,9 @@ def test_every_header_field_and_callback_is_documented() -> None:
     assert set(PushBody.model_fields) <= push
     assert f"`{HEADER_BATCH}: " in DOC
     assert f"`{HEADER_WARNING}`" in DOC
-    assert {'"lease"', '"callback"'} <= set(re.findall(r'"[a-z]+"', DOC))
-    assert set(BatchItem.model_fields) - set(PushBody.model_fields) == {"lease", "callback"}
+    item_fields = {"lease", "callback", "traceparent", "tracestate"}
+    assert {f'"{name}"' for name in item_fields} <= set(re.findall(r'"[a-z]+"', DOC))
+    assert set(BatchItem.model_fields) - set(PushBody.model_fields) == item_fields
     assert all(f"`{name}`" in DOC for name in BatchResult.model_fields)
     kinds = {op.path.rsplit("/", 1)[1] for op in OPERATIONS}
     assert kinds == _first_column("## Callbacks") & kinds

@@ -1,7 +1,7 @@
 -- Shared helpers, prepended to every script by gateway/store/scripts.py.
 -- A task record (the JSON in the queue's meta hash) has these fields:
 --   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept),
---   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional),
+--   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional), ts (tracestate),
 --   m (ready-set member while queued), lease, exp (lease expiry), deadline, ep (endpoint),
 --   started, first (first dispatch), hb (last heartbeat), progress, cancel, finished, error,
 --   cap (required capability), own (owner), ver (version), dk (dedup key), sk (singleton key),

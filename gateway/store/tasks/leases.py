@@ -96,6 +96,7 @@ class Leasing(StoreBase):
                     expires_ms=int(record["exp"]),
                     deadline_ms=int(record["deadline"]),
                     traceparent=record.get("tp"),
+                    tracestate=record.get("ts"),
                 )
             )
         return Claim(status, leases)

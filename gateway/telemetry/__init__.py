@@ -1,0 +1,1 @@
+"""Telemetry: the gateway's traces and metrics, on the OpenTelemetry SDK."""
