@@ -61,6 +61,8 @@ from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
+from gateway.telemetry.export import MetricsExport
+from gateway.telemetry.setup import set_up_metrics
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,10 @@ async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, *, metrics: MetricsExport | None = None) -> Starlette:
+    """The gateway app. ``metrics``: a meter provider to record into (tests hand in one with an
+    in-memory reader); by default the app builds its own (gateway/telemetry/export.py)."""
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         if not settings.api_keys:
@@ -87,16 +92,21 @@ def create_app(settings: Settings) -> Starlette:
         queues = QueueStore(redis, scripts)
         dependencies = DependencyStore(redis, scripts)
         directory = Directory(queues)
+        telemetry = set_up_metrics(
+            settings, redis, directory, lambda queue: catalog.cached_names(queue), metrics
+        )
+        recorder = telemetry.recorder
         session = new_session(allow_private=settings.allow_private_endpoints)
         notice_store = NoticeStore(redis, scripts)
         rng = random.Random()
         dispatcher = Dispatcher(
             tasks,
             directory,
-            Pusher(session, settings.callback_base),
+            Pusher(session, settings.callback_base, recorder),
             clock,
             batch=settings.dispatch_batch,
             rng=rng,
+            metrics=recorder,
         )
 
         catalog_store = CatalogStore(redis, scripts)
@@ -117,6 +127,7 @@ def create_app(settings: Settings) -> Starlette:
             interval=settings.recover_interval,
             sweep_interval=settings.sweep_interval,
             max_sleep=settings.rescan_interval,
+            metrics=recorder,
         )
 
         def reconnected() -> None:
@@ -153,6 +164,7 @@ def create_app(settings: Settings) -> Starlette:
             on_ready=dispatcher.wake,
             catalog=catalog_service,
             allow_private_urls=settings.allow_private_endpoints,
+            metrics=recorder,
         )
         job_store = JobStore(redis, scripts, runs_kept=settings.job_runs_kept)
         log_service = LogService(tasks)
@@ -175,6 +187,7 @@ def create_app(settings: Settings) -> Starlette:
                 on_finished=dispatcher.wake,
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
+                metrics=recorder,
             ),
             operations=OperationsService(
                 OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
@@ -189,6 +202,7 @@ def create_app(settings: Settings) -> Starlette:
             jobs=JobService(
                 job_store, runs, queues, task_service, clock, log_service, catalog_service
             ),
+            metrics=telemetry.page,
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -245,6 +259,7 @@ def create_app(settings: Settings) -> Starlette:
             await directory.close()
             await session.close()
             await redis.aclose()
+            telemetry.close()
 
     return Starlette(
         routes=[

@@ -21,6 +21,7 @@ from standardwebhooks import Webhook
 from gateway.dispatch.verdict import Answer, batch_answers
 from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
 from gateway.store.records import EndpointRecord, Lease, to_datetime
+from gateway.telemetry.metrics import Metrics, answer_class
 from sdk.wire import (
     HEADER_ATTEMPT,
     HEADER_BATCH,
@@ -41,7 +42,8 @@ def push_body(lease: Lease, extra: str = "") -> str:
         f'"name":{json.dumps(lease.name)},"payload":{lease.payload_json},'
         f'"attempt":{lease.attempt},"checkpoint":{lease.checkpoint_json or "null"},'
         f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
-        f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"{extra}}}'
+        f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}",'
+        f'"ready_at":"{to_datetime(lease.ready_ms).isoformat()}"{extra}}}'
     )
 
 
@@ -91,9 +93,15 @@ def new_session(
 
 
 class Pusher:
-    def __init__(self, session: aiohttp.ClientSession, callback_base: str) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        callback_base: str,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._session = session
         self._callback_base = callback_base
+        self._metrics = metrics or Metrics()
         self._signers: dict[str, Webhook] = {}
 
     def _signer(self, secret: str) -> Webhook:
@@ -143,6 +151,21 @@ class Pusher:
         return batch_answers(answer, [lease.task_id for lease in leases])
 
     async def _post(
+        self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
+    ) -> Answer:
+        """Send the push and record it (answer class, time to answer). A push cut off at its
+        lease's end is cancelled here and not recorded."""
+        started = time.perf_counter()
+        answer = await self._send(endpoint, body, headers, push_timeout)
+        self._metrics.pushed(
+            endpoint.queue,
+            endpoint.id,
+            answer_class(answer.status, answer.failure),
+            (time.perf_counter() - started) * 1000,
+        )
+        return answer
+
+    async def _send(
         self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
     ) -> Answer:
         try:

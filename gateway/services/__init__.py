@@ -15,6 +15,7 @@ from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
 from gateway.store.idempotency import IdempotencyStore
+from gateway.telemetry.setup import PrometheusPage
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +32,4 @@ class Services:
     notices: NoticeService
     logs: LogService
     jobs: JobService
+    metrics: PrometheusPage | None = None  # GET /metrics; None when metrics are off

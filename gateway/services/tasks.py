@@ -33,6 +33,7 @@ from gateway.store.records import (
     to_ms,
 )
 from gateway.store.tasks import CancelResult, TaskStore
+from gateway.telemetry.metrics import Metrics
 from sdk.wire import QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
@@ -103,7 +104,9 @@ class TaskService:
         on_ready: Callable[[str], None],
         catalog: CatalogService | None = None,
         allow_private_urls: bool = False,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._catalog = catalog
         self._allow_private = allow_private_urls
         self._dependencies = dependencies
@@ -152,6 +155,7 @@ class TaskService:
         now = self._clock.now_ms()
         new = [_new_task(spec, now, located, queue) for spec in specs]
         stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
+        self._metrics.enqueued(queue, (n.name for n, s in zip(new, stored, strict=True) if s.state))
         links = [
             (n.id, q, d)
             for n, s in zip(new, stored, strict=True)

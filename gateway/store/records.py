@@ -114,6 +114,9 @@ class Lease:
     expires_ms: int
     deadline_ms: int
     traceparent: str | None
+    ready_ms: int = 0  # when it became due (its run_at), for time-in-queue metrics
+    started_ms: int = 0  # when this claim leased it
+    version: str = ""
 
 
 class EndpointRecord(BaseModel):

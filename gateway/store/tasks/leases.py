@@ -96,6 +96,9 @@ class Leasing(StoreBase):
                     expires_ms=int(record["exp"]),
                     deadline_ms=int(record["deadline"]),
                     traceparent=record.get("tp"),
+                    ready_ms=int(max(record.get("run_at", 0), record.get("created", 0))),
+                    started_ms=int(record.get("started", 0)),
+                    version=record.get("ver") or "",
                 )
             )
         return Claim(status, leases)

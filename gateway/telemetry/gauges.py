@@ -1,0 +1,121 @@
+"""Observable gauges read from Redis at collection time: queue depth by state, and pushes in
+flight per endpoint.
+
+``queue_depth`` (queue, state) counts a queue's tasks in each state (finished ones until their
+retention sweeps them); ``endpoint_in_flight`` (queue, endpoint) the pushes an endpoint holds
+now, as the claim script counts them for its concurrency limit. They are shared state, so every
+gateway reports the same values: aggregate them with ``max``, not ``sum`` (docs/observability.md).
+
+OpenTelemetry calls observable callbacks synchronously, on the thread that collects: the OTLP
+exporter's own thread, or the event loop's when ``/metrics`` renders. One reading (one Redis
+round trip, :class:`~gateway.store.gauges.GaugeStore`) serves every callback of a collection:
+
+- on another thread, the callback asks the event loop for a reading and waits for it (up to
+  ``timeout``), unless one was taken in the last ``max_age`` seconds;
+- on the loop's thread it cannot wait, so the caller refreshes first (``/metrics`` awaits
+  :meth:`QueueGauges.refresh` before rendering) and the callbacks use that reading.
+
+When Redis cannot be read the gauges report nothing for that collection, rather than old values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from gateway.store.gauges import GaugeReading, GaugeStore
+
+log = logging.getLogger(__name__)
+
+
+class QueueGauges:
+    def __init__(
+        self,
+        meter: Meter,
+        store: GaugeStore,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        max_age: float = 1.0,
+        timeout: float = 5.0,
+    ) -> None:
+        self._store = store
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._max_age = max_age
+        self._timeout = timeout
+        self._reading = GaugeReading()
+        self._read_at = -float("inf")
+        self._healthy = False
+        self._refreshing: asyncio.Future[GaugeReading] | None = None
+        meter.create_observable_gauge(
+            "queue_depth",
+            callbacks=[self._depth],
+            unit="{task}",
+            description="Tasks of a queue in each state (finished ones until swept).",
+        )
+        meter.create_observable_gauge(
+            "endpoint_in_flight",
+            callbacks=[self._in_flight],
+            unit="{push}",
+            description="Pushes an endpoint holds now (its concurrency in use).",
+        )
+
+    async def refresh(self) -> GaugeReading:
+        """Read Redis now (concurrent callers share one read)."""
+        if self._refreshing is None:
+            self._refreshing = asyncio.ensure_future(self._read())
+        refreshing = self._refreshing
+        try:
+            return await asyncio.shield(refreshing)
+        finally:
+            if self._refreshing is refreshing and refreshing.done():
+                self._refreshing = None
+
+    async def _read(self) -> GaugeReading:
+        try:
+            known = sorted(self._reading.queues)
+            reading = await self._store.read(known)
+            if reading.queues != frozenset(known):  # queues came or went: read those now
+                reading = await self._store.read(sorted(reading.queues))
+        except Exception:
+            self._healthy = False
+            raise
+        self._reading, self._read_at, self._healthy = reading, time.monotonic(), True
+        return reading
+
+    def _current(self) -> GaugeReading | None:
+        """This collection's reading, or None when Redis could not be read."""
+        fresh = time.monotonic() - self._read_at <= self._max_age
+        if fresh or threading.get_ident() == self._loop_thread or self._loop.is_closed():
+            return self._reading if self._healthy else None
+        try:
+            future = asyncio.run_coroutine_threadsafe(self.refresh(), self._loop)
+            return future.result(self._timeout)
+        except Exception as e:  # a stopped loop, Redis down, a timeout: report nothing
+            log.warning("reading queue gauges failed: %s", e)
+            return None
+
+    def _depth(self, options: CallbackOptions) -> Iterable[Observation]:
+        reading = self._current()
+        if reading is None:
+            return []
+        return [
+            Observation(n, {"queue": queue, "state": state.value})
+            for queue, states in reading.depth.items()
+            for state, n in states.items()
+        ]
+
+    def _in_flight(self, options: CallbackOptions) -> Iterable[Observation]:
+        reading = self._current()
+        if reading is None:
+            return []
+        return [
+            Observation(n, {"queue": queue, "endpoint": endpoint})
+            for queue, endpoints in reading.in_flight.items()
+            for endpoint, n in endpoints.items()
+        ]
