@@ -258,8 +258,8 @@ def create_app(settings: Settings, *, metrics: MetricsExport | None = None) -> S
             await catalog.close()
             await directory.close()
             await session.close()
+            await telemetry.close()
             await redis.aclose()
-            telemetry.close()
 
     return Starlette(
         routes=[

@@ -62,7 +62,9 @@ def metrics_export(environ: Mapping[str, str] | None = None) -> MetricsExport:
     """A provider exporting to Prometheus text, and to OTLP when the environment asks."""
     environ = os.environ if environ is None else environ
     registry = CollectorRegistry(auto_describe=True)
-    readers: list[MetricReader] = [PrometheusMetricReader(registry=registry)]
+    readers: list[MetricReader] = [
+        PrometheusMetricReader(registry=registry, scope_info_enabled=False)
+    ]
     if otlp_wanted(environ):
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
     resource = Resource.create(

@@ -52,6 +52,7 @@ class QueueGauges:
         self._read_at = -float("inf")
         self._healthy = False
         self._refreshing: asyncio.Future[GaugeReading] | None = None
+        self._stopped = False
         meter.create_observable_gauge(
             "queue_depth",
             callbacks=[self._depth],
@@ -64,6 +65,11 @@ class QueueGauges:
             unit="{push}",
             description="Pushes an endpoint holds now (its concurrency in use).",
         )
+
+    def stop(self) -> None:
+        """Report nothing from now on (the app is stopping: Redis is about to close, and a
+        last export must not wait on an event loop that is busy shutting down)."""
+        self._stopped = True
 
     async def refresh(self) -> GaugeReading:
         """Read Redis now (concurrent callers share one read)."""
@@ -90,6 +96,8 @@ class QueueGauges:
 
     def _current(self) -> GaugeReading | None:
         """This collection's reading, or None when Redis could not be read."""
+        if self._stopped:
+            return None
         fresh = time.monotonic() - self._read_at <= self._max_age
         if fresh or threading.get_ident() == self._loop_thread or self._loop.is_closed():
             return self._reading if self._healthy else None

@@ -46,13 +46,17 @@ class PrometheusPage:
 class MetricsSetup:
     recorder: Metrics
     page: PrometheusPage | None = None
+    gauges: QueueGauges | None = None
     owned: MetricsExport | None = None  # built here, so shut down here
 
-    def close(self) -> None:
-        """Flush and stop the exporters this setup built (OTLP sends what is left)."""
+    async def close(self) -> None:
+        """Stop reading gauges, then flush and stop the exporters this setup built (OTLP
+        sends what is left), off the event loop: an export may take its timeout."""
+        if self.gauges is not None:
+            self.gauges.stop()
         if self.owned is not None:
             with contextlib.suppress(Exception):
-                self.owned.provider.shutdown()
+                await asyncio.to_thread(self.owned.provider.shutdown)
 
 
 def set_up_metrics(
@@ -80,5 +84,6 @@ def set_up_metrics(
     return MetricsSetup(
         GatewayMetrics(meter, labels),
         PrometheusPage(export, gauges),
+        gauges,
         None if given is not None else export,
     )
