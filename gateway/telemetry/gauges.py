@@ -3,8 +3,10 @@ flight per endpoint.
 
 ``queue_depth`` (queue, state) counts a queue's tasks in each state (finished ones until their
 retention sweeps them); ``endpoint_in_flight`` (queue, endpoint) the pushes an endpoint holds
-now, as the claim script counts them for its concurrency limit. They are shared state, so every
-gateway reports the same values: aggregate them with ``max``, not ``sum`` (docs/observability.md).
+now, as the claim script counts them for its concurrency limit; ``endpoint_circuit_open``
+(queue, endpoint) is 1 while its circuit breaker is open or half open, else 0. They are shared
+state, so every gateway reports the same values: aggregate them with ``max``, not ``sum``
+(docs/observability.md).
 
 OpenTelemetry calls observable callbacks synchronously, on the thread that collects: the OTLP
 exporter's own thread, or the event loop's when ``/metrics`` renders. One reading (one Redis
@@ -24,7 +26,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -42,7 +44,9 @@ class QueueGauges:
         *,
         max_age: float = 1.0,
         timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self._store = store
         self._loop = loop
         self._loop_thread = threading.get_ident()
@@ -64,6 +68,11 @@ class QueueGauges:
             callbacks=[self._in_flight],
             unit="{push}",
             description="Pushes an endpoint holds now (its concurrency in use).",
+        )
+        meter.create_observable_gauge(
+            "endpoint_circuit_open",
+            callbacks=[self._circuit_open],
+            description="1 while an endpoint's circuit breaker is open or half open, else 0.",
         )
 
     def stop(self) -> None:
@@ -91,14 +100,14 @@ class QueueGauges:
         except Exception:
             self._healthy = False
             raise
-        self._reading, self._read_at, self._healthy = reading, time.monotonic(), True
+        self._reading, self._read_at, self._healthy = reading, self._clock(), True
         return reading
 
     def _current(self) -> GaugeReading | None:
         """This collection's reading, or None when Redis could not be read."""
         if self._stopped:
             return None
-        fresh = time.monotonic() - self._read_at <= self._max_age
+        fresh = self._clock() - self._read_at <= self._max_age
         if fresh or threading.get_ident() == self._loop_thread or self._loop.is_closed():
             return self._reading if self._healthy else None
         try:
@@ -126,4 +135,14 @@ class QueueGauges:
             Observation(n, {"queue": queue, "endpoint": endpoint})
             for queue, endpoints in reading.in_flight.items()
             for endpoint, n in endpoints.items()
+        ]
+
+    def _circuit_open(self, options: CallbackOptions) -> Iterable[Observation]:
+        reading = self._current()
+        if reading is None:
+            return []
+        return [
+            Observation(int(is_open), {"queue": queue, "endpoint": endpoint})
+            for queue, endpoints in reading.circuit_open.items()
+            for endpoint, is_open in endpoints.items()
         ]

@@ -243,3 +243,7 @@ async def test_metrics_after_known_work_have_every_name_type_attribute_and_count
         for s in (*states, "cancelled")
     }
     assert counts("endpoint_in_flight", Gauge) == {key(queue=q, endpoint=ep[q]): 0 for q in QUEUES}
+    # m1's circuit closed again; the others never opened.
+    assert counts("endpoint_circuit_open", Gauge) == {
+        key(queue=q, endpoint=ep[q]): 0 for q in QUEUES
+    }
