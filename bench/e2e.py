@@ -54,9 +54,10 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> N
 
 @contextmanager
 def system(
-    gateways: int, worker_concurrency: int
+    gateways: int, worker_concurrency: int, gateway_env: dict[str, str] | None = None
 ) -> Iterator[tuple[list[str], Callable[[], dict[str, float]]]]:
-    """Redis, gateways and a worker; yields the gateway URLs and a CPU-seconds reader."""
+    """Redis, gateways and a worker; yields the gateway URLs and a CPU-seconds reader.
+    ``gateway_env``: more environment variables for the gateways (JOBGATE_METRICS=false)."""
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as redis:
         try:
@@ -67,6 +68,7 @@ def system(
                 "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
                 "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
                 "JOBGATE_LOG_LEVEL": "warning",
+                **(gateway_env or {}),
             }
             for _ in range(gateways):
                 port = free_port()

@@ -17,7 +17,6 @@ metric                   type         attributes                     recorded wh
 ``end_to_end_latency``   histogram    task, queue, status            end, since creation
 ``tasks_retried``        counter      task, version, queue           an attempt's end retries
 ``tasks_dead_lettered``  counter      task, version, queue           a task ends ``dead``
-``pushes``               counter      queue, endpoint, answer        a push is answered
 ``push_duration``        histogram    queue, endpoint, answer        POST to answer
 ``circuit_changes``      counter      queue, endpoint, state         a circuit opens/closes
 =======================  ===========  =============================  ========================
@@ -36,8 +35,10 @@ the task's final state (succeeded, failed, dead, cancelled) or ``dropped``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+from opentelemetry.metrics import Counter as MetricCounter
 from opentelemetry.metrics import Histogram, Meter
 
 from gateway.store.records import Lease
@@ -59,6 +60,7 @@ FINAL_STATES = frozenset(
 )
 
 Attributes = Mapping[str, str]
+Key = tuple[str, ...]  # an attribute set: its kind (KINDS), then its values
 
 
 def attempt_status(finish: Finish, done: Finished) -> str:
@@ -141,15 +143,20 @@ class GatewayMetrics(Metrics):
         self._dead = counter(
             "tasks_dead_lettered", unit="{task}", description="Tasks that ended dead."
         )
-        self._pushes = counter(
-            "pushes", unit="{push}", description="Pushes to endpoints, by answer class."
+        self._push_duration = ms(
+            "push_duration", "From a push's POST to its answer; its count counts the pushes."
         )
-        self._push_duration = ms("push_duration", "From a push's POST to its answer.")
         self._circuits = counter(
             "circuit_changes",
             unit="{change}",
             description="Endpoint circuit breakers opening or closing.",
         )
+
+    def _add(self, counter: MetricCounter, tally: Counter[Key]) -> None:
+        """One add per attribute set of a batch (claim, finish, enqueue), not one per task:
+        each costs the SDK several microseconds (attribute cleaning and hashing)."""
+        for key, n in tally.items():
+            counter.add(n, self._a(*key))
 
     def _a(self, *key: str) -> Attributes:
         """The attribute dict of ``key`` (its first item names the kind), made once."""
@@ -161,44 +168,50 @@ class GatewayMetrics(Metrics):
 
     def enqueued(self, queue: str, names: Iterable[str]) -> None:
         task = self._labels.task
+        tally: Counter[Key] = Counter()
         for name in names:
-            self._enqueued.add(1, self._a("qt", queue, task(queue, name)))
+            tally["qt", queue, task(queue, name)] += 1
+        self._add(self._enqueued, tally)
 
     def selected(self, leases: Sequence[Lease]) -> None:
         task = self._labels.task
+        tally: Counter[Key] = Counter()
         for lease in leases:
-            attrs = self._a("tqr", task(lease.queue, lease.name), lease.queue, ROLE)
-            self._selected.add(1, attrs)
-            self._time_in_queue.record(max(0, lease.started_ms - lease.ready_ms), attrs)
+            key = ("tqr", task(lease.queue, lease.name), lease.queue, ROLE)
+            tally[key] += 1
+            self._time_in_queue.record(max(0, lease.started_ms - lease.ready_ms), self._a(*key))
+        self._add(self._selected, tally)
 
     def pushed(self, queue: str, endpoint: str, answer: str, ms: float) -> None:
-        attrs = self._a("qea", queue, endpoint, answer)
-        self._pushes.add(1, attrs)
-        self._push_duration.record(ms, attrs)
+        self._push_duration.record(ms, self._a("qea", queue, endpoint, answer))
 
     def finished(
         self, queue: str, finishes: Sequence[Finish], done: Sequence[Finished], now_ms: int
     ) -> None:
+        processed: Counter[Key] = Counter()
+        retried: Counter[Key] = Counter()
+        dead: Counter[Key] = Counter()
         for finish, end in zip(finishes, done, strict=True):
             if end.fence is not Fence.OK or end.state is None:
                 continue  # stale or refused: nothing ended
             task = self._labels.task(queue, end.name)
             status = attempt_status(finish, end)
-            attrs = self._a("tqs", task, queue, status)
-            self._processed.add(1, attrs)
-            self._execution.record(max(0, now_ms - end.started_ms), attrs)
+            key = ("tqs", task, queue, status)
+            processed[key] += 1
+            self._execution.record(max(0, now_ms - end.started_ms), self._a(*key))
             state = end.state
             if state in FINAL_STATES:
                 final = self._a("tqs", task, queue, final_status(status, state))
                 self._latency.record(max(0, now_ms - end.created_ms), final)
                 if state is TaskState.DEAD:
-                    version = self._labels.version(queue, end.version)
-                    self._dead.add(1, self._a("tvq", task, version, queue))
+                    dead["tvq", task, self._labels.version(queue, end.version), queue] += 1
             elif state in BACK_IN_QUEUE and finish.outcome in RETRIED_OUTCOMES:
-                version = self._labels.version(queue, end.version)
-                self._retried.add(1, self._a("tvq", task, version, queue))
+                retried["tvq", task, self._labels.version(queue, end.version), queue] += 1
             if end.circuit:
                 self._circuits.add(1, self._a("qes", queue, end.endpoint_id, end.circuit))
+        self._add(self._processed, processed)
+        self._add(self._retried, retried)
+        self._add(self._dead, dead)
 
 
 KINDS: dict[str, tuple[str, ...]] = {

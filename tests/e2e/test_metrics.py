@@ -221,7 +221,7 @@ async def test_metrics_after_known_work_have_every_name_type_attribute_and_count
         key(queue="m3", endpoint=ep["m3"], answer="5xx"): 1,
         key(queue="m4", endpoint=ep["m4"], answer="4xx"): 1,
     }
-    assert counts("pushes", Sum) == pushes
+    assert "pushes" not in found  # push_duration's count counts them
     assert counts("push_duration", Histogram) == pushes
     # m1's circuit opened at flaky's failure and closed at the next success.
     assert counts("circuit_changes", Sum) == {

@@ -79,7 +79,6 @@ def test_metrics_scrape_parses_as_prometheus_text_and_needs_the_metrics_scope(
     assert kinds["tasks_enqueued"] == "counter"
     assert kinds["tasks_selected"] == "counter"
     assert kinds["tasks_processed"] == "counter"
-    assert kinds["pushes"] == "counter"
     assert kinds["time_in_queue_milliseconds"] == "histogram"
     assert kinds["execution_time_milliseconds"] == "histogram"
     assert kinds["end_to_end_latency_milliseconds"] == "histogram"
@@ -97,7 +96,7 @@ def test_metrics_scrape_parses_as_prometheus_text_and_needs_the_metrics_scope(
     assert value("tasks_enqueued_total", queue="mx", task="ok") == 2
     assert value("tasks_selected_total", queue="mx", task="ok", role="gateway") == 2
     assert value("tasks_processed_total", queue="mx", task="ok", status="succeeded") == 2
-    assert value("pushes_total", queue="mx", answer="2xx") == 2
+    assert value("push_duration_milliseconds_count", queue="mx", answer="2xx") == 2
     family = families["execution_time_milliseconds"]
     count = [s for s in family.samples if s.name.endswith("_count")]
     assert [s.value for s in count] == [2]
