@@ -107,6 +107,14 @@ def test_metrics_scrape_parses_as_prometheus_text_and_needs_the_metrics_scope(
     assert value("queue_depth", queue="mx", state="succeeded") == 2
     assert value("queue_depth", queue="mx", state="queued") == 0
 
+    # The granularity is a policy field like the others: checked, and changed by a PATCH.
+    with httpx.Client(base_url=gateway, headers=bearer(ADMIN)) as api:
+        refused = api.patch("/v1/queues/mx", json={"metrics_granularity": "tiny"})
+        assert refused.status_code == 422
+        assert "metrics_granularity" in refused.text
+        changed = api.patch("/v1/queues/mx", json={"metrics_granularity": "queue"})
+        assert changed.json()["policy"]["metrics_granularity"] == "queue"
+
 
 def test_metrics_off_records_nothing_and_the_scrape_is_not_found(cluster: Cluster) -> None:
     gateway = cluster.gateway(JOBGATE_API_KEYS=KEYS, JOBGATE_METRICS="false")
