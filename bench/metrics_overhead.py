@@ -4,8 +4,11 @@ and off (``JOBGATE_METRICS=false``), in one run.
 
 Systems with metrics on and off alternate (on, off, on, off, ...), each freshly started, so that
 a noisy neighbour hits both about alike; the medians and their ratio are reported, with the
-gateway's CPU per task. Run: ``.venv/bin/python -m bench.metrics_overhead`` (``--quick`` for a
-smoke run). Loopback only.
+gateway's CPU per task. Drain throughput on a shared 2-core machine moves by tens of percent
+between runs, so the run also measures, in this process, what the gateway's recorder costs per
+task (the same calls the dispatcher makes: a claim, its pushes, their finish, into a provider
+with the Prometheus reader), and sets it against the gateway's CPU per task with metrics off.
+Run: ``.venv/bin/python -m bench.metrics_overhead`` (``--quick`` for a smoke run). Loopback only.
 """
 
 from __future__ import annotations
@@ -13,10 +16,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import threading
+import timeit
 
 import httpx
 
 from bench.e2e import BATCH_SIZE, KEY, end_to_end, system
+from gateway.store.records import Lease
+from gateway.store.tasks import Fence, Finish, Finished
+from gateway.telemetry.export import METER_NAME, metrics_export
+from gateway.telemetry.labels import TaskLabels
+from gateway.telemetry.metrics import GatewayMetrics
+from sdk.wire import AttemptOutcome, TaskState
 
 
 class Scraper:
@@ -65,6 +75,29 @@ def drain(metrics: bool, tasks: int) -> dict[str, float]:
     return found
 
 
+def recorder_cost(batch: int, pushes_per_batch: int) -> float:
+    """µs of the recorder per task: ``batch`` tasks claimed together, pushed in
+    ``pushes_per_batch`` pushes, finished in one call (best of 7 repeats)."""
+    export = metrics_export({})
+    metrics = GatewayMetrics(
+        export.provider.get_meter(METER_NAME), TaskLabels(lambda q: None, lambda q: ())
+    )
+    lease = Lease("bench", "T", "ep", "tok", "noop", 1, None, "null", None, 9, 9, None, 0, 1)
+    leases = [lease] * batch
+    finishes = [Finish("T", "tok", AttemptOutcome.SUCCEEDED)] * batch
+    done = [Finished(Fence.OK, TaskState.SUCCEEDED, None, "noop", "", 1, 0)] * batch
+
+    def one_batch() -> None:
+        metrics.selected(leases)
+        for _ in range(pushes_per_batch):
+            metrics.pushed("bench", "ep", "2xx", 3.0)
+        metrics.finished("bench", finishes, done, 10)
+
+    best = min(timeit.repeat(one_batch, number=200, repeat=7)) / 200
+    export.provider.shutdown()
+    return best / batch * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
@@ -89,6 +122,17 @@ def main() -> None:
         on = statistics.median(r[name] for r in runs[True])
         off = statistics.median(r[name] for r in runs[False])
         print(f"| {name} | {on:,.1f} | {off:,.1f} | {on / off:.3f} |")
+    print()
+    print("The recorder alone, in this process, against the gateway's CPU with metrics off:\n")
+    print("| drain | recorder µs/task | gateway CPU µs/task, metrics off | share |")
+    print("| --- | --: | --: | --: |")
+    for label, batch, pushes in (
+        ("one push each", 8, 8),
+        (f"batches of {BATCH_SIZE}", BATCH_SIZE, 1),
+    ):
+        cost = recorder_cost(batch, pushes)
+        off = statistics.median(r[f"{label}: gateway CPU µs/task"] for r in runs[False])
+        print(f"| {label} (claims of {batch}) | {cost:,.1f} | {off:,.1f} | {cost / off:.1%} |")
 
 
 if __name__ == "__main__":

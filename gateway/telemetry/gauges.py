@@ -26,7 +26,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -117,32 +118,24 @@ class QueueGauges:
             log.warning("reading queue gauges failed: %s", e)
             return None
 
-    def _depth(self, options: CallbackOptions) -> Iterable[Observation]:
+    def _observe(
+        self, table: Callable[[GaugeReading], Mapping[str, Mapping[Any, int]]], key: str
+    ) -> list[Observation]:
+        """One observation per (queue, ``key``) of this collection's reading's ``table``."""
         reading = self._current()
         if reading is None:
             return []
         return [
-            Observation(n, {"queue": queue, "state": state.value})
-            for queue, states in reading.depth.items()
-            for state, n in states.items()
+            Observation(int(n), {"queue": queue, key: str(getattr(k, "value", k))})
+            for queue, values in table(reading).items()
+            for k, n in values.items()
         ]
+
+    def _depth(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._observe(lambda r: r.depth, "state")
 
     def _in_flight(self, options: CallbackOptions) -> Iterable[Observation]:
-        reading = self._current()
-        if reading is None:
-            return []
-        return [
-            Observation(n, {"queue": queue, "endpoint": endpoint})
-            for queue, endpoints in reading.in_flight.items()
-            for endpoint, n in endpoints.items()
-        ]
+        return self._observe(lambda r: r.in_flight, "endpoint")
 
     def _circuit_open(self, options: CallbackOptions) -> Iterable[Observation]:
-        reading = self._current()
-        if reading is None:
-            return []
-        return [
-            Observation(int(is_open), {"queue": queue, "endpoint": endpoint})
-            for queue, endpoints in reading.circuit_open.items()
-            for endpoint, is_open in endpoints.items()
-        ]
+        return self._observe(lambda r: r.circuit_open, "endpoint")

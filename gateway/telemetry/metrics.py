@@ -44,7 +44,7 @@ from opentelemetry.metrics import Histogram, Meter
 from gateway.store.records import Lease
 from gateway.store.tasks import Fence, Finish, Finished
 from gateway.telemetry.labels import TaskLabels
-from sdk.telemetry.metrics import MS_BUCKETS
+from sdk.telemetry.metrics import ms_histogram
 from sdk.wire import AttemptOutcome, TaskState
 
 DROPPED_STATUSES = frozenset({401, 403, 404})
@@ -118,12 +118,7 @@ class GatewayMetrics(Metrics):
         counter = meter.create_counter
 
         def ms(name: str, description: str) -> Histogram:
-            return meter.create_histogram(
-                name,
-                unit="ms",
-                description=description,
-                explicit_bucket_boundaries_advisory=list(MS_BUCKETS),
-            )
+            return ms_histogram(meter, name, description)
 
         self._enqueued = counter(
             "tasks_enqueued", unit="{task}", description="Tasks stored by enqueues."

@@ -31,7 +31,7 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvider, Observation
 
 from sdk.outcomes import Refusal, Stop, Verdict
 from sdk.wire import ErrorIn, PushBody
@@ -49,6 +49,16 @@ ANY = "*"
 OTHER = "other"
 
 
+def ms_histogram(meter: Meter, name: str, description: str) -> Histogram:
+    """A histogram in ms with the buckets of :data:`MS_BUCKETS` (the gateway's use it too)."""
+    return meter.create_histogram(
+        name,
+        unit="ms",
+        description=description,
+        explicit_bucket_boundaries_advisory=list(MS_BUCKETS),
+    )
+
+
 class WorkerMetrics:
     """What one worker records; attribute dicts are made once per combination."""
 
@@ -60,21 +70,13 @@ class WorkerMetrics:
         self._selected = meter.create_counter(
             "tasks_selected", unit="{task}", description="Tasks delivered to this worker."
         )
-        self._time_in_queue = meter.create_histogram(
-            "time_in_queue",
-            unit="ms",
-            description="From when a task was due to its delivery here.",
-            explicit_bucket_boundaries_advisory=list(MS_BUCKETS),
+        self._time_in_queue = ms_histogram(
+            meter, "time_in_queue", "From when a task was due to its delivery here."
         )
         self._processed = meter.create_counter(
             "tasks_processed", unit="{task}", description="Tasks ended or refused, by status."
         )
-        self._execution = meter.create_histogram(
-            "execution_time",
-            unit="ms",
-            description="How long task functions ran here.",
-            explicit_bucket_boundaries_advisory=list(MS_BUCKETS),
-        )
+        self._execution = ms_histogram(meter, "execution_time", "How long task functions ran here.")
         meter.create_observable_gauge(
             "worker_uptime",
             callbacks=[self._uptime],
