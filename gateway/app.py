@@ -59,15 +59,21 @@ from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
+from gateway.telemetry.export import MetricsExport
 from gateway.telemetry.server_spans import ServerSpans
+from gateway.telemetry.setup import set_up_metrics
 from gateway.telemetry.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
-    """The app; ``tracing`` defaults to what the ``OTEL_*`` variables configure (off unless
-    they name an exporter: docs/observability.md)."""
+def create_app(
+    settings: Settings, tracing: Tracing | None = None, *, metrics: MetricsExport | None = None
+) -> Starlette:
+    """The gateway app. ``tracing`` defaults to what the ``OTEL_*`` variables configure (off
+    unless they name an exporter: docs/observability.md). ``metrics``: a meter provider to
+    record into (tests hand in one with an in-memory reader); by default the app builds its own
+    (gateway/telemetry/export.py)."""
     tracing = tracing or Tracing.from_env()
 
     @asynccontextmanager
@@ -87,16 +93,21 @@ def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
         queues = QueueStore(redis, scripts)
         dependencies = DependencyStore(redis, scripts)
         directory = Directory(queues)
+        telemetry = set_up_metrics(
+            settings, redis, directory, lambda queue: catalog.cached_names(queue), metrics
+        )
+        recorder = telemetry.recorder
         session = new_session(allow_private=settings.allow_private_endpoints)
         notice_store = NoticeStore(redis, scripts)
         rng = random.Random()
         dispatcher = Dispatcher(
             tasks,
             directory,
-            Pusher(session, settings.callback_base, tracing),
+            Pusher(session, settings.callback_base, tracing, recorder),
             clock,
             batch=settings.dispatch_batch,
             rng=rng,
+            metrics=recorder,
         )
 
         catalog_store = CatalogStore(redis, scripts)
@@ -117,6 +128,7 @@ def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
             interval=settings.recover_interval,
             sweep_interval=settings.sweep_interval,
             max_sleep=settings.rescan_interval,
+            metrics=recorder,
         )
 
         def reconnected() -> None:
@@ -154,6 +166,7 @@ def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
             catalog=catalog_service,
             allow_private_urls=settings.allow_private_endpoints,
             tracing=tracing,
+            metrics=recorder,
         )
         job_store = JobStore(redis, scripts, runs_kept=settings.job_runs_kept)
         log_service = LogService(tasks)
@@ -176,6 +189,7 @@ def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
                 on_finished=dispatcher.wake,
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
+                metrics=recorder,
             ),
             operations=OperationsService(
                 OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
@@ -200,6 +214,7 @@ def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
                     "scheduler": lambda: bool(scheduler.running),
                 },
             ),
+            metrics=telemetry.page,
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -255,6 +270,7 @@ def create_app(settings: Settings, tracing: Tracing | None = None) -> Starlette:
             await catalog.close()
             await directory.close()
             await session.close()
+            await telemetry.close()
             await redis.aclose()
             tracing.shutdown()
 

@@ -3,7 +3,8 @@
 A key's scopes decide what it may do:
 
 - ``admin``: everything;
-- ``read``: every read (GET) of queues, endpoints and tasks;
+- ``read``: every read (GET) of queues, endpoints and tasks, and the metrics;
+- ``metrics``: ``GET /metrics`` only (for a Prometheus scraper);
 - ``enqueue:<pattern>``: enqueue to, read the tasks of, and cancel tasks of queues whose name
   matches the shell-style pattern (``enqueue:mail-*``, ``enqueue:*``).
 
@@ -19,7 +20,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from gateway.errors import Forbidden, Unauthorized
-from gateway.settings import ADMIN_SCOPE, ENQUEUE_SCOPE, READ_SCOPE, ApiKey
+from gateway.settings import ADMIN_SCOPE, ENQUEUE_SCOPE, METRICS_SCOPE, READ_SCOPE, ApiKey
 
 
 class Access(StrEnum):
@@ -30,6 +31,7 @@ class Access(StrEnum):
     PRODUCE = "produce"  # enqueue, read and cancel tasks of one queue
     LEASE = "lease"  # a worker callback: no API key, the lease token decides
     PUBLIC = "public"  # the probes (/healthz, /readyz): no API key, nothing to protect
+    METRICS = "metrics"  # scrape GET /metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,8 @@ class Principal:
     def may(self, access: Access, queue: str | None = None) -> bool:
         if ADMIN_SCOPE in self.scopes:
             return True
+        if access is Access.METRICS:
+            return METRICS_SCOPE in self.scopes or READ_SCOPE in self.scopes
         if access is Access.READ and queue is None:
             return READ_SCOPE in self.scopes
         if access in (Access.READ, Access.PRODUCE) and queue is not None:

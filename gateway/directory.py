@@ -38,6 +38,11 @@ class Directory:
         self._views.pop(queue, None)
         self._loading.pop(queue, None)
 
+    def peek(self, queue: str) -> QueueView | None:
+        """The cached view, however old, without reading Redis (None when there is none):
+        for metrics, which must not wait on the hot path."""
+        return self._views.get(queue)
+
     async def view(self, queue: str, endpoint_id: str | None = None) -> QueueView | None:
         """The queue's policy and endpoints; None when the queue is gone.
 

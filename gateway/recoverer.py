@@ -38,6 +38,7 @@ from gateway.store.dependencies import DependencyStore
 from gateway.store.queues import QueueStore
 from gateway.store.tasks import TaskStore
 from gateway.store.tasks.due import mark
+from gateway.telemetry.metrics import Metrics
 
 __all__ = ["RESCAN_JOB_ID", "Recoverer", "RecoveryReport"]
 
@@ -75,6 +76,7 @@ class Recoverer:
         interval: float = 0.25,
         sweep_interval: float = 60.0,
         max_sleep: float = 60.0,
+        metrics: Metrics | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -89,6 +91,7 @@ class Recoverer:
             rng=rng or random.Random(),
             batch=batch,
             dependencies=dependencies,
+            metrics=metrics,
         )
         self._interval_ms = round(interval * 1000)
         self._sweep_ms = round(sweep_interval * 1000)

@@ -18,6 +18,7 @@ from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import RELINK_AFTER_MS
 from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
+from gateway.telemetry.metrics import Metrics
 from sdk.wire import AttemptOutcome, Backoff, StallPolicy, TaskState
 
 __all__ = ["QueueRecovery", "RecoveryReport"]
@@ -81,7 +82,9 @@ class QueueRecovery:
         rng: random.Random,
         batch: int,
         dependencies: DependencyStore | None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._tasks = tasks
         self._queues = queues
         self._on_ready = on_ready
@@ -138,20 +141,18 @@ class QueueRecovery:
         stalled = await self._tasks.stalled(queue, now, self._batch)
         if not stalled:
             return RecoveryReport(), 0
-        results = await self._tasks.finish_many(
-            queue,
-            [
-                Finish(
-                    s.task_id,
-                    s.token,
-                    AttemptOutcome.STALLED,
-                    text=STALLED_TEXT,
-                    delay_ms=retry_delay_ms(s.attempt, backoff, self._rng),
-                )
-                for s in stalled
-            ],
-            now,
-        )
+        finishes = [
+            Finish(
+                s.task_id,
+                s.token,
+                AttemptOutcome.STALLED,
+                text=STALLED_TEXT,
+                delay_ms=retry_delay_ms(s.attempt, backoff, self._rng),
+            )
+            for s in stalled
+        ]
+        results = await self._tasks.finish_many(queue, finishes, now)
+        self._metrics.finished(queue, finishes, results, now)
         done = _tally(results)
         requeued = sum(r.fence is Fence.OK and r.state is TaskState.QUEUED for r in results)
         return RecoveryReport(stalled=done.expired) + done, requeued
@@ -172,9 +173,9 @@ class QueueRecovery:
             leases = await self._tasks.expired(queue, now, self._batch)
             if not leases:
                 return report, requeued
-            results = await self._tasks.finish_many(
-                queue, [self._expiry(lease, backoff) for lease in leases], now
-            )
+            finishes = [self._expiry(lease, backoff) for lease in leases]
+            results = await self._tasks.finish_many(queue, finishes, now)
+            self._metrics.finished(queue, finishes, results, now)
             done = _tally(results)
             report += done
             requeued += sum(r.fence is Fence.OK and r.state is TaskState.QUEUED for r in results)

@@ -13,14 +13,16 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ADMIN_SCOPE = "admin"
 READ_SCOPE = "read"
+METRICS_SCOPE = "metrics"
 ENQUEUE_SCOPE = "enqueue:"
-VALID_SCOPES = f"{ADMIN_SCOPE}, {READ_SCOPE}, {ENQUEUE_SCOPE}<queue pattern>"
+VALID_SCOPES = f"{ADMIN_SCOPE}, {READ_SCOPE}, {METRICS_SCOPE}, {ENQUEUE_SCOPE}<queue pattern>"
 
 
 class ApiKey(BaseModel):
     """An API key and what it may do.
 
-    Scopes: ``admin`` (everything), ``read`` (every GET), ``enqueue:<queue>`` (enqueue to, and
+    Scopes: ``admin`` (everything), ``read`` (every GET), ``metrics`` (``GET /metrics``
+    only), ``enqueue:<queue>`` (enqueue to, and
     read tasks of, matching queues; ``*`` and ``?`` patterns allowed, e.g. ``enqueue:mail-*``).
     Any other scope is refused here, at start, rather than with a 403 at the first request.
     """
@@ -41,7 +43,7 @@ class ApiKey(BaseModel):
 
 
 def _is_scope(scope: str) -> bool:
-    if scope in (ADMIN_SCOPE, READ_SCOPE):
+    if scope in (ADMIN_SCOPE, READ_SCOPE, METRICS_SCOPE):
         return True
     return scope.startswith(ENQUEUE_SCOPE) and len(scope) > len(ENQUEUE_SCOPE)
 
@@ -162,6 +164,18 @@ class Settings(BaseSettings):
     )
     session_ttl: int = Field(
         43200, ge=60, description="Seconds an admin UI sign-in lasts (12 hours by default)."
+    )
+    metrics: bool = Field(
+        True,
+        description="Record OpenTelemetry metrics, served on GET /metrics (Prometheus text) and "
+        "sent over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set; false records nothing.",
+    )
+    metrics_max_task_names: int = Field(
+        100,
+        ge=1,
+        le=100_000,
+        description="Task names (and versions) per queue that metrics tell apart besides those "
+        "in the task catalog; further names are recorded as 'other'.",
     )
 
     @field_validator("public_url")

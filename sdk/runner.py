@@ -38,17 +38,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
 import httpx
+from opentelemetry.metrics import MeterProvider
 from pydantic import ValidationError
 
 from sdk.attempt import Attempt
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
 from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
 from sdk.tasks import TaskFunction
+from sdk.telemetry.metrics import WorkerMetrics
 from sdk.wire import PushBody, TaskArgs
 
 __all__ = ["Delivery", "Runner", "RunnerOptions", "ShutdownPolicy"]
@@ -87,6 +90,7 @@ class RunnerOptions(TypedDict, total=False):
     callback_timeout: float
     final_retry_delays: Sequence[float]
     transport: httpx.AsyncBaseTransport | None
+    meter_provider: MeterProvider | None
 
 
 class Runner:
@@ -108,6 +112,7 @@ class Runner:
         callback_timeout: float = 10.0,
         final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
         transport: httpx.AsyncBaseTransport | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self.tasks: dict[str, TaskFunction[Any, Any]] = {}
         for fn in tasks:
@@ -133,6 +138,7 @@ class Runner:
         self._idle = asyncio.Event()  # set while no attempt runs or awaits its report
         self._idle.set()
         self._supervisors: set[asyncio.Task[None]] = set()
+        self.metrics = WorkerMetrics(self.tasks, meter_provider)
 
     @property
     def running(self) -> int:
@@ -185,12 +191,14 @@ class Runner:
         free = self._free_slots()
         admitted: list[Attempt | Refusal] = []
         for delivery in deliveries:
-            if free <= 0:
-                admitted.append(busy(self.busy_retry_after, closing=self._closing))
-                continue
-            started = self._start(delivery)
+            self.metrics.delivered(delivery.push)
+            started: Attempt | Refusal = busy(self.busy_retry_after, closing=self._closing)
+            if free > 0:
+                started = self._start(delivery)
             if isinstance(started, Attempt):
                 free -= 1
+            else:
+                self.metrics.refused(delivery.push, started)
             admitted.append(started)
         await self._wait_inline([a for a in admitted if isinstance(a, Attempt)])
         return [a if isinstance(a, Refusal) else self._outcome(a) for a in admitted]
@@ -225,6 +233,12 @@ class Runner:
         except TypeError as e:
             return Refusal(422, "Arguments do not fit the task", str(e))
         attempt.start(args, kwargs)
+        began = time.perf_counter()
+        attempt.settled.add_done_callback(
+            lambda _: self.metrics.ended(
+                push, attempt.verdict(), attempt.stopped, (time.perf_counter() - began) * 1000
+            )
+        )
         self._attempts.add(attempt)
         self._idle.clear()
         return attempt

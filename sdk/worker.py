@@ -77,6 +77,8 @@ class Worker:
     an attempt; ``"fail"`` stops them and fails them, not retried.
     ``callback_timeout``, ``final_retry_delays``: how callbacks are sent and the final one
     retried. ``transport``: the callback client's transport (tests, proxies).
+    ``meter_provider``: where the worker's metrics go (:mod:`sdk.telemetry.metrics`); by
+    default the application's global OpenTelemetry provider, a no-op unless it set one.
     """
 
     def __init__(
@@ -140,6 +142,7 @@ class Worker:
         try:
             self._verifier.verify(body, request.headers)
         except SignatureError as e:
+            self.runner.metrics.processed(None, "dropped")
             return response_of(Refusal(401, "Invalid signature", str(e)))
         push = read_push(body, request.headers)
         if isinstance(push, Refusal):

@@ -8,6 +8,7 @@ from gateway.api import (
     health,
     jobs,
     logs,
+    metrics,
     notices,
     operations,
     queues,
@@ -25,4 +26,5 @@ OPERATIONS: list[Operation] = [
     *notices.OPERATIONS,
     *jobs.OPERATIONS,
     *health.OPERATIONS,
+    *metrics.OPERATIONS,
 ]

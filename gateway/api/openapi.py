@@ -104,6 +104,8 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": "No content" if op.response is None else "OK"}
     if op.response is not None:
         ok["content"] = {"application/json": {"schema": refs[(op.response, "serialization")]}}
+    if op.text is not None:
+        ok = {"description": "OK", "content": {op.text: {"schema": {"type": "string"}}}}
     if op.stream is not None:
         ok.setdefault("content", {})[op.stream] = {
             "schema": {"type": "string", "description": "One JSON object per line, streamed."}

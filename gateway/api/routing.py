@@ -141,6 +141,7 @@ class Operation:
     description: str = ""
     also: tuple[int, ...] = ()  # other success statuses, with the same response
     stream: str | None = None  # another media type of the answer, streamed when Accept asks
+    text: str | None = None  # the answer is this media type (a string), not JSON
     links: tuple[Link, ...] = ()
 
     @property

@@ -36,6 +36,7 @@ from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
 from gateway.store.tasks import Claim, ClaimStatus, Fence, Finish, Finished, TaskStore
+from gateway.telemetry.metrics import Metrics
 from sdk.wire import AttemptOutcome
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,9 @@ class Dispatcher:
         batch: int = 64,
         rng: random.Random | None = None,
         on_finished: Callable[[str, Finished], None] = lambda q, f: None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._tasks = tasks
         self._directory = directory
         self._pusher = pusher
@@ -160,6 +163,8 @@ class Dispatcher:
         claim = await self._tasks.claim(
             queue, self._batch, secrets.token_hex(16), self._clock.now_ms()
         )
+        if claim.leases:
+            self._metrics.selected(claim.leases)
         by_endpoint: dict[str, list[Lease]] = {}
         for lease in claim.leases:
             by_endpoint.setdefault(lease.endpoint_id, []).append(lease)
@@ -289,7 +294,10 @@ class Dispatcher:
         self.wake(lease.queue)
 
     async def _finish_many(self, queue: str, finishes: list[Finish]) -> list[Finished]:
-        return await self._tasks.finish_many(queue, finishes, self._clock.now_ms())
+        now_ms = self._clock.now_ms()
+        done = await self._tasks.finish_many(queue, finishes, now_ms)
+        self._metrics.finished(queue, finishes, done, now_ms)
+        return done
 
     async def _accept_many(self, queue: str, accepted: list[tuple[str, str]]) -> list[Fence]:
         return await self._tasks.accept_many(queue, accepted, self._clock.now_ms())

@@ -21,6 +21,7 @@ from standardwebhooks import Webhook
 from gateway.dispatch.verdict import Answer, batch_answers
 from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
 from gateway.store.records import EndpointRecord, Lease, to_datetime
+from gateway.telemetry.metrics import Metrics, answer_class
 from gateway.telemetry.tracing import Tracing, carrier
 from sdk.wire import (
     HEADER_ATTEMPT,
@@ -42,8 +43,16 @@ def push_body(lease: Lease, extra: str = "") -> str:
         f'"name":{json.dumps(lease.name)},"payload":{lease.payload_json},'
         f'"attempt":{lease.attempt},"checkpoint":{lease.checkpoint_json or "null"},'
         f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
-        f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"{extra}}}'
+        f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"'
+        f"{_ready_at(lease)}{extra}}}"
     )
+
+
+def _ready_at(lease: Lease) -> str:
+    """The optional ``ready_at`` field: when the task became due, if the lease knows it."""
+    if not lease.ready_ms:
+        return ""
+    return f',"ready_at":"{to_datetime(lease.ready_ms).isoformat()}"'
 
 
 def callback_url(base: str, lease: Lease) -> str:
@@ -97,11 +106,16 @@ def new_session(
 
 class Pusher:
     def __init__(
-        self, session: aiohttp.ClientSession, callback_base: str, tracing: Tracing | None = None
+        self,
+        session: aiohttp.ClientSession,
+        callback_base: str,
+        tracing: Tracing | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._session = session
         self._callback_base = callback_base
         self._tracing = tracing or Tracing.off()
+        self._metrics = metrics or Metrics()
         self._signers: dict[str, Webhook] = {}
 
     def _signer(self, secret: str) -> Webhook:
@@ -178,6 +192,21 @@ class Pusher:
         return answer
 
     async def _post(
+        self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
+    ) -> Answer:
+        """Send the push and record it (answer class, time to answer). A push cut off at its
+        lease's end is cancelled here and not recorded."""
+        started = time.perf_counter()
+        answer = await self._send(endpoint, body, headers, push_timeout)
+        self._metrics.pushed(
+            endpoint.queue,
+            endpoint.id,
+            answer_class(answer.status, answer.failure),
+            (time.perf_counter() - started) * 1000,
+        )
+        return answer
+
+    async def _send(
         self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
     ) -> Answer:
         try:

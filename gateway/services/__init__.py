@@ -16,6 +16,7 @@ from gateway.services.operations import OperationsService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
 from gateway.store.idempotency import IdempotencyStore
+from gateway.telemetry.setup import PrometheusPage
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +34,4 @@ class Services:
     logs: LogService
     jobs: JobService
     readiness: Readiness | None = None
+    metrics: PrometheusPage | None = None  # GET /metrics; None when metrics are off

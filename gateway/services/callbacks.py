@@ -19,6 +19,7 @@ from gateway.errors import QueueNotFound, StaleLease, TaskNotFound
 from gateway.store.queues import QueueStore
 from gateway.store.records import seconds_to_ms, to_datetime
 from gateway.store.tasks import LOG_LINES_KEPT, Fence, Finish, TaskStore
+from gateway.telemetry.metrics import Metrics
 from sdk.wire import (
     AttemptOutcome,
     CallbackAck,
@@ -52,7 +53,9 @@ class CallbackService:
         on_finished: Callable[[str], None],
         rng: random.Random | None = None,
         log_lines_kept: int = LOG_LINES_KEPT,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._log_lines_kept = log_lines_kept
         self._tasks = tasks
         self._queues = queues
@@ -140,7 +143,9 @@ class CallbackService:
         return await self._finish(queue, Finish(task_id, token, AttemptOutcome.RELEASED))
 
     async def _finish(self, queue: str, finish: Finish) -> CallbackAck:
-        done = await self._tasks.finish(queue, finish, self._clock.now_ms())
+        now_ms = self._clock.now_ms()
+        done = await self._tasks.finish(queue, finish, now_ms)
+        self._metrics.finished(queue, (finish,), (done,), now_ms)
         _check(done.fence, queue, finish.task_id, done.state)
         self._on_finished(queue)
         assert done.state is not None

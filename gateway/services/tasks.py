@@ -33,6 +33,7 @@ from gateway.store.records import (
     to_ms,
 )
 from gateway.store.tasks import CancelResult, TaskStore
+from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
 from sdk.wire import QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
@@ -112,8 +113,10 @@ class TaskService:
         catalog: CatalogService | None = None,
         allow_private_urls: bool = False,
         tracing: Tracing | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._tracing = tracing or Tracing.off()
+        self._metrics = metrics or Metrics()
         self._catalog = catalog
         self._allow_private = allow_private_urls
         self._dependencies = dependencies
@@ -182,6 +185,7 @@ class TaskService:
             untraced = [_new_task(spec, now, located, queue) for spec in specs]
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
                 stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
+        self._metrics.enqueued(queue, (n.name for n, s in zip(new, stored, strict=True) if s.state))
         links = [
             (n.id, q, d)
             for n, s in zip(new, stored, strict=True)

@@ -117,6 +117,9 @@ class Lease:
     deadline_ms: int
     traceparent: str | None
     tracestate: str | None = None
+    ready_ms: int = 0  # when it became due (its run_at), for time-in-queue metrics
+    started_ms: int = 0  # when this claim leased it
+    version: str = ""
 
 
 class EndpointRecord(BaseModel):

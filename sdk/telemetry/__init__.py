@@ -1,2 +1,4 @@
-"""Telemetry of the SDK, on the OpenTelemetry API alone: the application chooses the SDK and
-exporters (or none, and this costs next to nothing)."""
+"""Telemetry of the SDK, on the OpenTelemetry API alone: traces (:mod:`sdk.telemetry.tracing`)
+and worker metrics (:mod:`sdk.telemetry.metrics`) go to whatever tracer and meter providers the
+application configured, and cost next to nothing when it configured none. Never an exporter:
+how the numbers leave the process is the application's choice."""

@@ -29,6 +29,11 @@ class PushBody(OutputModel):
     checkpoint: JsonValue = None
     lease_expires_at: datetime
     deadline: datetime = Field(description="Hard end of this attempt (max_run_time).")
+    ready_at: datetime | None = Field(
+        None,
+        description="When the task became due (its run_at, or its creation): the worker's "
+        "time-in-queue metric counts from it.",
+    )
 
 
 class BatchItem(PushBody):

@@ -75,6 +75,13 @@ class StallPolicy(StrEnum):
     REDISPATCH = "redispatch"  # end the attempt now (outcome 'stalled') and retry it
 
 
+class MetricsGranularity(StrEnum):
+    """What the gateway's metrics tell apart within a queue (docs/observability.md)."""
+
+    TASK = "task"  # one series per task name (bounded: past a limit, names fold into 'other')
+    QUEUE = "queue"  # every task of the queue recorded as task '*': one series per queue
+
+
 class QueuePolicy(InputModel):
     """A queue's policy: the body of ``PUT /v1/queues/{queue}``. Every field has a default."""
 
@@ -114,6 +121,11 @@ class QueuePolicy(InputModel):
         None, description="A running task silent for longer is 'stalled'; tasks may override."
     )
     stall_policy: StallPolicy = Field(StallPolicy.WAIT, description="What a stall leads to.")
+    metrics_granularity: MetricsGranularity = Field(
+        MetricsGranularity.TASK,
+        description="'task': metrics carry the task name; 'queue': every task of the queue is "
+        "recorded as task '*', so floods of many small tasks stay one series per queue.",
+    )
 
 
 class QueuePolicyPatch(InputModel):
@@ -152,6 +164,7 @@ class QueuePolicyPatch(InputModel):
     dedup_window: Seconds | None = None
     max_heartbeat_interval: PositiveSeconds | None = None
     stall_policy: StallPolicy | None = None
+    metrics_granularity: MetricsGranularity | None = None
 
 
 class Queue(OutputModel):

@@ -46,4 +46,4 @@ def test_unknown_scopes_are_refused_naming_the_key_and_the_valid_scopes(
         ApiKey(key="0123456789abcdef", scopes=scopes, name="ci")
     message = str(refused.value)
     assert "key 'ci' has unknown scope" in message
-    assert "valid scopes: admin, read, enqueue:<queue pattern>" in message
+    assert "valid scopes: admin, read, metrics, enqueue:<queue pattern>" in message

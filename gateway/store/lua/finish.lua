@@ -15,7 +15,9 @@
 --   HTTP status or '', result JSON when succeeded else error text or '',
 --   traceback or '' (when succeeded: the worker's warning or ''),
 --   delay ms before the retry (error, busy, expired)
--- Returns, per task: {'OK', new state, due ms or ''} | {'NOTASK'} | {'STALE', state}
+-- Returns, per task: {'OK', new state, due ms or '', name, version or '', attempt start ms,
+--      created ms, circuit change of its endpoint ('open', 'closed' or ''), endpoint id or ''}
+--      (the fields after the due time are for metrics) | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired or stalled, but a heartbeat came meanwhile)
 --      or {'NOQUEUE'} for every task when the queue is not registered (nothing changed);
 --      then one more entry, {'NOTICE'}, when a completion callback notice was recorded
@@ -55,7 +57,8 @@ local VERDICT = {
   busy = 'busy',
 }
 
--- Feed the health of the endpoint of attempt ``t`` with its end, when ``observed``.
+-- Feed the health of the endpoint of attempt ``t`` with its end, when ``observed``; returns the
+-- circuit's change, if any (see health_breaker).
 local function feed_health(t, outcome, observed)
   local h = health_of(healths, KEYS[20], t.ep)
   local verdict = VERDICT[outcome]
@@ -73,7 +76,7 @@ local function feed_health(t, outcome, observed)
   end
   health_sample(h, now, latency, verdict ~= true)
   if verdict ~= 'busy' then
-    health_breaker(h, breaker, now, verdict)
+    return health_breaker(h, breaker, now, verdict)
   end
 end
 
@@ -100,9 +103,11 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
   -- answered the push.
   local observed = (outcome ~= 'expired' and outcome ~= 'stalled') or t.acc
   local endpoint = redis.call('HGET', KEYS[10], t.ep)
+  local ep_id = t.ep
+  local circuit = nil
   if endpoint then
     redis.call('HINCRBY', KEYS[6], t.ep, -1)
-    feed_health(t, outcome, observed)
+    circuit = feed_health(t, outcome, observed)
   end
   if not observed and outcome == 'expired' then
     delay_ms = 0
@@ -193,7 +198,10 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
     ended[#ended + 1] = {id, next_state == 'succeeded', t.error or next_state, t.grp}
   end
   save_task(KEYS[2], id, t)
-  return {'OK', t.state, due}
+  return {
+    'OK', t.state, due, t.name, t.ver or '', int(t.started or now), int(t.created or now),
+    circuit or '', ep_id or '',
+  }
 end
 
 local replies = {}

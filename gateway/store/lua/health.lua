@@ -69,22 +69,31 @@ end
 
 -- Feed the circuit breaker one observed end: ``healthy`` closes it; a failure counts, and opens
 -- it at ``breaker.failures`` in a row, or again at once when it was the half-open probe.
+-- Returns the circuit's change, for metrics: 'open' (opened, or reopened by a failed probe),
+-- 'closed' (an open or half-open circuit closed), or nil.
 local function health_breaker(h, breaker, now, healthy)
   if healthy then
+    local change = nil
+    if h.open_until then
+      change = 'closed'
+    end
     if h.fails or h.open_until then
       h.fails, h.open_until, h.opens, h.probe = nil, nil, nil, nil
       h.dirty = true
     end
-    return
+    return change
   end
+  local change = nil
   h.fails = (h.fails or 0) + 1
   if h.probe or (not h.open_until and h.fails >= breaker.failures) then
     local pause = ms(breaker.open_for) * math.pow(2, h.opens or 0)
     h.open_until = now + math.min(pause, ms(breaker.max_open_for))
     h.opens = (h.opens or 0) + 1
     h.probe = nil
+    change = 'open'
   end
   h.dirty = true
+  return change
 end
 
 -- What one more push costs on an endpoint, by which the claim picks the cheapest: its pushes in

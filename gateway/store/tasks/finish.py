@@ -31,9 +31,19 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
+    """What the finish script did with one attempt's end. When the fence held (``OK``) it also
+    says, for metrics, which task it was (``name``, ``version``), when the attempt started and
+    the task was created, and how its endpoint's circuit changed (``'open'``, ``'closed'``)."""
+
     fence: Fence
     state: TaskState | None = None
     due_ms: int | None = None
+    name: str = ""
+    version: str = ""
+    started_ms: int = 0
+    created_ms: int = 0
+    circuit: str = ""
+    endpoint_id: str = ""
 
 
 class CancelResult(StrEnum):
@@ -85,7 +95,17 @@ def _finish_args(f: Finish) -> list[str | int]:
 def _finished(reply: list[Any]) -> Finished:
     fence = Fence(reply[0])
     if fence is Fence.OK:
-        return Finished(fence, TaskState(reply[1]), int(reply[2]) if reply[2] else None)
+        return Finished(
+            fence,
+            TaskState(reply[1]),
+            int(reply[2]) if reply[2] else None,
+            name=reply[3],
+            version=reply[4],
+            started_ms=int(reply[5]),
+            created_ms=int(reply[6]),
+            circuit=reply[7],
+            endpoint_id=reply[8],
+        )
     if fence is Fence.STALE:
         return Finished(fence, TaskState(reply[1]))
     return Finished(fence)

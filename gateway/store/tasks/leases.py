@@ -97,6 +97,9 @@ class Leasing(StoreBase):
                     deadline_ms=int(record["deadline"]),
                     traceparent=record.get("tp"),
                     tracestate=record.get("ts"),
+                    ready_ms=int(max(record.get("run_at", 0), record.get("created", 0))),
+                    started_ms=int(record.get("started", 0)),
+                    version=record.get("ver") or "",
                 )
             )
         return Claim(status, leases)

@@ -1,0 +1,219 @@
+"""The gateway's metrics: what the dispatcher, services and recoverer record, in one place.
+
+They call a :class:`Metrics` (a recorder whose methods do nothing: metrics off) or a
+:class:`GatewayMetrics` (instruments made from the meter the app factory hands in), so neither
+the hot path nor a test that does not care touches OpenTelemetry. The names, types and
+attributes of DESIGN.md's table are exactly these; docs/observability.md tells what each
+answers.
+
+=======================  ===========  =============================  ========================
+metric                   type         attributes                     recorded when
+=======================  ===========  =============================  ========================
+``tasks_enqueued``       counter      queue, task                    a task is stored
+``tasks_selected``       counter      task, queue, role              a claim leases it
+``time_in_queue``        histogram    task, queue, role              claim, since it was due
+``tasks_processed``      counter      task, queue, status            an attempt ends
+``execution_time``       histogram    task, queue, status            end, since the claim
+``end_to_end_latency``   histogram    task, queue, status            end, since creation
+``tasks_retried``        counter      task, version, queue           an attempt's end retries
+``tasks_dead_lettered``  counter      task, version, queue           a task ends ``dead``
+``push_duration``        histogram    queue, endpoint, answer        POST to answer
+``circuit_changes``      counter      queue, endpoint, state         a circuit opens/closes
+=======================  ===========  =============================  ========================
+
+(plus the gauges of :mod:`gateway.telemetry.gauges`). Histograms are in milliseconds with
+explicit buckets from 1 ms to 1 h (:data:`MS_BUCKETS`). ``role`` is ``gateway`` here; the SDK
+worker records the same names with ``role=worker`` (:mod:`sdk.telemetry.metrics`).
+
+``status`` of ``tasks_processed`` and ``execution_time`` is the attempt's outcome
+(:class:`~sdk.wire.AttemptOutcome`: succeeded, error, failed, busy, gone, expired, stalled,
+released), ``cancelled`` when the end cancelled the task, or ``dropped``: the worker refused
+the push as an unknown task (404) or a bad signature (401, 403), which is how an old worker
+receiving new tasks, or a misconfigured secret, shows. ``status`` of ``end_to_end_latency`` is
+the task's final state (succeeded, failed, dead, cancelled) or ``dropped``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from opentelemetry.metrics import Counter as MetricCounter
+from opentelemetry.metrics import Histogram, Meter
+
+from gateway.store.records import Lease
+from gateway.store.tasks import Fence, Finish, Finished
+from gateway.telemetry.labels import TaskLabels
+from sdk.telemetry.metrics import ms_histogram
+from sdk.wire import AttemptOutcome, TaskState
+
+DROPPED_STATUSES = frozenset({401, 403, 404})
+"""Answers that mean the worker refused the push itself: bad signature, unknown task."""
+
+ROLE = "gateway"
+RETRIED_OUTCOMES = frozenset(
+    {AttemptOutcome.ERROR, AttemptOutcome.BUSY, AttemptOutcome.EXPIRED, AttemptOutcome.STALLED}
+)
+BACK_IN_QUEUE = frozenset({TaskState.SCHEDULED, TaskState.QUEUED})
+FINAL_STATES = frozenset(
+    {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED}
+)
+
+Attributes = Mapping[str, str]
+Key = tuple[str, ...]  # an attribute set: its kind (KINDS), then its values
+
+
+def attempt_status(finish: Finish, done: Finished) -> str:
+    """The ``status`` attribute of an attempt's end (module docstring)."""
+    if done.state is TaskState.CANCELLED:
+        return "cancelled"
+    if finish.outcome is AttemptOutcome.FAILED and finish.http_status in DROPPED_STATUSES:
+        return "dropped"
+    return finish.outcome.value
+
+
+def final_status(status: str, state: TaskState) -> str:
+    """The ``status`` attribute of a task's end: its final state, or ``dropped``."""
+    return status if status == "dropped" else state.value
+
+
+def answer_class(status: int | None, failure: str | None) -> str:
+    """A push's answer, bounded: ``2xx`` … ``5xx``, ``timeout`` or ``connection_error``."""
+    if status is not None:
+        return f"{status // 100}xx"
+    if failure is not None and failure.startswith("no answer within"):
+        return "timeout"
+    return "connection_error"
+
+
+class Metrics:
+    """The recorder with metrics off: every method does nothing. :class:`GatewayMetrics`
+    records; callers hold either, typed as this."""
+
+    def enqueued(self, queue: str, names: Iterable[str]) -> None:
+        """Tasks stored by an enqueue (not the duplicates it matched)."""
+
+    def selected(self, leases: Sequence[Lease]) -> None:
+        """Tasks a claim leased for dispatch."""
+
+    def pushed(self, queue: str, endpoint: str, answer: str, ms: float) -> None:
+        """One push (single or batch) answered, or given up, after ``ms``."""
+
+    def finished(
+        self, queue: str, finishes: Sequence[Finish], done: Sequence[Finished], now_ms: int
+    ) -> None:
+        """Attempts ended by one finish script call (``done[i]`` answers ``finishes[i]``)."""
+
+
+class GatewayMetrics(Metrics):
+    """Records into instruments made from ``meter``; attributes through ``labels``.
+
+    Attribute dicts are made once per combination and reused: the SDK keys its series by them,
+    and a flood of tasks should allocate nothing per task beyond what it must.
+    """
+
+    def __init__(self, meter: Meter, labels: TaskLabels) -> None:
+        self._labels = labels
+        self._attrs: dict[tuple[str, ...], Attributes] = {}
+        counter = meter.create_counter
+
+        def ms(name: str, description: str) -> Histogram:
+            return ms_histogram(meter, name, description)
+
+        self._enqueued = counter(
+            "tasks_enqueued", unit="{task}", description="Tasks stored by enqueues."
+        )
+        self._selected = counter(
+            "tasks_selected", unit="{task}", description="Tasks leased for an attempt."
+        )
+        self._time_in_queue = ms("time_in_queue", "From when a task was due (run_at) to its lease.")
+        self._processed = counter(
+            "tasks_processed", unit="{task}", description="Attempts ended, by status."
+        )
+        self._execution = ms("execution_time", "From an attempt's lease to its end.")
+        self._latency = ms("end_to_end_latency", "From a task's creation to its final state.")
+        self._retried = counter(
+            "tasks_retried", unit="{task}", description="Attempt ends that lead to a retry."
+        )
+        self._dead = counter(
+            "tasks_dead_lettered", unit="{task}", description="Tasks that ended dead."
+        )
+        self._push_duration = ms(
+            "push_duration", "From a push's POST to its answer; its count counts the pushes."
+        )
+        self._circuits = counter(
+            "circuit_changes",
+            unit="{change}",
+            description="Endpoint circuit breakers opening or closing.",
+        )
+
+    def _add(self, counter: MetricCounter, tally: Counter[Key]) -> None:
+        """One add per attribute set of a batch (claim, finish, enqueue), not one per task:
+        each costs the SDK several microseconds (attribute cleaning and hashing)."""
+        for key, n in tally.items():
+            counter.add(n, self._a(*key))
+
+    def _a(self, *key: str) -> Attributes:
+        """The attribute dict of ``key`` (its first item names the kind), made once."""
+        found = self._attrs.get(key)
+        if found is None:
+            kind, values = key[0], key[1:]
+            found = self._attrs[key] = dict(zip(KINDS[kind], values, strict=True))
+        return found
+
+    def enqueued(self, queue: str, names: Iterable[str]) -> None:
+        task = self._labels.task
+        tally: Counter[Key] = Counter()
+        for name in names:
+            tally["qt", queue, task(queue, name)] += 1
+        self._add(self._enqueued, tally)
+
+    def selected(self, leases: Sequence[Lease]) -> None:
+        task = self._labels.task
+        tally: Counter[Key] = Counter()
+        for lease in leases:
+            key = ("tqr", task(lease.queue, lease.name), lease.queue, ROLE)
+            tally[key] += 1
+            self._time_in_queue.record(max(0, lease.started_ms - lease.ready_ms), self._a(*key))
+        self._add(self._selected, tally)
+
+    def pushed(self, queue: str, endpoint: str, answer: str, ms: float) -> None:
+        self._push_duration.record(ms, self._a("qea", queue, endpoint, answer))
+
+    def finished(
+        self, queue: str, finishes: Sequence[Finish], done: Sequence[Finished], now_ms: int
+    ) -> None:
+        processed: Counter[Key] = Counter()
+        retried: Counter[Key] = Counter()
+        dead: Counter[Key] = Counter()
+        for finish, end in zip(finishes, done, strict=True):
+            if end.fence is not Fence.OK or end.state is None:
+                continue  # stale or refused: nothing ended
+            task = self._labels.task(queue, end.name)
+            status = attempt_status(finish, end)
+            key = ("tqs", task, queue, status)
+            processed[key] += 1
+            self._execution.record(max(0, now_ms - end.started_ms), self._a(*key))
+            state = end.state
+            if state in FINAL_STATES:
+                final = self._a("tqs", task, queue, final_status(status, state))
+                self._latency.record(max(0, now_ms - end.created_ms), final)
+                if state is TaskState.DEAD:
+                    dead["tvq", task, self._labels.version(queue, end.version), queue] += 1
+            elif state in BACK_IN_QUEUE and finish.outcome in RETRIED_OUTCOMES:
+                retried["tvq", task, self._labels.version(queue, end.version), queue] += 1
+            if end.circuit:
+                self._circuits.add(1, self._a("qes", queue, end.endpoint_id, end.circuit))
+        self._add(self._processed, processed)
+        self._add(self._retried, retried)
+        self._add(self._dead, dead)
+
+
+KINDS: dict[str, tuple[str, ...]] = {
+    "qt": ("queue", "task"),
+    "tqr": ("task", "queue", "role"),
+    "tqs": ("task", "queue", "status"),
+    "tvq": ("task", "version", "queue"),
+    "qea": ("queue", "endpoint", "answer"),
+    "qes": ("queue", "endpoint", "state"),
+}
