@@ -46,6 +46,7 @@ from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
+from gateway.services.pulls import PullService, PullWaiters
 from gateway.services.queues import QueueService
 from gateway.services.runs import Runs
 from gateway.services.tasks import TaskService
@@ -70,6 +71,10 @@ async def _health(request: Request) -> Response:
 
 
 def create_app(settings: Settings) -> Starlette:
+    # Pull long polls waiting for work; made here so the server can end them as soon as it is
+    # told to stop, before it waits for the requests in flight (gateway/server.py).
+    pull_waiters = PullWaiters()
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         if not settings.api_keys:
@@ -99,6 +104,11 @@ def create_app(settings: Settings) -> Starlette:
             rng=rng,
         )
 
+        def wake(queue: str) -> None:
+            """There may be ready work on ``queue``: for the dispatcher and the pull polls."""
+            dispatcher.wake(queue)
+            pull_waiters.wake(queue)
+
         catalog_store = CatalogStore(redis, scripts)
         catalog = Catalog(catalog_store)
 
@@ -106,12 +116,13 @@ def create_app(settings: Settings) -> Starlette:
             directory.forget(queue)
             catalog.forget(queue)
             dispatcher.changed(queue)
+            pull_waiters.wake(queue)
 
         recoverer = Recoverer(
             tasks,
             queues,
             clock,
-            on_ready=dispatcher.wake,
+            on_ready=wake,
             rng=rng,
             dependencies=dependencies,
             interval=settings.recover_interval,
@@ -121,6 +132,7 @@ def create_app(settings: Settings) -> Starlette:
 
         def reconnected() -> None:
             dispatcher.wake_all()
+            pull_waiters.wake_all()
             recoverer.notice(clock.now_ms())
 
         notices = NoticeDelivery(
@@ -136,7 +148,7 @@ def create_app(settings: Settings) -> Starlette:
 
         notifier = Notifier(
             redis,
-            on_wake=dispatcher.wake,
+            on_wake=wake,
             on_due=recoverer.notice,
             on_notice=lambda due_ms: delivery_loop.notice(due_ms),  # made below
             on_job=lambda due_ms: firing_loop.notice(due_ms),
@@ -150,7 +162,7 @@ def create_app(settings: Settings) -> Starlette:
             clock,
             notifier,
             dependencies,
-            on_ready=dispatcher.wake,
+            on_ready=wake,
             catalog=catalog_service,
             allow_private_urls=settings.allow_private_endpoints,
         )
@@ -172,12 +184,12 @@ def create_app(settings: Settings) -> Starlette:
                 tasks,
                 queues,
                 clock,
-                on_finished=dispatcher.wake,
+                on_finished=wake,
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
             ),
             operations=OperationsService(
-                OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
+                OperationsStore(redis, scripts, tasks), queues, clock, on_ready=wake
             ),
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
@@ -189,6 +201,7 @@ def create_app(settings: Settings) -> Starlette:
             jobs=JobService(
                 job_store, runs, queues, task_service, clock, log_service, catalog_service
             ),
+            pulls=PullService(tasks, directory, clock, pull_waiters, settings.callback_base),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -228,6 +241,7 @@ def create_app(settings: Settings) -> Starlette:
         try:
             yield {"services": services}
         finally:
+            pull_waiters.close()
             scheduler.shutdown(wait=False)
             recoverer.stop()
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
@@ -246,7 +260,7 @@ def create_app(settings: Settings) -> Starlette:
             await session.close()
             await redis.aclose()
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/healthz", _health, methods=["GET"]),
             *routes(OPERATIONS),
@@ -256,3 +270,5 @@ def create_app(settings: Settings) -> Starlette:
         middleware=[Middleware(AccessLog)] if settings.access_log else [],
         lifespan=lifespan,
     )
+    app.state.pull_waiters = pull_waiters
+    return app

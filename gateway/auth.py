@@ -5,7 +5,9 @@ A key's scopes decide what it may do:
 - ``admin``: everything;
 - ``read``: every read (GET) of queues, endpoints and tasks;
 - ``enqueue:<pattern>``: enqueue to, read the tasks of, and cancel tasks of queues whose name
-  matches the shell-style pattern (``enqueue:mail-*``, ``enqueue:*``).
+  matches the shell-style pattern (``enqueue:mail-*``, ``enqueue:*``);
+- ``work:<pattern>``: lease tasks (``POST .../leases``, pull workers) from queues whose name
+  matches the pattern. The leased tasks' callbacks need no key: their lease token decides.
 
 Worker callbacks carry no key: their lease token authorises them (see ``services.callbacks``).
 """
@@ -19,7 +21,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from gateway.errors import Forbidden, Unauthorized
-from gateway.settings import ADMIN_SCOPE, ENQUEUE_SCOPE, READ_SCOPE, ApiKey
+from gateway.settings import ADMIN_SCOPE, ENQUEUE_SCOPE, READ_SCOPE, WORK_SCOPE, ApiKey
 
 
 class Access(StrEnum):
@@ -28,6 +30,7 @@ class Access(StrEnum):
     ADMIN = "admin"  # change queues and endpoints
     READ = "read"  # read anything
     PRODUCE = "produce"  # enqueue, read and cancel tasks of one queue
+    WORK = "work"  # lease tasks of one queue (a pull worker)
     LEASE = "lease"  # a worker callback: no API key, the lease token decides
 
 
@@ -41,20 +44,26 @@ class Principal:
             return True
         if access is Access.READ and queue is None:
             return READ_SCOPE in self.scopes
+        if access is Access.WORK and queue is not None:
+            return _matches(self.scopes, WORK_SCOPE, queue)
         if access in (Access.READ, Access.PRODUCE) and queue is not None:
             if access is Access.READ and READ_SCOPE in self.scopes:
                 return True
-            return any(
-                scope.startswith(ENQUEUE_SCOPE)
-                and fnmatchcase(queue, scope.removeprefix(ENQUEUE_SCOPE))
-                for scope in self.scopes
-            )
+            return _matches(self.scopes, ENQUEUE_SCOPE, queue)
         return False
 
     def require(self, access: Access, queue: str | None = None) -> None:
         if not self.may(access, queue):
             target = f" on queue '{queue}'" if queue else ""
             raise Forbidden(f"this API key may not {access.value}{target}")
+
+
+def _matches(scopes: tuple[str, ...], prefix: str, queue: str) -> bool:
+    """Whether a ``<prefix><pattern>`` scope covers ``queue``."""
+    return any(
+        scope.startswith(prefix) and fnmatchcase(queue, scope.removeprefix(prefix))
+        for scope in scopes
+    )
 
 
 class Authenticator:

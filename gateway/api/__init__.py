@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from gateway.api import callbacks, catalog, jobs, logs, notices, operations, queues, tasks
+from gateway.api import (
+    callbacks,
+    catalog,
+    jobs,
+    logs,
+    notices,
+    operations,
+    pulls,
+    queues,
+    tasks,
+)
 from gateway.api.routing import Operation
 
 OPERATIONS: list[Operation] = [
@@ -14,4 +24,5 @@ OPERATIONS: list[Operation] = [
     *catalog.OPERATIONS,
     *notices.OPERATIONS,
     *jobs.OPERATIONS,
+    *pulls.OPERATIONS,
 ]

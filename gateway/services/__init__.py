@@ -12,6 +12,7 @@ from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
+from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
 from gateway.store.idempotency import IdempotencyStore
@@ -31,3 +32,4 @@ class Services:
     notices: NoticeService
     logs: LogService
     jobs: JobService
+    pulls: PullService
