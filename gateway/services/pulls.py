@@ -45,6 +45,10 @@ class PullWaiters:
         self._waiting: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self.closed = asyncio.Event()
 
+    def waiting(self, queue: str) -> int:
+        """Polls of ``queue`` watching for a wake-up now."""
+        return len(self._waiting.get(queue, ()))
+
     def wake(self, queue: str) -> None:
         """There may be work on ``queue`` (new tasks, or room freed)."""
         for event in self._waiting.get(queue, ()):
