@@ -26,6 +26,7 @@ from sdk.errors import (
 from sdk.groups import AsyncGroupHandle, Group, GroupHandle, TaskSignature, group
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.notices import verify_notice
+from sdk.pull import PullWorker
 from sdk.tasks import TaskFunction, task
 from sdk.warnings import Warn
 from sdk.wire import (
@@ -54,6 +55,7 @@ __all__ = [
     "Group",
     "GroupHandle",
     "JobgateError",
+    "PullWorker",
     "QueuePolicy",
     "Retry",
     "Task",

@@ -19,6 +19,7 @@ EXPECTED = [
     "Group",
     "GroupHandle",
     "JobgateError",
+    "PullWorker",
     "QueuePolicy",
     "Retry",
     "Task",
