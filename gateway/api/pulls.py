@@ -10,7 +10,7 @@ from sdk.wire import LeaseRequest, PushBatch
 
 
 async def lease_tasks(call: Call) -> Response:
-    body = await call.services.pulls.lease(call.queue, call.body)
+    body = await call.services.pulls.lease(call.queue, call.body, gone=call.request.is_disconnected)
     return Response(body, 200, media_type="application/json")
 
 

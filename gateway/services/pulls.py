@@ -24,7 +24,7 @@ import contextlib
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from gateway.clock import Clock
 from gateway.directory import Directory
@@ -36,6 +36,10 @@ from sdk.wire import LeaseRequest
 
 RECHECK = 1.0
 """Seconds between re-checks of a poll whose queue or endpoint is full (or paused)."""
+
+
+async def _never() -> bool:
+    return False
 
 
 class PullWaiters:
@@ -95,13 +99,21 @@ class PullService:
         self._waiters = waiters
         self._callback_base = callback_base
 
-    async def lease(self, queue: str, request: LeaseRequest) -> str:
+    async def lease(
+        self, queue: str, request: LeaseRequest, gone: Callable[[], Awaitable[bool]] = _never
+    ) -> str:
         """Up to ``request.max_tasks`` tasks leased to the pull endpoint, waiting up to
-        ``request.wait`` seconds for the first; the ``PushBatch`` JSON (maybe no tasks)."""
+        ``request.wait`` seconds for the first; the ``PushBatch`` JSON (maybe no tasks).
+        ``gone()`` tells whether the worker has left: after a wait, nothing is claimed for a
+        poll nobody reads any more (its tasks would sit leased until their lease ran out)."""
         await self._check_endpoint(queue, request.endpoint_id)
         deadline = time.monotonic() + request.wait
         with self._waiters.watch(queue) as woken:
+            first = True
             while True:
+                if not first and await gone():
+                    return batch_body([], self._callback_base)
+                first = False
                 woken.clear()
                 claim = await self._tasks.claim(
                     queue,
