@@ -92,8 +92,8 @@ def _worker(args: argparse.Namespace) -> int:
         raise CommandError(f"no gateway URL: pass --url or set {ENV_URL}")
     if not 0 <= args.wait <= 60:
         raise CommandError("--wait must be between 0 and 60 seconds")
-    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
     worker = load_worker(args.target)
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
     api_key = args.api_key or os.environ.get(ENV_API_KEY) or None
     try:
         asyncio.run(_pull(worker, AsyncClient(url, api_key), args))
