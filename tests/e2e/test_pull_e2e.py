@@ -48,7 +48,7 @@ def setup(cluster: Cluster, **policy: Any) -> tuple[str, Client, str]:
 
 
 def pull_worker(
-    cluster: Cluster, gateway: str, endpoint_id: str, **env: str
+    cluster: Cluster, gateway: str, endpoint_id: str, wait: float = 5, **env: str
 ) -> subprocess.Popen[bytes]:
     environ = {
         **os.environ,
@@ -67,7 +67,7 @@ def pull_worker(
         "--endpoint",
         endpoint_id,
         "--wait",
-        "5",
+        str(wait),
         "--log-level",
         "warning",
         "tests.e2e.pull_worker_app:worker",
@@ -132,3 +132,19 @@ def test_sigterm_with_requeue_hands_running_tasks_back_at_once(cluster: Cluster)
     task = client.wait(task_id, 30)
     assert task.state is TaskState.SUCCEEDED, task
     assert task.result == {"attempt": 1, "resumed_from": {"step": 1}}
+
+
+def test_a_waiting_pull_worker_wakes_on_an_enqueue_through_another_gateway(
+    cluster: Cluster,
+) -> None:
+    gateway, _, endpoint_id = setup(cluster)
+    other = cluster.client(cluster.gateway(JOBGATE_API_KEYS=KEYS))
+    pull_worker(cluster, gateway, endpoint_id, wait=50)
+    # The first task proves the worker up; it polls again at once, and waits.
+    first = other.enqueue(QUEUE, "steps", {"args": [1, 0]}).id
+    assert other.wait(first, 30).state is TaskState.SUCCEEDED
+    enqueued = time.monotonic()
+    second = other.enqueue(QUEUE, "steps", {"args": [1, 0]}).id
+    assert other.wait(second, 30).state is TaskState.SUCCEEDED
+    # Woken over pub/sub, not at the end of its 50 s poll.
+    assert time.monotonic() - enqueued < 5
