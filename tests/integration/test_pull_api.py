@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -19,7 +17,7 @@ from gateway.app import create_app
 from gateway.server import serve_async
 from gateway.settings import ApiKey, Settings
 from sdk.wire import PushBatch
-from tests.support import bind, until
+from tests.support import bind, gateway_app, redis_commands_in, until
 
 ADMIN = "admin-key-0123456789"
 WORKER = "worker-key-0123456789"
@@ -37,23 +35,9 @@ def settings_for(redis_url: str, **extra: Any) -> Settings:
     return Settings(redis_url=redis_url, api_keys=KEYS, allow_private_endpoints=True, **extra)
 
 
-@asynccontextmanager
-async def gateway(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Starlette]]:
+def gateway(settings: Settings) -> Any:
     """An admin client on a gateway app run in-process, and the app."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app) as state:
-
-        async def with_state(scope: Any, receive: Any, send: Any) -> None:
-            scope["state"] = dict(state)
-            await app(scope, receive, send)
-
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=with_state),
-            base_url="http://gateway",
-            headers={"authorization": f"Bearer {ADMIN}"},
-            timeout=30,
-        ) as client:
-            yield client, app
+    return gateway_app(settings, ADMIN, timeout=30)
 
 
 async def pull_queue(api: httpx.AsyncClient, queue: str = "mail-out", **endpoint: Any) -> str:
@@ -229,24 +213,9 @@ async def test_an_idle_long_poll_sends_no_redis_command(redis_url: str) -> None:
     ):
         endpoint_id = await pull_queue(api)
 
-        async def commands() -> int:
-            return int((await redis.info("stats"))["total_commands_processed"])
-
         poll = asyncio.create_task(lease(api, endpoint_id, wait=30))
         await until(lambda: app.state.pull_waiters.waiting("mail-out"), what="the poll to wait")
-        last = [await commands()]
-
-        async def settled() -> bool:
-            await asyncio.sleep(0.2)  # no command for this long: the startup work is done
-            now = await commands()
-            quiet = now - last[0] <= 1  # the INFO itself
-            last[0] = now
-            return quiet
-
-        await until(settled, what="the gateway to settle")
-        before = await commands()
-        await asyncio.sleep(1.0)  # the measurement window, with the poll waiting
-        used = await commands() - before - 1
+        used = await redis_commands_in(redis, 1.0)
         assert used == 0
         assert not poll.done()
         task_id = await enqueue(api)
