@@ -44,6 +44,7 @@ from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
+from gateway.services.pulls import PullService, PullWaiters
 from gateway.services.queues import QueueService
 from gateway.services.runs import Runs
 from gateway.services.tasks import TaskService
@@ -75,6 +76,9 @@ def create_app(
     record into (tests hand in one with an in-memory reader); by default the app builds its own
     (gateway/telemetry/export.py)."""
     tracing = tracing or Tracing.from_env()
+    # Pull long polls waiting for work; made here so the server can end them as soon as it is
+    # told to stop, before it waits for the requests in flight (gateway/server.py).
+    pull_waiters = PullWaiters()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -110,6 +114,11 @@ def create_app(
             metrics=recorder,
         )
 
+        def wake(queue: str) -> None:
+            """There may be ready work on ``queue``: for the dispatcher and the pull polls."""
+            dispatcher.wake(queue)
+            pull_waiters.wake(queue)
+
         catalog_store = CatalogStore(redis, scripts)
         catalog = Catalog(catalog_store)
 
@@ -117,12 +126,13 @@ def create_app(
             directory.forget(queue)
             catalog.forget(queue)
             dispatcher.changed(queue)
+            pull_waiters.wake(queue)
 
         recoverer = Recoverer(
             tasks,
             queues,
             clock,
-            on_ready=dispatcher.wake,
+            on_ready=wake,
             rng=rng,
             dependencies=dependencies,
             interval=settings.recover_interval,
@@ -133,6 +143,7 @@ def create_app(
 
         def reconnected() -> None:
             dispatcher.wake_all()
+            pull_waiters.wake_all()
             recoverer.notice(clock.now_ms())
 
         notices = NoticeDelivery(
@@ -148,7 +159,7 @@ def create_app(
 
         notifier = Notifier(
             redis,
-            on_wake=dispatcher.wake,
+            on_wake=wake,
             on_due=recoverer.notice,
             on_notice=lambda due_ms: delivery_loop.notice(due_ms),  # made below
             on_job=lambda due_ms: firing_loop.notice(due_ms),
@@ -162,7 +173,7 @@ def create_app(
             clock,
             notifier,
             dependencies,
-            on_ready=dispatcher.wake,
+            on_ready=wake,
             catalog=catalog_service,
             allow_private_urls=settings.allow_private_endpoints,
             tracing=tracing,
@@ -186,13 +197,13 @@ def create_app(
                 tasks,
                 queues,
                 clock,
-                on_finished=dispatcher.wake,
+                on_finished=wake,
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
                 metrics=recorder,
             ),
             operations=OperationsService(
-                OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
+                OperationsStore(redis, scripts, tasks), queues, clock, on_ready=wake
             ),
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
@@ -215,6 +226,7 @@ def create_app(
                 },
             ),
             metrics=telemetry.page,
+            pulls=PullService(tasks, directory, clock, pull_waiters, settings.callback_base),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -254,6 +266,7 @@ def create_app(
         try:
             yield {"services": services}
         finally:
+            pull_waiters.close()
             scheduler.shutdown(wait=False)
             recoverer.stop()
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
@@ -277,9 +290,11 @@ def create_app(
     middleware = [Middleware(AccessLog)] if settings.access_log else []
     if tracing.enabled:
         middleware.append(Middleware(ServerSpans, tracing=tracing))
-    return Starlette(
+    app = Starlette(
         routes=[*routes(OPERATIONS), admin_mount(settings)],
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=middleware,
         lifespan=lifespan,
     )
+    app.state.pull_waiters = pull_waiters
+    return app

@@ -6,7 +6,9 @@ A key's scopes decide what it may do:
 - ``read``: every read (GET) of queues, endpoints and tasks, and the metrics;
 - ``metrics``: ``GET /metrics`` only (for a Prometheus scraper);
 - ``enqueue:<pattern>``: enqueue to, read the tasks of, and cancel tasks of queues whose name
-  matches the shell-style pattern (``enqueue:mail-*``, ``enqueue:*``).
+  matches the shell-style pattern (``enqueue:mail-*``, ``enqueue:*``);
+- ``work:<pattern>``: lease tasks (``POST .../leases``, pull workers) from queues whose name
+  matches the pattern. The leased tasks' callbacks need no key: their lease token decides.
 
 Worker callbacks carry no key: their lease token authorises them (see ``services.callbacks``).
 """
@@ -20,7 +22,14 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from gateway.errors import Forbidden, Unauthorized
-from gateway.settings import ADMIN_SCOPE, ENQUEUE_SCOPE, METRICS_SCOPE, READ_SCOPE, ApiKey
+from gateway.settings import (
+    ADMIN_SCOPE,
+    ENQUEUE_SCOPE,
+    METRICS_SCOPE,
+    READ_SCOPE,
+    WORK_SCOPE,
+    ApiKey,
+)
 
 
 class Access(StrEnum):
@@ -29,6 +38,7 @@ class Access(StrEnum):
     ADMIN = "admin"  # change queues and endpoints
     READ = "read"  # read anything
     PRODUCE = "produce"  # enqueue, read and cancel tasks of one queue
+    WORK = "work"  # lease tasks of one queue (a pull worker)
     LEASE = "lease"  # a worker callback: no API key, the lease token decides
     PUBLIC = "public"  # the probes (/healthz, /readyz): no API key, nothing to protect
     METRICS = "metrics"  # scrape GET /metrics
@@ -46,20 +56,26 @@ class Principal:
             return METRICS_SCOPE in self.scopes or READ_SCOPE in self.scopes
         if access is Access.READ and queue is None:
             return READ_SCOPE in self.scopes
+        if access is Access.WORK and queue is not None:
+            return _matches(self.scopes, WORK_SCOPE, queue)
         if access in (Access.READ, Access.PRODUCE) and queue is not None:
             if access is Access.READ and READ_SCOPE in self.scopes:
                 return True
-            return any(
-                scope.startswith(ENQUEUE_SCOPE)
-                and fnmatchcase(queue, scope.removeprefix(ENQUEUE_SCOPE))
-                for scope in self.scopes
-            )
+            return _matches(self.scopes, ENQUEUE_SCOPE, queue)
         return False
 
     def require(self, access: Access, queue: str | None = None) -> None:
         if not self.may(access, queue):
             target = f" on queue '{queue}'" if queue else ""
             raise Forbidden(f"this API key may not {access.value}{target}")
+
+
+def _matches(scopes: tuple[str, ...], prefix: str, queue: str) -> bool:
+    """Whether a ``<prefix><pattern>`` scope covers ``queue``."""
+    return any(
+        scope.startswith(prefix) and fnmatchcase(queue, scope.removeprefix(prefix))
+        for scope in scopes
+    )
 
 
 class Authenticator:

@@ -92,12 +92,20 @@ async def serve_async(
     try:
         bound = settings.model_copy(update={"port": _tcp_port(sockets)})
         listening = Listening(_base_url(bound), _quic_port(sockets))
-        app = _StartupSignal(create_app(bound), partial(on_ready, listening) if on_ready else None)
+        gateway = create_app(bound)
+        app = _StartupSignal(gateway, partial(on_ready, listening) if on_ready else None)
         # Starlette's ASGI types are looser than Hypercorn's TypedDicts; the protocol is the same.
         wrapped = ASGIWrapper(cast(ASGIFramework, app))
         with _until_signalled(shutdown) as stop:
+
+            async def stopping() -> None:
+                await stop.wait()
+                # Pull long polls answer now with what they have, rather than be cut off when
+                # Hypercorn's grace for requests in flight runs out.
+                gateway.state.pull_waiters.close()
+
             # hypercorn.asyncio.serve(), with the sockets bound above (as Hypercorn's run() does).
-            await worker_serve(wrapped, config, sockets=sockets, shutdown_trigger=stop.wait)
+            await worker_serve(wrapped, config, sockets=sockets, shutdown_trigger=stopping)
     except (LifespanFailureError, LifespanTimeoutError) as e:
         doing = "shut down cleanly" if app is not None and app.started else "start"
         raise ServerError(f"the gateway could not {doing}: {_reason(e)}") from None

@@ -15,15 +15,20 @@ ADMIN_SCOPE = "admin"
 READ_SCOPE = "read"
 METRICS_SCOPE = "metrics"
 ENQUEUE_SCOPE = "enqueue:"
-VALID_SCOPES = f"{ADMIN_SCOPE}, {READ_SCOPE}, {METRICS_SCOPE}, {ENQUEUE_SCOPE}<queue pattern>"
+WORK_SCOPE = "work:"
+VALID_SCOPES = (
+    f"{ADMIN_SCOPE}, {READ_SCOPE}, {METRICS_SCOPE}, {ENQUEUE_SCOPE}<queue pattern>, "
+    f"{WORK_SCOPE}<queue pattern>"
+)
 
 
 class ApiKey(BaseModel):
     """An API key and what it may do.
 
     Scopes: ``admin`` (everything), ``read`` (every GET), ``metrics`` (``GET /metrics``
-    only), ``enqueue:<queue>`` (enqueue to, and
-    read tasks of, matching queues; ``*`` and ``?`` patterns allowed, e.g. ``enqueue:mail-*``).
+    only), ``enqueue:<queue>`` (enqueue to, and read tasks of, matching queues; ``*`` and ``?``
+    patterns allowed, e.g. ``enqueue:mail-*``), ``work:<queue>`` (lease tasks of matching
+    queues: pull workers).
     Any other scope is refused here, at start, rather than with a 403 at the first request.
     """
 
@@ -45,7 +50,10 @@ class ApiKey(BaseModel):
 def _is_scope(scope: str) -> bool:
     if scope in (ADMIN_SCOPE, READ_SCOPE, METRICS_SCOPE):
         return True
-    return scope.startswith(ENQUEUE_SCOPE) and len(scope) > len(ENQUEUE_SCOPE)
+    return any(
+        scope.startswith(prefix) and len(scope) > len(prefix)
+        for prefix in (ENQUEUE_SCOPE, WORK_SCOPE)
+    )
 
 
 class Settings(BaseSettings):

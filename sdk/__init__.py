@@ -27,6 +27,7 @@ from sdk.errors import (
 from sdk.groups import AsyncGroupHandle, Group, GroupHandle, TaskSignature, group
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.notices import verify_notice
+from sdk.pull import PullWorker
 from sdk.schedules import Crontab, Interval
 from sdk.tasks import TaskFunction, task
 from sdk.warnings import Warn
@@ -66,6 +67,7 @@ __all__ = [
     "JobCreate",
     "JobgateError",
     "OverlapPolicy",
+    "PullWorker",
     "QueuePolicy",
     "Retry",
     "Run",

@@ -22,6 +22,7 @@ from sdk.errors import ApiError, TaskTimeout
 from sdk.wire import (
     BatchCreate,
     BatchCreated,
+    BatchItem,
     CatalogEntry,
     CatalogPage,
     CatalogTask,
@@ -31,10 +32,12 @@ from sdk.wire import (
     EndpointCreated,
     EndpointList,
     EndpointTasks,
+    LeaseRequest,
     LogLine,
     LogPage,
     NotifySecret,
     Problem,
+    PushBatch,
     Queue,
     QueueList,
     QueuePolicy,
@@ -208,6 +211,17 @@ def list_endpoints(queue: str) -> Call[list[Endpoint]]:
         "GET",
         f"/v1/queues/{segment(queue)}/endpoints",
         lambda r: EndpointList.model_validate_json(r.content).items,
+    )
+
+
+def lease(queue: str, endpoint_id: str, max_tasks: int, wait: float) -> Call[list[BatchItem]]:
+    """``POST /v1/queues/{queue}/leases``: tasks for a pull endpoint, waiting up to ``wait``."""
+    return Call(
+        "POST",
+        f"/v1/queues/{segment(queue)}/leases",
+        lambda r: PushBatch.model_validate_json(r.content).tasks,
+        body=LeaseRequest(endpoint_id=endpoint_id, max_tasks=max_tasks, wait=wait),
+        wait=wait,
     )
 
 

@@ -23,6 +23,7 @@ from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
 from sdk.telemetry.tracing import current_headers
 from sdk.wire import (
+    BatchItem,
     CatalogEntry,
     CatalogTask,
     Endpoint,
@@ -77,6 +78,24 @@ def _patch(patch: QueuePolicyPatch | None, fields: Mapping[str, Any]) -> QueuePo
 
 def _task(name: str, payload: JsonValue, options: Mapping[str, Any]) -> TaskCreate:
     return TaskCreate.model_validate({"name": name, "payload": payload, **options})
+
+
+def _endpoint(
+    url: str | None,
+    pull: bool,
+    concurrency: int,
+    capabilities: list[str] | None,
+    batch_size: int,
+    tasks: Sequence[CatalogTask] | None,
+) -> EndpointCreate:
+    return EndpointCreate(
+        url=url,
+        pull=pull,
+        concurrency=concurrency,
+        capabilities=capabilities or [],
+        batch_size=batch_size,
+        tasks=None if tasks is None else list(tasks),
+    )
 
 
 class _Base:
@@ -165,27 +184,31 @@ class Client(_Base, OperatorMethods, JobMethods):
     def add_endpoint(
         self,
         queue: str,
-        url: str,
+        url: str | None = None,
         concurrency: int = 10,
         capabilities: list[str] | None = None,
         batch_size: int = 1,
         tasks: Sequence[CatalogTask] | None = None,
+        *,
+        pull: bool = False,
     ) -> EndpointCreated:
         """Register a worker URL; the answer holds its signing secret, shown this once.
 
         With ``batch_size`` above 1 the endpoint gets every push as a batch of up to that many
         tasks (an SDK :class:`~sdk.worker.Worker` serves both kinds). ``tasks``: the task
         catalog entries it serves (``Worker.catalog(queue)``); enqueues of those names are then
-        checked against their schemas.
+        checked against their schemas. ``pull=True`` (and no ``url``) registers a pull
+        endpoint: its workers lease tasks (:meth:`lease`, ``Worker.pull``) instead.
         """
-        body = EndpointCreate(
-            url=url,
-            concurrency=concurrency,
-            capabilities=capabilities or [],
-            batch_size=batch_size,
-            tasks=None if tasks is None else list(tasks),
-        )
+        body = _endpoint(url, pull, concurrency, capabilities, batch_size, tasks)
         return self._send(api.add_endpoint(queue, body))
+
+    def lease(
+        self, queue: str, endpoint_id: str, max_tasks: int = 1, wait: float = 30
+    ) -> list[BatchItem]:
+        """Lease up to ``max_tasks`` tasks for the pull endpoint, waiting up to ``wait`` seconds
+        (at most 60) for one; each comes with its lease token and callback URL, as a push."""
+        return self._send(api.lease(queue, endpoint_id, max_tasks, wait))
 
     def rotate_secret(
         self, queue: str, endpoint_id: str, overlap: float = 86_400
@@ -339,20 +362,23 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
     async def add_endpoint(
         self,
         queue: str,
-        url: str,
+        url: str | None = None,
         concurrency: int = 10,
         capabilities: list[str] | None = None,
         batch_size: int = 1,
         tasks: Sequence[CatalogTask] | None = None,
+        *,
+        pull: bool = False,
     ) -> EndpointCreated:
-        body = EndpointCreate(
-            url=url,
-            concurrency=concurrency,
-            capabilities=capabilities or [],
-            batch_size=batch_size,
-            tasks=None if tasks is None else list(tasks),
-        )
+        body = _endpoint(url, pull, concurrency, capabilities, batch_size, tasks)
         return await self._send(api.add_endpoint(queue, body))
+
+    async def lease(
+        self, queue: str, endpoint_id: str, max_tasks: int = 1, wait: float = 30
+    ) -> list[BatchItem]:
+        """Lease up to ``max_tasks`` tasks for the pull endpoint, waiting up to ``wait`` seconds
+        (at most 60) for one; each comes with its lease token and callback URL, as a push."""
+        return await self._send(api.lease(queue, endpoint_id, max_tasks, wait))
 
     async def rotate_secret(
         self, queue: str, endpoint_id: str, overlap: float = 86_400

@@ -27,6 +27,11 @@ new tasks, then follows the ``shutdown`` policy for the tasks still running, inl
   ``release`` callback; an inline one is answered 503 with Retry-After: 0);
 - ``fail``: stop them and fail them, not retried (error "worker shut down"; inline: 422).
 
+A pull worker (:mod:`sdk.pull`) hands its leased tasks to :meth:`Runner.run_detached` instead:
+no answer waits for them, so every attempt reports by callback, and a task refused (no such
+task: 404, a payload that does not fit: 422) is reported by the error callback, not retried,
+as the gateway records a push answered so.
+
 Stopping cancels an ``async def``, which gets :data:`UNWIND_TIMEOUT` seconds to run its
 ``finally`` blocks; a plain function cannot be interrupted: its context is flagged (its next
 heartbeat raises :class:`~sdk.errors.Cancelled`) and it is abandoned at once (the process exits
@@ -139,6 +144,8 @@ class Runner:
         self._idle.set()
         self._supervisors: set[asyncio.Task[None]] = set()
         self.metrics = WorkerMetrics(self.tasks, meter_provider)
+        self._refusals: set[asyncio.Task[bool]] = set()
+        self.slot_freed = asyncio.Event()  # set whenever an attempt ends here
 
     @property
     def running(self) -> int:
@@ -158,6 +165,7 @@ class Runner:
     async def close(self) -> None:
         """End the running tasks (:meth:`shutdown`), then close the callback client."""
         await self.shutdown()
+        await asyncio.gather(*self._refusals, return_exceptions=True)
         if self._http is not None:
             await self._http.aclose()
             self._http = None
@@ -203,6 +211,25 @@ class Runner:
         await self._wait_inline([a for a in admitted if isinstance(a, Attempt)])
         return [a if isinstance(a, Refusal) else self._outcome(a) for a in admitted]
 
+    async def run_detached(self, deliveries: Sequence[Delivery]) -> None:
+        """Start the tasks of a pull lease; each reports by callback alone (nothing waits for
+        an answer). No slot check: the pull loop leases no more tasks than it has free slots."""
+        for delivery in deliveries:
+            started = self._start(delivery)
+            if isinstance(started, Attempt):
+                self._supervise(started)
+                continue
+            log.warning(
+                "task %s (%s) refused: %s", delivery.push.id, delivery.push.name, started.title
+            )
+            report = asyncio.create_task(self._channel(delivery).finish(started.error))
+            self._refusals.add(report)
+            report.add_done_callback(self._refusals.discard)
+
+    def free_slots(self) -> float:
+        """Tasks this worker may still start now (``math.inf`` without ``max_concurrency``)."""
+        return self._free_slots()
+
     def _free_slots(self) -> float:
         if self._closing:
             return 0
@@ -220,14 +247,9 @@ class Runner:
         except ValidationError as e:
             detail = 'the payload must be {"args": [...], "kwargs": {...}}'
             return Refusal(422, "Invalid payload", detail, field_errors(e, "payload"))
-        channel = CallbackChannel(
-            self._client(),
-            delivery.callback,
-            delivery.lease,
-            push.lease_expires_at,
-            self._final_retry_delays,
+        attempt = Attempt(
+            fn, push, self._channel(delivery), self.heartbeat_interval, trace=delivery.trace
         )
-        attempt = Attempt(fn, push, channel, self.heartbeat_interval, trace=delivery.trace)
         try:
             args, kwargs = fn.signature.layout(call.args, call.kwargs, attempt.context())
         except TypeError as e:
@@ -242,6 +264,15 @@ class Runner:
         self._attempts.add(attempt)
         self._idle.clear()
         return attempt
+
+    def _channel(self, delivery: Delivery) -> CallbackChannel:
+        return CallbackChannel(
+            self._client(),
+            delivery.callback,
+            delivery.lease,
+            delivery.push.lease_expires_at,
+            self._final_retry_delays,
+        )
 
     async def _wait_inline(self, attempts: list[Attempt]) -> None:
         """Wait up to the inline window for all ``attempts`` at once (not for those of tasks
@@ -265,6 +296,8 @@ class Runner:
         return LEASE_LOST if verdict is None else verdict
 
     def _discard(self, attempt: Attempt) -> None:
+        if attempt in self._attempts:
+            self.slot_freed.set()
         self._attempts.discard(attempt)
         if not self._attempts:
             self._idle.set()

@@ -50,8 +50,10 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from sdk.catalog import catalog
+from sdk.client import AsyncClient
 from sdk.errors import SignatureError
 from sdk.outcomes import Refusal
+from sdk.pull import PullWorker
 from sdk.pushes import read_push, response_of
 from sdk.runner import Runner, RunnerOptions
 from sdk.signatures import Verifier
@@ -129,6 +131,20 @@ class Worker:
             yield
         finally:
             await self.runner.close()
+
+    def pull(
+        self,
+        client: AsyncClient,
+        queue: str,
+        endpoint_id: str,
+        *,
+        max_tasks: int = 10,
+        wait: float = 30.0,
+    ) -> PullWorker:
+        """Serve the tasks by pulling rather than by pushes: a :class:`~sdk.pull.PullWorker`
+        leasing from ``queue`` for the pull endpoint ``endpoint_id``, with this worker's tasks
+        and options. ``await worker.pull(client, queue, endpoint_id).run(stop_event)``."""
+        return PullWorker(self, client, queue, endpoint_id, max_tasks=max_tasks, wait=wait)
 
     async def shutdown(self) -> None:
         """Refuse new tasks (503), and follow the ``shutdown`` policy for the running ones."""

@@ -59,6 +59,15 @@ async def until(
 async def gateway_client(settings: Any, api_key: str, tracing: Any = None) -> AsyncIterator[Any]:
     """An httpx client on a gateway app run in-process (its lifespan entered), as ``api_key``;
     ``tracing``: the app's (default: from the environment)."""
+    async with gateway_app(settings, api_key, tracing=tracing) as (client, _):
+        yield client
+
+
+@asynccontextmanager
+async def gateway_app(
+    settings: Any, api_key: str, timeout: float = 5.0, tracing: Any = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """:func:`gateway_client`, and the app itself (for what its state shows)."""
     import httpx
 
     from gateway.app import create_app
@@ -74,5 +83,28 @@ async def gateway_client(settings: Any, api_key: str, tracing: Any = None) -> As
             transport=httpx.ASGITransport(app=with_state),
             base_url="http://gateway",
             headers={"authorization": f"Bearer {api_key}"},
+            timeout=timeout,
         ) as client:
-            yield client
+            yield client, app
+
+
+async def redis_commands_in(redis: Any, window: float) -> int:
+    """Commands Redis ran during ``window`` seconds, once it has been quiet for 0.2 s (the
+    startup work is done), not counting the INFO calls that measure it."""
+
+    async def commands() -> int:
+        return int((await redis.info("stats"))["total_commands_processed"])
+
+    last = [await commands()]
+
+    async def settled() -> bool:
+        await asyncio.sleep(0.2)  # no command for this long: the startup work is done
+        now = await commands()
+        quiet = now - last[0] <= 1  # the INFO itself
+        last[0] = now
+        return quiet
+
+    await until(settled, what="Redis to settle")
+    before = await commands()
+    await asyncio.sleep(window)  # the measurement window
+    return await commands() - before - 1

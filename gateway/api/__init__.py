@@ -11,6 +11,7 @@ from gateway.api import (
     metrics,
     notices,
     operations,
+    pulls,
     queues,
     tasks,
 )
@@ -27,4 +28,5 @@ OPERATIONS: list[Operation] = [
     *jobs.OPERATIONS,
     *health.OPERATIONS,
     *metrics.OPERATIONS,
+    *pulls.OPERATIONS,
 ]

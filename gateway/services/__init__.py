@@ -13,6 +13,7 @@ from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
+from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
 from gateway.services.tasks import TaskService
 from gateway.store.idempotency import IdempotencyStore
@@ -33,5 +34,6 @@ class Services:
     notices: NoticeService
     logs: LogService
     jobs: JobService
+    pulls: PullService
     readiness: Readiness | None = None
     metrics: PrometheusPage | None = None  # GET /metrics; None when metrics are off

@@ -143,7 +143,9 @@ def _entry(queue: str, task: CatalogedTask, view: CatalogView) -> CatalogEntry:
     for endpoint_id in task.endpoints:
         record = view.endpoints.get(endpoint_id)
         if record is not None:
-            endpoints.append(CatalogEndpoint(id=record.id, url=record.url, enabled=record.enabled))
+            endpoints.append(
+                CatalogEndpoint(id=record.id, url=record.url or None, enabled=record.enabled)
+            )
     return CatalogEntry.model_validate(
         {
             "queue": queue,

@@ -96,10 +96,16 @@ class QueueService:
 
     async def add_endpoint(self, queue: str, spec: EndpointCreate) -> EndpointCreated:
         await self._queues.require(queue)
-        try:
-            await check_endpoint_url(spec.url, self._allow_private)
-        except ValueError as e:
-            raise ValidationFailed([FieldProblem("url", str(e))]) from e
+        if spec.pull:
+            if spec.url is not None:
+                raise ValidationFailed([FieldProblem("url", "a pull endpoint has no url")])
+        elif spec.url is None:
+            raise ValidationFailed([FieldProblem("url", "is required unless pull is true")])
+        else:
+            try:
+                await check_endpoint_url(spec.url, self._allow_private)
+            except ValueError as e:
+                raise ValidationFailed([FieldProblem("url", str(e))]) from e
         now = self._clock.now_ms()
         catalog = None
         if spec.tasks is not None and self._catalog is not None:
@@ -108,7 +114,8 @@ class QueueService:
         record = EndpointRecord(
             id=f"ep_{ULID()}",
             queue=queue,
-            url=spec.url,
+            url=spec.url or "",
+            pull=spec.pull,
             concurrency=spec.concurrency,
             capabilities=spec.capabilities,
             batch_size=spec.batch_size,

@@ -203,7 +203,7 @@ class OperationsStore:
             pipe.zrange(k.running, 0, -1)
             pipe.hgetall(k.endpoints)
             task_ids, endpoints = await pipe.execute()
-        urls = {ep_id: json.loads(raw).get("url") for ep_id, raw in endpoints.items()}
+        urls = {ep_id: json.loads(raw).get("url") or None for ep_id, raw in endpoints.items()}
         rows = []
         for start in range(0, len(task_ids), self.chunk):
             chunk = task_ids[start : start + self.chunk]

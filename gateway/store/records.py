@@ -129,7 +129,8 @@ class EndpointRecord(BaseModel):
 
     id: str
     queue: str
-    url: str
+    url: str = ""  # empty for a pull endpoint
+    pull: bool = False  # its workers lease tasks (POST .../leases); the dispatcher skips it
     concurrency: int
     capabilities: list[str]
     secrets: list[str]  # the current one first; then the previous, while it is still sent
@@ -160,7 +161,8 @@ class EndpointRecord(BaseModel):
         return Endpoint(
             id=self.id,
             queue=self.queue,
-            url=self.url,
+            url=self.url or None,
+            pull=self.pull,
             concurrency=self.concurrency,
             capabilities=self.capabilities,
             batch_size=self.batch_size,

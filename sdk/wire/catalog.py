@@ -87,7 +87,7 @@ class EndpointCatalog(OutputModel):
 
 class CatalogEndpoint(OutputModel):
     id: str
-    url: str
+    url: str | None = None  # None for a pull endpoint
     enabled: bool
 
 

@@ -54,6 +54,26 @@ class PushBatch(OutputModel):
     tasks: list[BatchItem]
 
 
+MAX_LEASE_TASKS = 100
+MAX_LEASE_WAIT = 60.0
+
+
+class LeaseRequest(InputModel):
+    """Body of ``POST /v1/queues/{queue}/leases``: a pull worker asking for tasks. The answer
+    is a :class:`PushBatch` (possibly empty): the items a batch push would carry."""
+
+    endpoint_id: str = Field(
+        min_length=1, max_length=64, description="The pull endpoint the worker serves."
+    )
+    max_tasks: int = Field(1, ge=1, le=MAX_LEASE_TASKS, description="Most tasks to lease.")
+    wait: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_LEASE_WAIT,
+        description="Seconds to wait for a task when none can be leased at once (a long poll).",
+    )
+
+
 class BatchResult(OutputModel):
     """A worker's answer for one task of a batch: the status a single push would have got."""
 

@@ -184,9 +184,18 @@ class QueueList(OutputModel):
 
 
 class EndpointCreate(InputModel):
-    """Body of ``POST /v1/queues/{queue}/endpoints``."""
+    """Body of ``POST /v1/queues/{queue}/endpoints``: a push endpoint (``url``, which the
+    gateway POSTs tasks to) or a pull one (``pull: true``, no ``url``: its workers lease tasks
+    with ``POST /v1/queues/{queue}/leases``)."""
 
-    url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")]
+    url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")] | None = Field(
+        None, description="Where tasks are pushed. Required unless pull; forbidden if pull."
+    )
+    pull: bool = Field(
+        False,
+        description="A pull endpoint: workers lease its tasks (POST .../leases) instead of "
+        "receiving pushes. Its concurrency bounds the tasks leased to it at once.",
+    )
     concurrency: int = Field(10, ge=1, le=10_000, description="Tasks in flight at once.")
     capabilities: list[Capability] = Field(default_factory=list, max_length=32)
     batch_size: int = Field(
@@ -213,7 +222,8 @@ class CircuitState(StrEnum):
 class Endpoint(OutputModel):
     id: str
     queue: str
-    url: str
+    url: str | None = Field(None, description="Where tasks are pushed; null for a pull endpoint.")
+    pull: bool = False
     concurrency: int
     capabilities: list[str]
     batch_size: int = 1

@@ -14,7 +14,9 @@ that depend on the world rather than on the request, each written in openapi.yam
   task catalog from refusing the payloads of the enqueues generated after it.
 - a long poll (``GET /v1/tasks/{task_id}?wait=``) of a task that exists waits as long as it
   asks, up to 60 s: waits are cut to 2 s, below Schemathesis's request timeout (runs answer
-  with real task ids, which Schemathesis then uses there);
+  with real task ids, which Schemathesis then uses there); a lease request's body ``wait``
+  (a long poll for tasks) likewise;
+- an endpoint has a ``url`` unless it is a pull one, and then none;
 - a job's task, and a run's queue override, name a registered queue (here: ``st``); a
   crontab's fields parse as cron (APScheduler's grammar) and its timezone is in the IANA
   database installed.
@@ -81,6 +83,10 @@ def _valid_job(body: dict[str, Any], path: str) -> None:
 def map_case(context: Any, case: Any) -> Any:
     if case.query and isinstance(case.query.get("wait"), int | float):
         case.query["wait"] = min(case.query["wait"], 2)
+    if isinstance(case.body, dict):
+        wait = case.body.get("wait")
+        if isinstance(wait, int | float) and 2 < wait <= 60:  # keep invalid waits invalid
+            case.body["wait"] = 2
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return case
@@ -90,7 +96,12 @@ def map_case(context: Any, case: Any) -> Any:
     if isinstance(body, dict):
         _ordered(body.get("backoff"), "base_delay", "max_delay", 1.0, 300.0)
         _ordered(body.get("circuit_breaker"), *BREAKER)
-        if "url" in body:
+        if case.path.endswith("/endpoints"):
+            if body.get("pull") is True:
+                body.pop("url", None)
+            else:
+                body["url"] = os.environ["CONTRACT_ENDPOINT_URL"]
+        elif "url" in body:
             body["url"] = os.environ["CONTRACT_ENDPOINT_URL"]
         _valid_task(body)
         if case.path.startswith("/v1/jobs"):

@@ -3,14 +3,12 @@ recoverer, no safety claim per queue by the dispatcher."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from redis.asyncio import Redis
 
 from gateway.dispatch import dispatcher
 from gateway.settings import ApiKey, Settings
-from tests.support import gateway_client, until
+from tests.support import gateway_client, redis_commands_in
 
 ADMIN = "admin-key-0123456789"
 QUEUES = 20
@@ -33,28 +31,12 @@ async def test_idle_queues_cost_no_redis_commands(
         Redis.from_url(redis_url) as redis,
         gateway_client(settings, ADMIN) as api,
     ):
-
-        async def commands() -> int:
-            return int((await redis.info("stats"))["total_commands_processed"])
-
         for i in range(QUEUES):
             (await api.put(f"/v1/queues/idle-{i}", json={})).raise_for_status()
             endpoint = {"url": "http://127.0.0.1:9/"}
             (await api.post(f"/v1/queues/idle-{i}/endpoints", json=endpoint)).raise_for_status()
 
-        last = [await commands()]
-
-        async def settled() -> bool:
-            await asyncio.sleep(0.2)  # no command for this long: the startup work is done
-            now = await commands()
-            quiet = now - last[0] <= 1  # the INFO itself
-            last[0] = now
-            return quiet
-
-        await until(settled, what="the gateway to settle")
-        before = await commands()
-        await asyncio.sleep(WINDOW)  # the measurement window
-        used = await commands() - before - 1
+        used = await redis_commands_in(redis, WINDOW)
         # Before the due index: 4 scans a second of 20 queues (~ 25 commands each) and a claim
         # per queue every IDLE_TICK.
         assert used == 0

@@ -123,6 +123,7 @@ def test_queue_and_endpoint_routes(gw: respx.MockRouter, client: Client) -> None
     assert created.secret == "whsec_x"
     assert sent(added) == {
         "url": "https://worker.test/jobs",
+        "pull": False,
         "concurrency": 4,
         "capabilities": ["gpu"],
         "batch_size": 20,

@@ -24,6 +24,7 @@ EXPECTED = [
     "JobCreate",
     "JobgateError",
     "OverlapPolicy",
+    "PullWorker",
     "QueuePolicy",
     "Retry",
     "Run",

@@ -2,11 +2,14 @@
 -- the task's capability, and whose circuit is not open: the cheapest by health_weight (pushes
 -- in flight x answer time x error share, see health.lua), and for a retry one other than the
 -- endpoint that failed the attempt before (t.lep) whenever another can take it.
--- Push and pull share this script.
+-- Push and pull share this script: the dispatcher passes no endpoint (ARGV[4] '') and never
+-- picks a pull endpoint; a pull worker's lease request passes its endpoint id, the only
+-- candidate then (and only if it is a pull endpoint). Every other limit is the same.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] checkpoint   KEYS[5] running
 -- KEYS[6] endpoints    KEYS[7] inflight   KEYS[8] ready   KEYS[9] singleton   KEYS[10] stalls
 -- KEYS[11] health
 -- ARGV[1] now ms   ARGV[2] most tasks wanted   ARGV[3] a fresh secret random seed
+-- ARGV[4] the pull endpoint leasing, or '' for the push dispatcher
 -- Lease token i of this claim is sha1(seed:i): unguessable without the seed, which never leaves
 -- the gateway, so holding one token reveals nothing of the others.
 -- The queue's rate limit is a token bucket in the queue hash (fields rl_tokens, rl_at), shared
@@ -56,10 +59,19 @@ local caps = {['/'] = true}
 local probe_at = nil
 local healths = {}
 local fastest = nil
-local raw = redis.call('HGETALL', KEYS[6])
+local puller = ARGV[4]
+local raw
+if puller == '' then
+  raw = redis.call('HGETALL', KEYS[6])
+else
+  raw = {puller, redis.call('HGET', KEYS[6], puller)}
+  if not raw[2] then
+    raw = {}
+  end
+end
 for i = 1, #raw, 2 do
   local ep = cjson.decode(raw[i + 1])
-  if ep.enabled then
+  if ep.enabled and (ep.pull == true) == (puller ~= '') then
     local busy = tonumber(redis.call('HGET', KEYS[7], raw[i]) or '0')
     local limit = ep.concurrency
     local probing = false

@@ -1,4 +1,5 @@
-"""Leases: claiming ready tasks for a push, heartbeats and log lines fenced by the lease token."""
+"""Leases: claiming ready tasks for a push or a pull, heartbeats and log lines fenced by the
+lease token."""
 
 from __future__ import annotations
 
@@ -53,9 +54,12 @@ class Heartbeat:
 class Leasing(StoreBase):
     """Claims tasks under a lease, and keeps leases alive."""
 
-    async def claim(self, queue: str, count: int, seed: str, now_ms: int) -> Claim:
+    async def claim(
+        self, queue: str, count: int, seed: str, now_ms: int, *, endpoint_id: str | None = None
+    ) -> Claim:
         """Lease up to ``count`` ready tasks; ``seed`` (secret, random, fresh for every call)
-        is what the script derives their lease tokens from."""
+        is what the script derives their lease tokens from. Without ``endpoint_id`` (the push
+        dispatcher) to push endpoints only; with it, to that pull endpoint only."""
         k = QueueKeys.of(queue)
         reply = await self._scripts.call(
             "claim",
@@ -72,7 +76,7 @@ class Leasing(StoreBase):
                 k.stalls,
                 k.health,
             ],
-            [now_ms, count, seed],
+            [now_ms, count, seed, endpoint_id or ""],
         )
         status = ClaimStatus(reply[0])
         if status is ClaimStatus.RATE:
