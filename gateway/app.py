@@ -38,6 +38,7 @@ from gateway.dispatch.pusher import Pusher, new_session
 from gateway.due_loop import DueLoop
 from gateway.jobs.firing import Firing
 from gateway.recoverer import Recoverer
+from gateway.redrive import Redriver
 from gateway.services import Services
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
@@ -59,6 +60,7 @@ from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
+from gateway.store.redrive import RedriveStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
 
@@ -102,10 +104,19 @@ def create_app(settings: Settings) -> Starlette:
         catalog_store = CatalogStore(redis, scripts)
         catalog = Catalog(catalog_store)
 
+        operations_store = OperationsStore(redis, scripts, tasks)
+        redriver = Redriver(
+            RedriveStore(redis, scripts, operations_store),
+            queues,
+            clock,
+            on_ready=dispatcher.wake,
+        )
+
         def changed(queue: str) -> None:
             directory.forget(queue)
             catalog.forget(queue)
             dispatcher.changed(queue)
+            redriver.changed(queue)
 
         recoverer = Recoverer(
             tasks,
@@ -176,9 +187,7 @@ def create_app(settings: Settings) -> Starlette:
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
             ),
-            operations=OperationsService(
-                OperationsStore(redis, scripts, tasks), queues, clock, on_ready=dispatcher.wake
-            ),
+            operations=OperationsService(operations_store, queues, clock, on_ready=dispatcher.wake),
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
@@ -192,6 +201,7 @@ def create_app(settings: Settings) -> Starlette:
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
+        redriver.schedule(scheduler, settings.redrive_interval, settings.rescan_interval)
         scheduler.add_job(
             clock.sync,
             "interval",

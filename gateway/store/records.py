@@ -231,6 +231,7 @@ def attempt_from_record(raw: str | bytes) -> Attempt:
         http_status=a.get("status"),
         error=a.get("error"),
         traceback=a.get("tb"),
+        failure=a.get("kind"),
     )
 
 
@@ -285,6 +286,7 @@ def task_from_record(
         error=record.get("error"),
         checkpoint=load_json(checkpoint),
         attempts=attempts,
+        redrives=record.get("rd", 0),
         owner=record.get("own"),
         version=record.get("ver"),
         capability=record.get("cap"),
