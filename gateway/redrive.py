@@ -9,8 +9,9 @@ One :class:`Redriver` runs in every gateway; APScheduler calls :meth:`Redriver.s
   gateway (:meth:`changed`) is read again at the next step. A step with no policy sends nothing
   to Redis; with policies, only queues whose cadence is due here cost a command.
 - **One pass per cadence among all gateways.** A pass begins by taking the queue's turn,
-  ``SET jg:{<queue>}:redrive NX PX <every>``; the gateway that loses tries again one ``every``
-  later. The key expires by itself, so a gateway that died holds nothing for long.
+  ``SET jg:{<queue>}:redrive NX PX <every>``; the gateways that lose try again when the key
+  expires (its ``PTTL``, read in the same round trip). The key expires by itself, so a gateway
+  that died holds nothing for long.
 - **Each task at most once.** Even two passes at once cannot move a task twice: the script
   (``lua/resubmit.lua``, redrive mode) moves a task only while it is dead, and a moved task is
   no longer dead.
@@ -131,9 +132,11 @@ class Redriver:
             if self._next_try.get(queue, 0) > now:
                 continue
             every_ms = round(policy.every * 1000)
-            self._next_try[queue] = now + every_ms
+            self._next_try[queue] = now + every_ms  # after a failure too
             try:
-                if not await self._store.take_turn(queue, self._holder, every_ms):
+                won, wait_ms = await self._store.take_turn(queue, self._holder, every_ms)
+                self._next_try[queue] = now + wait_ms
+                if not won:
                     continue
                 done = await self.redrive(queue, policy, now)
             except Exception:

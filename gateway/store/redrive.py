@@ -52,12 +52,17 @@ class RedriveStore:
         dead = QueueKeys.of(queue).dead
         return await self._operations.walk(dead, before=before_ms, after=after, count=count)
 
-    async def take_turn(self, queue: str, holder: str, every_ms: int) -> bool:
-        """Whether this gateway makes the queue's pass now: the first to ask in each period of
-        ``every_ms`` gets it (``SET NX PX`` on the queue's own key, so Cluster-safe); the key
-        expires by itself, so a gateway that dies mid-pass holds nothing for long."""
+    async def take_turn(self, queue: str, holder: str, every_ms: int) -> tuple[bool, int]:
+        """Whether this gateway makes the queue's pass now, and the ms until the next turn can
+        be had: the first to ask in each period of ``every_ms`` gets it (``SET NX PX`` on the
+        queue's own key, so Cluster-safe), the others learn when it ends (its ``PTTL``), in the
+        same round trip. The key expires by itself, so a gateway that died holds nothing."""
         key = QueueKeys.of(queue).redrive
-        return bool(await self._redis.set(key, holder, nx=True, px=every_ms))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.set(key, holder, nx=True, px=every_ms)
+            pipe.pttl(key)
+            won, left = await pipe.execute()
+        return bool(won), max(int(left), 0) if not won else every_ms
 
     async def redrive(
         self,

@@ -186,6 +186,24 @@ async def test_one_pass_per_cadence_among_gateways_and_each_task_moves_once(
         assert [a["outcome"] for a in await history(s, task_id)].count("redriven") == 2
 
 
+async def test_a_gateway_that_lost_the_turn_tries_again_when_it_ends(
+    stores: Stores, store: RedriveStore
+) -> None:
+    s = stores
+    await with_redrive(s, after=0, every=60)
+    await dies(s, TIMEOUT)
+    await s.redis.set(QueueKeys.of(Q).redrive, "another gateway", px=3_000)
+    r = redriver(s, store)
+    await r.refresh()
+    assert await r.step() == []  # the other gateway's turn
+    s.clock.advance(2_900)
+    assert await r.step() == []  # not yet due here
+    s.clock.advance(200)
+    await s.redis.delete(QueueKeys.of(Q).redrive)  # its turn ran out (by Redis's clock)
+    (done,) = await r.step()  # 3 s later, not one cadence (60 s) later
+    assert done.moved == 1
+
+
 async def test_a_pass_is_bounded_and_the_next_goes_on_where_it_stopped(
     stores: Stores, store: RedriveStore
 ) -> None:
