@@ -174,7 +174,7 @@ class Pusher:
                 None, failure=f"no answer within {push_timeout:g}s", kind=FailureKind.TIMEOUT
             )
         except (aiohttp.ClientError, OSError) as e:
-            return Answer(None, failure=_failure(e), kind=_kind(e))
+            return Answer(None, failure=_failure(e), kind=no_answer_kind(e))
 
 
 def _failure(e: Exception) -> str:
@@ -186,7 +186,7 @@ def _failure(e: Exception) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
-def _kind(e: Exception) -> FailureKind | None:
+def no_answer_kind(e: Exception) -> FailureKind | None:
     """A push with no answer failed by connection, unless the SSRF guard refused the address
     (a policy, which no redrive heals)."""
     if isinstance(e, aiohttp.ClientConnectorError) and isinstance(e.os_error, AddressRefused):
