@@ -107,14 +107,18 @@ class Redriver:
     async def refresh(self) -> None:
         """Read the redrive policy of every queue (changes made through other gateways are seen
         here; deleted queues drop out)."""
-        self._changed.clear()  # everything is read below
-        names = await self._queues.names()
+        changed, self._changed = self._changed, set()  # every queue is read below
         found: dict[str, Redrive] = {}
-        for start in range(0, len(names), QUEUES_PER_READ):
-            chunk = names[start : start + QUEUES_PER_READ]
-            for queue, policy in (await self._queues.policies(chunk)).items():
-                if policy.redrive is not None:
-                    found[queue] = policy.redrive
+        try:
+            names = await self._queues.names()
+            for start in range(0, len(names), QUEUES_PER_READ):
+                chunk = names[start : start + QUEUES_PER_READ]
+                for queue, policy in (await self._queues.policies(chunk)).items():
+                    if policy.redrive is not None:
+                        found[queue] = policy.redrive
+        except BaseException:
+            self._changed |= changed  # read again at the next step
+            raise
         self._policies = found
         self._forget_gone()
 
@@ -180,7 +184,11 @@ class Redriver:
     async def _read_changed(self) -> None:
         changed, self._changed = self._changed, set()
         names = sorted(changed)
-        policies = await self._queues.policies(names)
+        try:
+            policies = await self._queues.policies(names)
+        except BaseException:
+            self._changed |= changed  # read again at the next step
+            raise
         for queue in names:
             policy = policies.get(queue)
             if policy is None or policy.redrive is None:

@@ -79,6 +79,7 @@ class Redrive(InputModel):
         min_length=1,
         max_length=3,
         description="Failure kinds that are redriven: timeout, 5xx, connection.",
+        json_schema_extra={"uniqueItems": True},
     )
     after: float = Field(
         300.0, ge=0, le=30 * DAY, description="Seconds a task has been dead before a redrive."
