@@ -36,6 +36,7 @@ from gateway.due_loop import DueLoop
 from gateway.jobs.firing import Firing
 from gateway.readiness import Readiness
 from gateway.recoverer import Recoverer
+from gateway.redrive import Redriver
 from gateway.services import Services
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
@@ -58,6 +59,7 @@ from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
+from gateway.store.redrive import RedriveStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
 from gateway.telemetry.export import MetricsExport
@@ -122,11 +124,20 @@ def create_app(
         catalog_store = CatalogStore(redis, scripts)
         catalog = Catalog(catalog_store)
 
+        operations_store = OperationsStore(redis, scripts, tasks)
+        redriver = Redriver(
+            RedriveStore(redis, scripts, operations_store),
+            queues,
+            clock,
+            on_ready=wake,
+        )
+
         def changed(queue: str) -> None:
             directory.forget(queue)
             catalog.forget(queue)
             dispatcher.changed(queue)
             pull_waiters.wake(queue)
+            redriver.changed(queue)
 
         recoverer = Recoverer(
             tasks,
@@ -202,9 +213,7 @@ def create_app(
                 log_lines_kept=settings.log_lines_kept,
                 metrics=recorder,
             ),
-            operations=OperationsService(
-                OperationsStore(redis, scripts, tasks), queues, clock, on_ready=wake
-            ),
+            operations=OperationsService(operations_store, queues, clock, on_ready=wake),
             auth=Authenticator(settings.api_keys),
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
@@ -230,6 +239,7 @@ def create_app(
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
+        redriver.schedule(scheduler, settings.redrive_interval, settings.rescan_interval)
         scheduler.add_job(
             clock.sync,
             "interval",

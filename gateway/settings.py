@@ -103,6 +103,13 @@ class Settings(BaseSettings):
         description="Seconds between rescans of every queue's due time, which repair the due "
         "index after a gateway died half way; also the longest the recoverer sleeps.",
     )
+    redrive_interval: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="Seconds between looks for queues whose redrive pass is due (a queue's "
+        "redrive policy sets its own cadence, ``every``); costs nothing while no queue has one.",
+    )
     clock_sync_interval: float = Field(
         30.0, gt=0, description="Seconds between measurements of the offset to Redis's clock."
     )

@@ -37,12 +37,12 @@ from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
 from gateway.store.tasks import Claim, ClaimStatus, Fence, Finish, Finished, TaskStore
 from gateway.telemetry.metrics import Metrics
-from sdk.wire import AttemptOutcome
+from sdk.wire import AttemptOutcome, FailureKind
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-LEASE_OVER = Answer(None, failure="no answer before the lease ran out")
+LEASE_OVER = Answer(None, failure="no answer before the lease ran out", kind=FailureKind.TIMEOUT)
 
 IDLE_TICK = 5.0
 LEASE_MARGIN = 0.5  # seconds before its lease ends that a push gives up, at most
@@ -287,6 +287,7 @@ class Dispatcher:
             verdict.traceback,
             delay_ms,
             warning=verdict.warning,
+            failure=verdict.failure,
         )
         # Shielded: shutting down must not lose an answer the worker already gave.
         done = await asyncio.shield(self._finishes.submit(lease.queue, finish))

@@ -29,6 +29,7 @@ from sdk.wire import (
     HEADER_CALLBACK,
     HEADER_LEASE,
     HEADER_WARNING,
+    FailureKind,
 )
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
@@ -226,9 +227,11 @@ class Pusher:
                     warning=unquote(warning)[:MAX_WARNING] if warning else None,
                 )
         except TimeoutError:
-            return Answer(None, failure=f"no answer within {push_timeout:g}s")
+            return Answer(
+                None, failure=f"no answer within {push_timeout:g}s", kind=FailureKind.TIMEOUT
+            )
         except (aiohttp.ClientError, OSError) as e:
-            return Answer(None, failure=_failure(e))
+            return Answer(None, failure=_failure(e), kind=no_answer_kind(e))
 
 
 def _failure(e: Exception) -> str:
@@ -238,6 +241,14 @@ def _failure(e: Exception) -> str:
     if isinstance(e, AddressRefused):
         return f"refused: {e}"
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def no_answer_kind(e: Exception) -> FailureKind | None:
+    """A push with no answer failed by connection, unless the SSRF guard refused the address
+    (a policy, which no redrive heals)."""
+    if isinstance(e, aiohttp.ClientConnectorError) and isinstance(e.os_error, AddressRefused):
+        return None
+    return None if isinstance(e, AddressRefused) else FailureKind.CONNECTION
 
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes:

@@ -14,6 +14,12 @@ other 4xx                              failed, not retried
 
 An error answer may carry a JSON body shaped like ``ErrorIn`` (error, traceback, retryable,
 retry_delay); a worker saying ``retryable: false`` turns a retry into a failure.
+
+A failed attempt also gets a failure kind (``FailureKind``), which a queue's redrive policy
+filters on: ``timeout`` (no answer within the push timeout, or a 408), ``5xx`` (an answer >= 500)
+and ``connection`` (no HTTP answer: refused, reset, DNS, TLS). A 5xx whose body is an ``ErrorIn``
+is the worker's own report of a task that raised (the SDK answers so): it has no kind, like a
+refusal (4xx), a redirect or an error callback, since resubmitting it would fail the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from email.utils import parsedate_to_datetime
 
 from pydantic import ValidationError
 
-from sdk.wire import AttemptOutcome, BatchAnswer, ErrorIn
+from sdk.wire import AttemptOutcome, BatchAnswer, ErrorIn, FailureKind
 
 MAX_ERROR_TEXT = 4096
 
@@ -41,6 +47,7 @@ class Answer:
     retry_after: str | None = None
     failure: str | None = None  # timeout or connection error, when status is None
     warning: str | None = None  # a success's warning (the jobgate-warning header, decoded)
+    kind: FailureKind | None = None  # timeout or connection, when status is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,7 @@ class Verdict:
     traceback: str = ""
     requested_delay: float | None = None
     warning: str = ""  # succeeded, with this warning
+    failure: FailureKind | None = None  # an infrastructure failure's kind (redrive filters on it)
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -89,7 +97,11 @@ def _result_json(answer: Answer) -> str:
     return answer.body.decode()
 
 
-def _error(answer: Answer, outcome: AttemptOutcome, fallback: str) -> Verdict:
+def _error(
+    answer: Answer, outcome: AttemptOutcome, fallback: str, kind: FailureKind | None = None
+) -> Verdict:
+    """An error answer's verdict; ``kind`` is its failure kind unless the body is the worker's
+    own ``ErrorIn`` report."""
     delay = parse_retry_after(answer.retry_after)
     text, traceback = fallback, ""
     if answer.body and "json" in answer.content_type:
@@ -98,14 +110,14 @@ def _error(answer: Answer, outcome: AttemptOutcome, fallback: str) -> Verdict:
         except ValidationError:
             reported = None
         if reported is not None:
-            text, traceback = reported.error, reported.traceback or ""
+            text, traceback, kind = reported.error, reported.traceback or "", None
             if reported.retry_delay is not None:
                 delay = reported.retry_delay
             if not reported.retryable and outcome is AttemptOutcome.ERROR:
                 outcome = AttemptOutcome.FAILED
     elif answer.body:
         text = f"{fallback}: {answer.body[:MAX_ERROR_TEXT].decode('utf-8', 'replace')}"
-    return Verdict(outcome, answer.status, text, traceback, delay)
+    return Verdict(outcome, answer.status, text, traceback, delay, failure=kind)
 
 
 def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
@@ -142,7 +154,9 @@ def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
 def judge(answer: Answer) -> Verdict:
     status = answer.status
     if status is None:
-        return Verdict(AttemptOutcome.ERROR, None, answer.failure or "no answer")
+        return Verdict(
+            AttemptOutcome.ERROR, None, answer.failure or "no answer", failure=answer.kind
+        )
     if status == 202:
         return Verdict(None, status)
     if 200 <= status < 300:
@@ -150,11 +164,13 @@ def judge(answer: Answer) -> Verdict:
             AttemptOutcome.SUCCEEDED, status, _result_json(answer), warning=answer.warning or ""
         )
     if status in (429, 503):
-        return _error(answer, AttemptOutcome.BUSY, f"worker busy ({status})")
+        kind = FailureKind.SERVER_ERROR if status == 503 else None
+        return _error(answer, AttemptOutcome.BUSY, f"worker busy ({status})", kind)
     if status == 410:
         return Verdict(AttemptOutcome.GONE, status, "endpoint answered 410 Gone; disabled")
     if status == 408 or status >= 500:
-        return _error(answer, AttemptOutcome.ERROR, f"worker answered {status}")
+        kind = FailureKind.TIMEOUT if status == 408 else FailureKind.SERVER_ERROR
+        return _error(answer, AttemptOutcome.ERROR, f"worker answered {status}", kind)
     if 300 <= status < 400:
         return Verdict(
             AttemptOutcome.ERROR, status, f"worker answered {status}; redirects are not followed"

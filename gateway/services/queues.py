@@ -68,12 +68,13 @@ class QueueService:
 
     async def patch(self, name: str, patch: QueuePolicyPatch) -> Queue:
         fields = patch.model_dump(mode="json", exclude_unset=True, exclude_none=True)
-        if fields.pop("remove_rate_limit", False):
-            if "rate_limit" in fields:
-                raise ValidationFailed(
-                    [FieldProblem("remove_rate_limit", "cannot be given with rate_limit")]
-                )
-            fields["rate_limit"] = None
+        for field in ("rate_limit", "redrive"):
+            if fields.pop(f"remove_{field}", False):
+                if field in fields:
+                    raise ValidationFailed(
+                        [FieldProblem(f"remove_{field}", f"cannot be given with {field}")]
+                    )
+                fields[field] = None
         stored = await self._queues.patch(name, fields, self._clock.now_ms())
         self._on_change(name)
         return await self._view(stored)

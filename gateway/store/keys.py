@@ -50,6 +50,8 @@ key                   type   content
                              queue's retention); the record's ``logd`` counts lines dropped
 ``notify``            ZSET   id → ms when its completion callback notice is due (a new notice, a
                              retry, or the end of a delivery's lease); see ``store/notices.py``
+``redrive``           STR    held (``SET NX PX``) by the gateway making the queue's redrive pass,
+                             for the policy's ``every``: one pass per cadence among all gateways
 ====================  =====  ======================================================================
 
 Global keys (one command each, outside any script):
@@ -191,6 +193,7 @@ class QueueKeys:
     stalls: str
     catalog: str
     notify: str
+    redrive: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -226,6 +229,7 @@ class QueueKeys:
             stalls=p + "stalls",
             catalog=p + "catalog",
             notify=p + "notify",
+            redrive=p + "redrive",
         )
 
     def log(self, task_id: str) -> str:
@@ -272,4 +276,5 @@ class QueueKeys:
             self.stalls,
             self.catalog,
             self.notify,
+            self.redrive,
         )

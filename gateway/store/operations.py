@@ -225,8 +225,17 @@ class OperationsStore:
             chunk = task_ids[start : start + self.chunk]
             replies = await self._scripts.call(
                 "resubmit",
-                [k.meta, k.ready, k.seq, k.dead],
-                [now_ms, "1" if reset_attempts else "0", keys.WAKE_CHANNEL, queue, *chunk],
+                [k.meta, k.ready, k.seq, k.dead, k.attempts],
+                [
+                    now_ms,
+                    "1" if reset_attempts else "0",
+                    keys.WAKE_CHANNEL,
+                    queue,
+                    "",
+                    "",
+                    "",
+                    *chunk,
+                ],
             )
             for task_id, reply in zip(chunk, replies, strict=True):
                 outcome = Resubmit(reply[0])

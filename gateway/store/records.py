@@ -239,6 +239,7 @@ def attempt_from_record(raw: str | bytes) -> Attempt:
         http_status=a.get("status"),
         error=a.get("error"),
         traceback=a.get("tb"),
+        failure=a.get("kind"),
     )
 
 
@@ -293,6 +294,7 @@ def task_from_record(
         error=record.get("error"),
         checkpoint=load_json(checkpoint),
         attempts=attempts,
+        redrives=record.get("rd", 0),
         owner=record.get("own"),
         version=record.get("ver"),
         trace_id=record["tp"][3:35] if record.get("tp") else None,

@@ -17,7 +17,7 @@ from sdk.wire.base import (
     Seconds,
 )
 from sdk.wire.catalog import CatalogTasks
-from sdk.wire.tasks import TaskState
+from sdk.wire.tasks import FailureKind, TaskState
 
 
 class BackoffStrategy(StrEnum):
@@ -65,6 +65,34 @@ class CircuitBreaker(InputModel):
     def _cap_not_below_first(self) -> Self:
         if self.max_open_for < self.open_for:
             raise ValueError("max_open_for must be at least open_for")
+        return self
+
+
+class Redrive(InputModel):
+    """Automatic redrive: every ``every`` seconds, dead tasks whose last attempt failed by one of
+    the kinds in ``on`` and that have been dead ``after`` seconds are queued again, each at most
+    ``max_redrives`` times. A redriven task starts its attempt count again (``max_attempts`` new
+    attempts), and its history shows each redrive."""
+
+    on: list[FailureKind] = Field(
+        default_factory=lambda: list(FailureKind),
+        min_length=1,
+        max_length=3,
+        description="Failure kinds that are redriven: timeout, 5xx, connection.",
+        json_schema_extra={"uniqueItems": True},
+    )
+    after: float = Field(
+        300.0, ge=0, le=30 * DAY, description="Seconds a task has been dead before a redrive."
+    )
+    every: float = Field(
+        300.0, ge=10, le=DAY, description="Seconds between redrive passes over the queue."
+    )
+    max_redrives: int = Field(3, ge=1, le=100, description="Most redrives of one task.")
+
+    @model_validator(mode="after")
+    def _distinct_kinds(self) -> Self:
+        if len(set(self.on)) != len(self.on):
+            raise ValueError("on must not repeat a failure kind")
         return self
 
 
@@ -126,6 +154,9 @@ class QueuePolicy(InputModel):
         description="'task': metrics carry the task name; 'queue': every task of the queue is "
         "recorded as task '*', so floods of many small tasks stay one series per queue.",
     )
+    redrive: Redrive | None = Field(
+        None, description="Resubmit dead tasks that failed by infrastructure; off when absent."
+    )
 
 
 class QueuePolicyPatch(InputModel):
@@ -133,13 +164,18 @@ class QueuePolicyPatch(InputModel):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "not": {
-                "required": ["rate_limit", "remove_rate_limit"],
-                "properties": {
-                    "rate_limit": {"type": "object"},
-                    "remove_rate_limit": {"const": True},
-                },
-            }
+            "allOf": [
+                {
+                    "not": {
+                        "required": [field, f"remove_{field}"],
+                        "properties": {
+                            field: {"type": "object"},
+                            f"remove_{field}": {"const": True},
+                        },
+                    }
+                }
+                for field in ("rate_limit", "redrive")
+            ]
         }
     )
 
@@ -165,6 +201,12 @@ class QueuePolicyPatch(InputModel):
     max_heartbeat_interval: PositiveSeconds | None = None
     stall_policy: StallPolicy | None = None
     metrics_granularity: MetricsGranularity | None = None
+    redrive: Redrive | None = Field(
+        None, description="Sets the redrive policy (whole); remove_redrive turns it off."
+    )
+    remove_redrive: bool | None = Field(
+        None, description="true turns automatic redrive off; not with a redrive."
+    )
 
 
 class Queue(OutputModel):

@@ -145,6 +145,17 @@ class AttemptOutcome(StrEnum):
     STALLED = "stalled"  # heartbeats stopped and the queue's stall policy re-dispatched it
     RELEASED = "released"  # the worker gave the task back (shutting down): no attempt spent
     CANCELLED = "cancelled"
+    REDRIVEN = "redriven"  # not an attempt: the queue's redrive policy queued the dead task again
+
+
+class FailureKind(StrEnum):
+    """What kind of infrastructure failure ended an attempt; a queue's redrive policy resubmits
+    dead tasks by it. Failures the worker reported itself (a refusal, a raised exception, an
+    error callback) have no kind: resubmitting them would fail the same way."""
+
+    TIMEOUT = "timeout"  # no answer within the push timeout, a 408, a lease that ran out, a stall
+    SERVER_ERROR = "5xx"  # an answer >= 500 that is not the worker's own error report
+    CONNECTION = "connection"  # no HTTP answer at all: refused, reset, DNS, TLS
 
 
 class Attempt(OutputModel):
@@ -156,6 +167,11 @@ class Attempt(OutputModel):
     http_status: int | None = None
     error: str | None = None
     traceback: str | None = None
+    failure: FailureKind | None = Field(
+        None,
+        description="The kind of infrastructure failure that ended the attempt (timeout, 5xx, "
+        "connection); null for a success and for failures the worker reported itself.",
+    )
 
 
 class NoticeState(StrEnum):
@@ -223,6 +239,9 @@ class Task(OutputModel):
     error: str | None = None
     checkpoint: JsonValue = None
     attempts: list[Attempt] = Field(default_factory=list)
+    redrives: int = Field(
+        0, description="Times the queue's redrive policy queued this task again after it died."
+    )
     notify: str | None = Field(None, description="The completion callback URL, if any.")
     notice: NoticeStatus | None = Field(
         None, description="The completion callback's delivery, once the task has ended."

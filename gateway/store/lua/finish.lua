@@ -7,14 +7,17 @@
 -- KEYS[15] waiting   KEYS[16] dependents   KEYS[17] groups   KEYS[18] outbox   KEYS[19] stalls
 -- KEYS[20] health   KEYS[21] notify
 -- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)   ARGV[3] queue name
--- ARGV[4..] seven values per task:
+-- ARGV[4..] eight values per task:
 --   task id, lease token,
 --   outcome: succeeded | error (retryable) | failed (not retryable) | busy (429/503) |
 --            gone (410) | expired (lease ran out) | stalled (heartbeats stopped) |
 --            released (the worker gave it back),
 --   HTTP status or '', result JSON when succeeded else error text or '',
 --   traceback or '' (when succeeded: the worker's warning or ''),
---   delay ms before the retry (error, busy, expired)
+--   delay ms before the retry (error, busy, expired),
+--   failure kind: timeout | 5xx | connection | '' (none; expired and stalled are always
+--   'timeout'), stored in the attempt record (``kind``) and on the task (``fk``, the last
+--   failed attempt's kind), which the redrive policy filters dead tasks on (resubmit.lua)
 -- Returns, per task: {'OK', new state, due ms or '', name, version or '', attempt start ms,
 --      created ms, circuit change of its endpoint ('open', 'closed' or ''), endpoint id or ''}
 --      (the fields after the due time are for metrics) | {'NOTASK'} | {'STALE', state}
@@ -35,7 +38,7 @@ local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
 if not policy then
   local replies = {}
-  for i = 4, #ARGV, 7 do
+  for i = 4, #ARGV, 8 do
     replies[#replies + 1] = {'NOQUEUE'}
   end
   return replies
@@ -80,7 +83,7 @@ local function feed_health(t, outcome, observed)
   end
 end
 
-local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
+local function finish_one(id, token, outcome, status, text, traceback, delay_ms, kind)
   local t, refusal = fenced(KEYS[2], id, token)
   if not t then
     if refusal[1] == 'NOTASK' or refusal[2] ~= 'running' then
@@ -121,6 +124,15 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
   if outcome ~= 'succeeded' and text ~= '' then
     attempt.error = text
     t.error = text
+  end
+  if outcome == 'expired' or outcome == 'stalled' then
+    kind = 'timeout'
+  end
+  if outcome ~= 'succeeded' and kind ~= '' then
+    attempt.kind = kind
+    t.fk = kind
+  else
+    t.fk = nil
   end
   if traceback ~= '' and outcome == 'succeeded' then
     attempt.warn = traceback
@@ -205,9 +217,10 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms)
 end
 
 local replies = {}
-for i = 4, #ARGV, 7 do
+for i = 4, #ARGV, 8 do
   replies[#replies + 1] = finish_one(
-    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
+    ARGV[i + 7]
   )
 end
 health_save(healths, KEYS[20])

@@ -12,7 +12,7 @@ from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
 from gateway.store.tasks.base import StoreBase
 from gateway.store.tasks.leases import Fence
-from sdk.wire import AttemptOutcome, TaskState
+from sdk.wire import AttemptOutcome, FailureKind, TaskState
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,9 @@ class Finish:
     traceback: str = ""
     delay_ms: int = 0  # before the retry, when there is one
     warning: str = ""  # succeeded, with this warning
+    # An infrastructure failure's kind (the redrive policy filters on it); expired and stalled
+    # attempts are 'timeout' whatever is given.
+    failure: FailureKind | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,7 @@ def _finish_args(f: Finish) -> list[str | int]:
         f.text,
         f.warning if f.outcome is AttemptOutcome.SUCCEEDED else f.traceback,
         f.delay_ms,
+        "" if f.failure is None else f.failure.value,
     ]
 
 
