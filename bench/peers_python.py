@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
 from bench.peers_options import Options
 from bench.peers_session import (
@@ -136,10 +135,13 @@ async def _dramatiq_left(redis: Redis) -> int:
 
 
 async def _taskiq_consumers(redis: Redis) -> int:
-    try:
-        return len(await redis.xinfo_consumers(QUEUE, "taskiq"))
-    except ResponseError:  # the stream or group does not exist yet
-        return 0
+    """Worker processes blocked in ``XREADGROUP``: listening, each on its own connection.
+
+    Redis 7.0 lists a stream consumer only once it has been given an entry, so the consumer
+    group cannot tell which idle workers are listening yet; the client list can.
+    """
+    clients = await redis.client_list()
+    return sum(1 for c in clients if c.get("cmd") == "xreadgroup" and "b" in c.get("flags", ""))
 
 
 async def _taskiq_left(redis: Redis) -> int:
