@@ -147,6 +147,8 @@ def report(results: Results, options: Options, argv: list[str], load: tuple[floa
         "Jobgate ÷ best peer is the median of the ratios taken within each run; for rates the "
         "best peer is the fastest, for latency and CPU the lowest.",
         "",
+        *_how(options),
+        "",
         "### Summary",
         "",
         *summary_table(results, [*drains.values(), ENQUEUE, P50, P99, cpu[0], cpu[-1]]),
@@ -158,6 +160,29 @@ def report(results: Results, options: Options, argv: list[str], load: tuple[floa
         if results.systems(metric):
             lines += metric_table(results, metric)
     return "\n".join(lines)
+
+
+def _how(options: Options) -> list[str]:
+    """How each system was run and fed, under the names the tables use."""
+    from bench.peers_jobgate import BATCHED, ONE
+
+    lines = [
+        f"- {ONE} / {BATCHED}: N gateway processes, an N-process SDK worker under uvicorn; "
+        "the drain's tasks go in with `Client.enqueue_batch`, 500 per request."
+    ]
+    peers = [name for name in options.systems if name != "jobgate"]
+    if peers:
+        from bench.peers_python import PEERS, versions
+
+        for name in peers:
+            peer = PEERS[name]
+            how = peer.enqueue_how.format(in_flight=options.in_flight)
+            lines.append(
+                f"- {peer.label}: `{shlex.join(peer.command(1)[1:])}` (N processes); "
+                f"enqueued with {how}."
+            )
+        lines.append(f"- Versions: {versions()}.")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -43,8 +43,12 @@ STAMPS = "bench:stamps"
 READY_TIMEOUT = 60.0
 
 
-def version(distribution: str) -> str:
-    return importlib.metadata.version(distribution)
+def versions() -> str:
+    """The peers' versions, for the report's header."""
+    found = {
+        name: importlib.metadata.version(name) for name in ("dramatiq", "taskiq", "taskiq-redis")
+    }
+    return ", ".join(f"{name} {number}" for name, number in found.items())
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,7 @@ async def _taskiq_left(redis: Redis) -> int:
 PEERS = {
     "dramatiq": Peer(
         name="dramatiq",
-        label=f"Dramatiq {version('dramatiq')} (Redis broker)",
+        label="Dramatiq",
         enqueue_how="actor.send(), one at a time",
         command=lambda n: [
             sys.executable,
@@ -176,7 +180,7 @@ PEERS = {
     ),
     "taskiq": Peer(
         name="taskiq",
-        label=f"taskiq {version('taskiq')} (taskiq-redis {version('taskiq-redis')} stream)",
+        label="taskiq (stream)",
         enqueue_how="task.kiq(), {in_flight} in flight",
         command=lambda n: [
             sys.executable,
