@@ -17,7 +17,12 @@ from taskiq_redis import RedisStreamBroker
 QUEUE = "bench"
 STAMPS = "bench:stamps"
 
-broker = RedisStreamBroker(url=os.environ["BENCH_REDIS_URL"], queue_name=QUEUE)
+# socket_timeout=None: redis-py 8 reads with a 5 s socket timeout by default. bench/peers.py
+# stops the worker processes (SIGSTOP) while the tasks go in; a worker stopped for longer than
+# that inside its blocking XREADGROUP finds the timeout expired when it resumes, crashes, and the
+# entries it was handed wait 10 minutes for taskiq to reclaim them. While running, the read
+# ends within XREADGROUP's own 2 s block anyway, so this changes nothing else.
+broker = RedisStreamBroker(url=os.environ["BENCH_REDIS_URL"], queue_name=QUEUE, socket_timeout=None)
 _stamps: list[Redis] = []  # one client per worker process, made on first use
 
 

@@ -265,7 +265,13 @@ async def _session(
         finally:
             start = time.perf_counter()
             frozen.resume()
-        await await_until(drained, f"{peer.name} drain")
+
+        async def drained_by_the_same_processes() -> bool:
+            if not frozen.all_alive():
+                raise SystemExit(f"{peer.name}: a worker process died during the drain")
+            return await drained()
+
+        await await_until(drained_by_the_same_processes, f"{peer.name} drain")
         drain_rate = options.tasks / (time.perf_counter() - start)
         after = _cpu(redis_pid, worker.pid)
         found.drains[peer.label] = Drain(

@@ -108,3 +108,12 @@ class Frozen:
     def resume(self) -> None:
         for pid in self._pids:
             os.kill(pid, signal.SIGCONT)
+
+    def all_alive(self) -> bool:
+        """False once any of the stopped processes is gone (a crashed worker strands tasks)."""
+        try:
+            for pid in self._pids:
+                os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
