@@ -172,3 +172,25 @@ def test_latency_pairs_send_and_start_by_arrival_index() -> None:
 def test_cpu_per_task_in_microseconds_with_a_total() -> None:
     found = per_task_us({"redis": 1.0, "worker": 2.0}, {"redis": 1.5, "worker": 4.0}, 10_000)
     assert found == pytest.approx({"redis": 50.0, "worker": 200.0, "total": 250.0})
+
+
+def test_process_tree_cpu_counts_live_children() -> None:
+    """uvicorn --workers and the peers' CLIs fork their workers: their CPU must be counted."""
+    from bench.proc_stat import cpu_seconds, descendants, tree_cpu_seconds
+
+    burn = (
+        "import os, sys, time\n"
+        "end = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        "print(os.getpid(), flush=True); sys.stdin.read()"
+    )
+    spawn = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {burn!r}]).wait()"
+    with subprocess.Popen(
+        [sys.executable, "-c", spawn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as parent:
+        assert parent.stdin is not None
+        assert parent.stdout is not None
+        with parent.stdin:  # closing it lets the child, then the parent, end
+            child = int(parent.stdout.readline())  # the child inherits both pipes
+            assert descendants(parent.pid) == [child]
+            assert tree_cpu_seconds(parent.pid) - cpu_seconds(parent.pid) >= 0.25
