@@ -177,10 +177,8 @@ def _how(options: Options) -> list[str]:
         for name in peers:
             peer = PEERS[name]
             how = peer.enqueue_how.format(in_flight=options.in_flight)
-            lines.append(
-                f"- {peer.label}: `{shlex.join(peer.command(1)[1:])}` (N processes); "
-                f"enqueued with {how}."
-            )
+            command = shlex.join(["python", *peer.command("N")[1:]])
+            lines.append(f"- {peer.label}: `{command}`; enqueued with {how}.")
         lines.append(f"- Versions: {versions()}.")
     return lines
 

@@ -58,7 +58,7 @@ class Peer:
     name: str
     label: str
     enqueue_how: str
-    command: Callable[[int], list[str]]
+    command: Callable[[str], list[str]]  # for a process count, or "N" to show it
     consumers: Callable[[Redis], Awaitable[int]]
     left: Callable[[Redis], Awaitable[int]]
     producer: Callable[[], Awaitable[Producer]]
@@ -172,7 +172,7 @@ PEERS = {
             "dramatiq",
             "bench.peer_dramatiq",
             "--processes",
-            str(n),
+            n,
         ],
         consumers=_dramatiq_consumers,
         left=_dramatiq_left,
@@ -189,7 +189,7 @@ PEERS = {
             "worker",
             "bench.peer_taskiq:broker",
             "--workers",
-            str(n),
+            n,
             "--log-level",
             "WARNING",
         ],
@@ -212,7 +212,7 @@ def session(
     log = logs / f"{peer.name}-{processes}.log"
     with log.open("ab") as out:
         worker = subprocess.Popen(
-            peer.command(processes),
+            peer.command(str(processes)),
             cwd=ROOT,
             env={**os.environ, "BENCH_REDIS_URL": redis_url},
             stdout=out,
