@@ -46,7 +46,7 @@ from bench.peers_report import (
     scaling_table,
     summary_table,
 )
-from bench.peers_session import Session
+from bench.peers_session import Session, Stage
 from gateway.redis_server import ManagedRedis
 
 ENQUEUE = Metric("enqueue", "tasks/s")
@@ -78,24 +78,14 @@ def record(results: Results, found: Session, run: int, processes: int, full: boo
         results.record(P99, label, run, percentile(samples, 0.99))
 
 
-def session(
-    name: str,
-    redis_url: str,
-    redis_pid: int,
-    processes: int,
-    options: Options,
-    full: bool,
-    logs: Path,
-) -> Session:
+def session(name: str, stage: Stage, processes: int, full: bool) -> Session:
     if name == "jobgate":
         from bench import peers_jobgate
 
-        return peers_jobgate.session(redis_url, redis_pid, processes, options, full)
+        return peers_jobgate.session(stage, processes, full)
     from bench import peers_python
 
-    return peers_python.session(
-        peers_python.PEERS[name], redis_url, redis_pid, processes, options, full, logs
-    )
+    return peers_python.session(peers_python.PEERS[name], stage, processes, full)
 
 
 def progress(message: str) -> None:
@@ -106,6 +96,7 @@ def run(options: Options) -> Results:
     results = Results()
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp) / "redis") as server:
         redis_pid = server.process.pid if server.process else 0
+        stage = Stage(server.url, redis_pid, options, Path(tmp))
         os.environ["BENCH_REDIS_URL"] = server.url  # read by the peers' modules, here too
         flusher = redis.Redis.from_url(server.url)
         for number in range(options.repeat):
@@ -119,9 +110,7 @@ def run(options: Options) -> Results:
                 for name in order:
                     flusher.flushall()
                     started = time.monotonic()
-                    found = session(
-                        name, server.url, redis_pid, processes, options, index == 0, Path(tmp)
-                    )
+                    found = session(name, stage, processes, index == 0)
                     record(results, found, number, processes, index == 0)
                     rates = ", ".join(
                         f"{label}: {d.drain_rate:,.0f}/s" for label, d in found.drains.items()

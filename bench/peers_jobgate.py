@@ -25,6 +25,7 @@ from bench.peers_options import Options
 from bench.peers_session import (
     Drain,
     Session,
+    Stage,
     latency_ms,
     paced,
     per_task_us,
@@ -41,14 +42,11 @@ WORKER_CONCURRENCY = 128  # in-flight pushes per endpoint, as in bench/e2e.py
 RESULT_WAITS = 16  # concurrent result reads after the latency run
 
 
-def session(
-    redis_url: str, redis_pid: int, processes: int, options: Options, full: bool
-) -> Session:
+def session(stage: Stage, processes: int, full: bool) -> Session:
+    options = stage.options
     found = Session()
-    with (
-        jobgate(redis_url, redis_pid, processes, WORKER_CONCURRENCY, processes) as (urls, cpu),
-        Client(urls[0], KEY, timeout=60) as admin,
-    ):
+    started = jobgate(stage.redis_url, stage.redis_pid, processes, WORKER_CONCURRENCY, processes)
+    with started as (urls, cpu), Client(urls[0], KEY, timeout=60) as admin:
 
         def drain(queue: str, done_before: int) -> Drain:
             """``options.tasks`` into the paused queue, then resumed until all succeeded."""

@@ -29,6 +29,7 @@ from bench.peers_session import (
     Drain,
     Frozen,
     Session,
+    Stage,
     await_until,
     latency_ms,
     paced,
@@ -200,26 +201,18 @@ PEERS = {
 }
 
 
-def session(
-    peer: Peer,
-    redis_url: str,
-    redis_pid: int,
-    processes: int,
-    options: Options,
-    full: bool,
-    logs: Path,
-) -> Session:
-    log = logs / f"{peer.name}-{processes}.log"
+def session(peer: Peer, stage: Stage, processes: int, full: bool) -> Session:
+    log = stage.logs / f"{peer.name}-{processes}.log"
     with log.open("ab") as out:
         worker = subprocess.Popen(
             peer.command(str(processes)),
             cwd=ROOT,
-            env={**os.environ, "BENCH_REDIS_URL": redis_url},
+            env={**os.environ, "BENCH_REDIS_URL": stage.redis_url},
             stdout=out,
             stderr=subprocess.STDOUT,
         )
     try:
-        return asyncio.run(_session(peer, worker, redis_url, redis_pid, processes, options, full))
+        return asyncio.run(_session(peer, worker, stage, processes, full))
     except BaseException:
         print(f"{peer.name} failed; its output is in {log}", file=sys.stderr)
         raise
@@ -228,16 +221,11 @@ def session(
 
 
 async def _session(
-    peer: Peer,
-    worker: subprocess.Popen[bytes],
-    redis_url: str,
-    redis_pid: int,
-    processes: int,
-    options: Options,
-    full: bool,
+    peer: Peer, worker: subprocess.Popen[bytes], stage: Stage, processes: int, full: bool
 ) -> Session:
+    options, redis_pid = stage.options, stage.redis_pid
     found = Session()
-    redis = Redis.from_url(redis_url)
+    redis = Redis.from_url(stage.redis_url)
     producer: Producer | None = None
     try:
 

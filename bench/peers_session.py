@@ -13,12 +13,24 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from bench.peers_options import Options
 from bench.proc_stat import cpu_seconds, descendants
 
 POLL = 0.01  # seconds between completion checks, the same for every system
 DEADLINE = 300.0  # seconds any one wait may take before the run is abandoned
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What every session of an invocation shares: its Redis, its options, a folder for logs."""
+
+    redis_url: str
+    redis_pid: int
+    options: Options
+    logs: Path
 
 
 @dataclass(frozen=True)
