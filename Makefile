@@ -9,6 +9,9 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 DEV_ARGS ?=
+BENCH_ARGS ?=
+# The benchmark's own extra (Dramatiq, taskiq, py-spy), installed by `make bench` only.
+BENCH_INSTALLED := $(VENV)/.bench-installed
 
 .DEFAULT_GOAL := help
 .PHONY: help dev test lint bench openapi clean venv redis-server chromium node
@@ -20,7 +23,8 @@ help:
 	@echo "                prints the URL and an admin API key. Extra flags: DEV_ARGS=..."
 	@echo "  test          lint, then the test suite (needs redis-server). Extra: PYTEST_ARGS=..."
 	@echo "  lint          ruff check, ruff format --check, mypy --strict on gateway and sdk"
-	@echo "  bench         run the benchmark harness (bench/run.sh)"
+	@echo "  bench         Jobgate against Dramatiq and taskiq, then idle cost (bench/run.sh);"
+	@echo "                installs the [bench] extra. Flags: BENCH_ARGS=--quick"
 	@echo "  openapi       regenerate openapi.yaml from the code"
 	@echo "  clean         remove .venv, caches and build output (keeps .jobgate/, the dev data)"
 	@echo
@@ -48,8 +52,8 @@ lint: venv
 	$(BIN)/ruff format --check
 	$(BIN)/mypy gateway sdk
 
-bench: venv redis-server
-	bash bench/run.sh
+bench: venv redis-server $(BENCH_INSTALLED)
+	bash bench/run.sh $(BENCH_ARGS)
 
 openapi: venv
 	$(BIN)/jobgate openapi --output openapi.yaml
@@ -79,6 +83,10 @@ $(BIN)/python:
 # The stamp is newer than pyproject.toml once the install has succeeded.
 $(INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+$(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@touch $@
 
 redis-server:

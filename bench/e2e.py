@@ -32,6 +32,10 @@ import httpx
 from gateway.redis_server import ManagedRedis, free_port
 from sdk import AsyncClient, Client, TaskCreate, TaskState
 
+if __package__ in (None, ""):  # run as a script: make the `bench` folder importable as a package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.proc_stat import cpu_seconds, tree_cpu_seconds
+
 ROOT = Path(__file__).parents[1]
 KEY = "bench-admin-key-0123456789"
 NOOP = "bench.worker_app.noop"
@@ -58,78 +62,100 @@ def system(
 ) -> Iterator[tuple[list[str], Callable[[], dict[str, float]]]]:
     """Redis, gateways (with ``gateway_env`` added to their environment) and a worker; yields
     the gateway URLs and a CPU-seconds reader."""
-    procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as redis:
-        try:
-            urls = []
-            env = {
-                **os.environ,
-                "JOBGATE_REDIS_URL": redis.url,
-                "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
-                "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
-                "JOBGATE_LOG_LEVEL": "warning",
-                **(gateway_env or {}),
-            }
-            for _ in range(gateways):
-                port = free_port()
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "gateway", "serve"],
-                    env={**env, "JOBGATE_PORT": str(port)},
-                    cwd=ROOT,
-                )
-                procs.append(proc)
-                urls.append(f"http://127.0.0.1:{port}")
-                wait_http(urls[-1] + "/healthz", proc)
+        redis_pid = redis.process.pid if redis.process else 0
+        with jobgate(
+            redis.url, redis_pid, gateways, worker_concurrency, gateway_env=gateway_env
+        ) as started:
+            yield started
+
+
+@contextmanager
+def jobgate(
+    redis_url: str,
+    redis_pid: int,
+    gateways: int,
+    worker_concurrency: int,
+    worker_processes: int = 1,
+    gateway_env: Mapping[str, str] | None = None,
+) -> Iterator[tuple[list[str], Callable[[], dict[str, float]]]]:
+    """Gateways and an SDK worker (``worker_processes`` uvicorn workers) on a given Redis.
+
+    Registers two paused queues, ``bench`` (one task per push) and ``bench-batch`` (up to
+    ``BATCH_SIZE``), each with an endpoint on the worker. Yields the gateway URLs and a reader
+    of CPU seconds per process (the worker's counts its uvicorn children too).
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        urls = []
+        env = {
+            **os.environ,
+            "JOBGATE_REDIS_URL": redis_url,
+            "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
+            "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
+            "JOBGATE_LOG_LEVEL": "warning",
+            **(gateway_env or {}),
+        }
+        for _ in range(gateways):
             port = free_port()
-            secrets = []
-            with Client(urls[0], KEY) as client:
-                for queue, batch_size in (("bench", 1), ("bench-batch", BATCH_SIZE)):
-                    client.put_queue(queue, max_concurrency=1000, paused=True)
-                    endpoint = client.add_endpoint(
-                        queue,
-                        f"http://127.0.0.1:{port}/",
-                        concurrency=worker_concurrency,
-                        batch_size=batch_size,
-                    )
-                    secrets.append(endpoint.secret)
-            worker = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "bench.worker_app:app",
-                    "--port",
-                    str(port),
-                    "--log-level",
-                    "warning",
-                    "--no-access-log",
-                    "--loop",
-                    "uvloop",
-                    "--http",
-                    "httptools",
-                ],
-                env={**os.environ, "JOBGATE_WORKER_SECRET": ",".join(secrets)},
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway", "serve"],
+                env={**env, "JOBGATE_PORT": str(port)},
                 cwd=ROOT,
             )
-            procs.append(worker)
-            wait_http(f"http://127.0.0.1:{port}/", worker)
-            pids = {"redis": redis.process.pid if redis.process else 0, "worker": worker.pid}
-            pids.update({f"gateway{i}": p.pid for i, p in enumerate(procs[:gateways])})
+            procs.append(proc)
+            urls.append(f"http://127.0.0.1:{port}")
+            wait_http(urls[-1] + "/healthz", proc)
+        port = free_port()
+        secrets = []
+        with Client(urls[0], KEY) as client:
+            for queue, batch_size in (("bench", 1), ("bench-batch", BATCH_SIZE)):
+                client.put_queue(queue, max_concurrency=1000, paused=True)
+                endpoint = client.add_endpoint(
+                    queue,
+                    f"http://127.0.0.1:{port}/",
+                    concurrency=worker_concurrency,
+                    batch_size=batch_size,
+                )
+                secrets.append(endpoint.secret)
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bench.worker_app:app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+        ]
+        if worker_processes > 1:
+            command += ["--workers", str(worker_processes)]
+        worker = subprocess.Popen(
+            command,
+            env={**os.environ, "JOBGATE_WORKER_SECRET": ",".join(secrets)},
+            cwd=ROOT,
+        )
+        procs.append(worker)
+        wait_http(f"http://127.0.0.1:{port}/", worker)
+        pids = {"redis": redis_pid}
+        pids.update({f"gateway{i}": p.pid for i, p in enumerate(procs[:gateways])})
 
-            def cpu() -> dict[str, float]:
-                return {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        def cpu() -> dict[str, float]:
+            found = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            found["worker"] = tree_cpu_seconds(worker.pid)
+            return found
 
-            yield urls, cpu
-        finally:
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                proc.wait(15)
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        yield urls, cpu
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(15)
 
 
 def fresh_queue(client: Client, name: str) -> str:

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import redis
 
-from bench.e2e import KEY, ROOT, _cpu_seconds, wait_http
+from bench.e2e import KEY, ROOT, wait_http
+from bench.proc_stat import cpu_seconds
 from gateway.redis_server import ManagedRedis, free_port
 from sdk import Client
 
@@ -70,11 +71,11 @@ def measure(
             with redis.Redis.from_url(managed.url) as r:
                 before_cmds = _commandstats(r)
                 before_total = int(r.info("stats")["total_commands_processed"])
-                before_cpu = _cpu_seconds(gateway.pid)
+                before_cpu = cpu_seconds(gateway.pid)
                 start = time.monotonic()
                 time.sleep(window)
                 elapsed = time.monotonic() - start
-                cpu = _cpu_seconds(gateway.pid) - before_cpu
+                cpu = cpu_seconds(gateway.pid) - before_cpu
                 # The first INFO stats is counted in the second's total; the second is not.
                 total = int(r.info("stats")["total_commands_processed"]) - before_total - 1
                 after_cmds = _commandstats(r)

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# `make bench`: the end-to-end benchmark (median of 3 runs), then the idle cost with 0, 10 and
-# 100 queues (about 7 minutes; BENCH_IDLE=0 skips it), then, with BENCH_ALL=1, the idle cost of
-# queues holding far-off due times too; with BENCH_TRACING=1, the tracing overhead
-# (bench/tracing.py, about 10 minutes). Loopback only; results go to stdout, to be copied into
-# RESULTS.md.
+# `make bench`: Jobgate side by side with Dramatiq and taskiq (bench/peers.py, median of 3 runs
+# at 1 and 2 processes; its flags come from BENCH_ARGS, e.g. BENCH_ARGS=--quick), then the idle
+# cost with 0, 10 and 100 queues (about 7 minutes; BENCH_IDLE=0 skips it), then, with
+# BENCH_ALL=1, the idle cost of queues holding far-off due times too. BENCH_E2E=1 adds Jobgate's
+# own end-to-end benchmark (bench/e2e.py: sequential enqueue, two gateways with --gateways 2);
+# BENCH_TRACING=1 the tracing overhead (bench/tracing.py, about 10 minutes).
+# Loopback only; results go to stdout (progress to stderr), to be copied into RESULTS.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-.venv/bin/python bench/e2e.py "$@"
+.venv/bin/python bench/peers.py "$@"
 if [ "${BENCH_TRACING:-0}" = "1" ]; then
   .venv/bin/python -m bench.tracing
+fi
+if [ "${BENCH_E2E:-0}" = "1" ]; then
+  .venv/bin/python bench/e2e.py
 fi
 if [ "${BENCH_ALL:-0}" = "1" ]; then
   .venv/bin/python -m bench.idle --tasks

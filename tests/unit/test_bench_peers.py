@@ -1,0 +1,196 @@
+"""bench/peers.py's command line and arithmetic, without running any system.
+
+The comparison itself starts Redis, gateways and the peers' workers for minutes, which the suite
+cannot afford; what can silently go wrong without it is the parsing, the ratio taken within a
+run, the best peer picked in the right direction, and the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.peers_options import QUICK_TASKS, parse, parse_processes
+from bench.peers_report import (
+    Metric,
+    Results,
+    metric_table,
+    percentile,
+    scaling_table,
+    summary_table,
+)
+from bench.peers_session import latency_ms, per_task_us
+
+ROOT = Path(__file__).parents[2]
+RATE = Metric("drain", "tasks/s")
+LATENCY = Metric("p50", "ms", higher_is_better=False)
+
+
+def test_help_runs_without_the_peers_installed_or_imported() -> None:
+    done = subprocess.run(
+        [sys.executable, "bench/peers.py", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--processes" in done.stdout
+    assert "--quick" in done.stdout
+
+
+def test_defaults() -> None:
+    options = parse([])
+    assert (options.tasks, options.repeat, options.processes) == (10_000, 3, (1, 2))
+    assert options.systems == ("jobgate", "dramatiq", "taskiq")
+    assert options.latency_samples == 1_000  # 200/s for 5 s
+    assert options.warmup == 500
+
+
+def test_quick_is_small_and_runs_once_whatever_else_is_given() -> None:
+    options = parse(["--quick", "--tasks", "50000", "--repeat", "5", "--processes", "1,2,4"])
+    assert (options.tasks, options.repeat) == (QUICK_TASKS, 1)
+    assert options.processes == (1, 2, 4)
+    assert options.latency_samples == 400
+    assert options.warmup == 200
+
+
+def test_process_counts_keep_their_order() -> None:
+    assert parse_processes("4, 1,2") == (4, 1, 2)
+
+
+@pytest.mark.parametrize("text", ["", "1,,2", "0", "1,-2", "two", "1,2,1"])
+def test_bad_process_counts_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_processes(text)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--systems", "celery"], ["--rate", "0"], ["--rate", "nan"], ["--tasks", "1.5"]],
+)
+def test_bad_flags_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse(argv)
+    assert exited.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def three_runs() -> Results:
+    """Run 1 is twice as fast as the others for everyone: the per-run ratios do not move."""
+    results = Results()
+    for run, scale in enumerate((2.0, 1.0, 1.0)):
+        results.record(RATE, "Jobgate, one push each", run, 1_000 * scale)
+        results.record(RATE, "Jobgate, pushes of up to 32", run, 4_000 * scale)
+        results.record(RATE, "Dramatiq", run, 2_000 * scale)
+        results.record(RATE, "taskiq", run, 1_500 * scale)
+        results.record(LATENCY, "Jobgate, one push each", run, 3.0 * scale)
+        results.record(LATENCY, "Dramatiq", run, 6.0)
+        results.record(LATENCY, "taskiq", run, 1.5 * scale)
+    return results
+
+
+def test_rate_ratio_is_to_the_fastest_peer_within_each_run() -> None:
+    results = three_runs()
+    assert results.best_peer(RATE, 0) == ("Dramatiq", 4_000.0)
+    assert results.ratios(RATE, "Jobgate, one push each") == [0.5, 0.5, 0.5]
+    assert results.ratio(RATE, "Jobgate, pushes of up to 32") == 2.0
+    assert results.median(RATE, "Jobgate, one push each") == 1_000
+
+
+def test_latency_ratio_is_to_the_lowest_peer() -> None:
+    results = three_runs()
+    assert results.best_peer(LATENCY, 1) == ("taskiq", 1.5)
+    assert results.ratio(LATENCY, "Jobgate, one push each") == 2.0
+
+
+def test_ratio_is_the_median_of_per_run_ratios_not_a_ratio_of_medians() -> None:
+    results = Results()
+    for run, (ours, peer) in enumerate([(200.0, 100.0), (100.0, 50.0), (100.0, 400.0)]):
+        results.record(RATE, "Jobgate, x", run, ours)
+        results.record(RATE, "peer", run, peer)
+    assert results.ratios(RATE, "Jobgate, x") == [2.0, 2.0, 0.25]
+    assert results.ratio(RATE, "Jobgate, x") == 2.0
+    assert results.median(RATE, "Jobgate, x") == results.median(RATE, "peer") == 100.0
+
+
+def test_runs_without_a_peer_figure_or_with_a_zero_one_give_no_ratio() -> None:
+    results = Results()
+    results.record(RATE, "Jobgate, x", 0, 10.0)
+    results.record(RATE, "Jobgate, x", 1, 10.0)
+    results.record(RATE, "peer", 1, 0.0)
+    assert results.ratios(RATE, "Jobgate, x") == []
+    assert results.ratio(RATE, "Jobgate, x") is None
+    assert "| x | 10.0 | 0.00 (peer) | — |" in "\n".join(summary_table(results, [RATE]))
+
+
+def test_tables_show_medians_runs_and_ratios() -> None:
+    results = three_runs()
+    table = "\n".join(metric_table(results, RATE))
+    assert "#### drain (tasks/s, higher is better)" in table
+    assert "| Jobgate, one push each | 1,000 | 2,000, 1,000, 1,000 | 0.50\u00d7 |" in table
+    assert "| Dramatiq | 2,000 | 4,000, 2,000, 2,000 |  |" in table
+    summary = "\n".join(summary_table(results, [RATE, LATENCY]))
+    assert "| pushes of up to 32 | 4,000 | 2,000 (Dramatiq) | 2.00\u00d7 |" in summary
+    assert "| one push each | 3.00 | 1.50 (taskiq) | 2.00\u00d7 |" in summary
+
+
+def test_scaling_table_has_a_line_per_process_count() -> None:
+    results = Results()
+    drains = {1: Metric("drain, 1", "tasks/s"), 2: Metric("drain, 2", "tasks/s")}
+    for processes, metric in drains.items():
+        results.record(metric, "Jobgate, one push each", 0, 1_000.0 * processes)
+        results.record(metric, "Dramatiq", 0, 2_000.0)
+    lines = scaling_table(results, drains)
+    assert (
+        lines[0] == "| processes | Jobgate, one push each | Dramatiq | one push each ÷ best peer |"
+    )
+    assert lines[2] == "| 1 | 1,000 | 2,000 | 0.50\u00d7 |"
+    assert lines[3] == "| 2 | 2,000 | 2,000 | 1.00\u00d7 |"
+
+
+def test_percentiles_by_nearest_rank() -> None:
+    values = [float(v) for v in range(100, 0, -1)]
+    assert percentile(values, 0.5) == 51.0
+    assert percentile(values, 0.99) == 100.0
+    assert percentile([7.0], 0.99) == 7.0
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
+
+
+def test_latency_pairs_send_and_start_by_arrival_index() -> None:
+    sent = {0: 10.0, 1: 10.5, 2: 11.0}
+    started = {1: 10.502, 0: 10.001, 7: 99.0}
+    assert latency_ms(sent, started) == pytest.approx([1.0, 2.0])
+
+
+def test_cpu_per_task_in_microseconds_with_a_total() -> None:
+    found = per_task_us({"redis": 1.0, "worker": 2.0}, {"redis": 1.5, "worker": 4.0}, 10_000)
+    assert found == pytest.approx({"redis": 50.0, "worker": 200.0, "total": 250.0})
+
+
+def test_process_tree_cpu_counts_live_children() -> None:
+    """uvicorn --workers and the peers' CLIs fork their workers: their CPU must be counted."""
+    from bench.proc_stat import cpu_seconds, descendants, tree_cpu_seconds
+
+    burn = (
+        "import os, sys, time\n"
+        "end = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        "print(os.getpid(), flush=True); sys.stdin.read()"
+    )
+    spawn = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {burn!r}]).wait()"
+    with subprocess.Popen(
+        [sys.executable, "-c", spawn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as parent:
+        assert parent.stdin is not None
+        assert parent.stdout is not None
+        with parent.stdin:  # closing it lets the child, then the parent, end
+            child = int(parent.stdout.readline())  # the child inherits both pipes
+            assert descendants(parent.pid) == [child]
+            assert tree_cpu_seconds(parent.pid) - cpu_seconds(parent.pid) >= 0.25
