@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,9 +32,20 @@ from sdk.wire import PushBody
 
 __all__ = ["Attempt"]
 
+
+def _fraction(value: Any) -> float | None:
+    """A yielded value as a heartbeat's progress: a number from 0 to 1, else none."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    return None
+
+
 log = logging.getLogger(__name__)
 
 MIN_HEARTBEAT_INTERVAL = 0.1
+PROGRESS_INTERVAL = 0.2
+"""An async-generator task's yields become heartbeats at most this often (seconds): values
+yielded faster are not all sent, but the last one is always the result."""
 
 
 class Attempt:
@@ -89,7 +100,9 @@ class Attempt:
         span = ProcessSpan(self.push, self._trace)
         self.channel.trace_headers = span.headers
         with span.current():
-            if self.fn.is_async:
+            if self.fn.is_generator:
+                self._future = asyncio.ensure_future(self._progress(fn(*args, **kwargs)))
+            elif self.fn.is_async:
                 self._future = asyncio.ensure_future(fn(*args, **kwargs))
             else:
                 self._future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
@@ -97,6 +110,27 @@ class Attempt:
         self._settled = asyncio.get_running_loop().create_future()
         self._heartbeats = asyncio.create_task(self._beat())
         self._future.add_done_callback(lambda _: self.abandon())  # settled; no heartbeat after
+
+    async def _progress(self, values: AsyncGenerator[Any, None]) -> Any:
+        """Run an async-generator task: each value it yields is sent as progress in a heartbeat
+        (a number from 0 to 1 as the ``progress``; any other value keeps the lease alive only),
+        at most every :data:`PROGRESS_INTERVAL` seconds, and the last one is the result. A
+        cancel the heartbeat brings raises :class:`~sdk.errors.Cancelled` here, and the
+        generator is closed (its ``finally`` blocks run)."""
+        ctx = self.context()
+        assert isinstance(ctx, AsyncContext)  # an async generator gets the async context
+        loop = asyncio.get_running_loop()
+        last: Any = None
+        sent = -PROGRESS_INTERVAL
+        try:
+            async for value in values:
+                last = value
+                if loop.time() - sent >= PROGRESS_INTERVAL:
+                    sent = loop.time()
+                    await ctx.heartbeat(progress=_fraction(value))
+        finally:
+            await values.aclose()
+        return last
 
     def ended(self) -> bool:
         """True once the attempt is settled: its verdict is known."""

@@ -75,7 +75,10 @@ class TaskFunction(Generic[P, R]):
         self.queue = _checked_queue(queue)
         self.name = name or default_name(fn)
         self.inline = inline
-        self.is_async = inspect.iscoroutinefunction(fn)
+        # An async generator runs on the event loop too: each value it yields is progress, the
+        # last one its result (sdk.attempt).
+        self.is_generator = inspect.isasyncgenfunction(fn)
+        self.is_async = inspect.iscoroutinefunction(fn) or self.is_generator
         self.signature = Signature.of(fn)
         self.defaults = dict(defaults or {})
         TaskCreate(name=self.name, **self.defaults)  # fail at decoration, not at first enqueue
