@@ -75,6 +75,8 @@ class Leasing(StoreBase):
                 k.singleton,
                 k.stalls,
                 k.health,
+                k.rates,
+                k.rates_full,
             ],
             [now_ms, count, seed, endpoint_id or ""],
         )
