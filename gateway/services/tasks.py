@@ -13,7 +13,6 @@ from ulid import ULID
 
 from gateway.clock import Clock
 from gateway.directory import Directory
-from gateway.rate_keys import rate_key_of
 from gateway.errors import (
     FieldProblem,
     QueueNotFound,
@@ -21,6 +20,7 @@ from gateway.errors import (
     TaskNotFound,
     ValidationFailed,
 )
+from gateway.rate_keys import rate_key_of
 from gateway.services.catalog import CatalogService
 from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
@@ -85,9 +85,7 @@ def _new_task(
         if spec.max_heartbeat_interval is None
         else seconds_to_ms(spec.max_heartbeat_interval),
         notify=spec.notify,
-        rate_key=None
-        if key_rate_limit is None
-        else rate_key_of(spec.payload, key_rate_limit.path),
+        rate_key=None if key_rate_limit is None else rate_key_of(spec.payload, key_rate_limit.path),
     )
 
 

@@ -199,7 +199,8 @@ local function admit(t)
   local wait = 0
   for _, b in ipairs(mine) do
     if b.tokens < 1 then
-      wait = math.max(wait, math.ceil((1 - b.tokens) / b.per_ms))
+      -- (less a hair, so float error in the refill cannot add a millisecond)
+      wait = math.max(wait, 1, math.ceil((1 - b.tokens) / b.per_ms - 1e-6))
     end
   end
   if wait > 0 then
@@ -221,7 +222,7 @@ local function save_buckets()
   for field, b in pairs(buckets) do
     if b.taken then
       redis.call('HSET', KEYS[12], field, tostring(b.tokens) .. ':' .. int(now))
-      redis.call('ZADD', KEYS[13], int(now + math.ceil((b.burst - b.tokens) / b.per_ms)), field)
+      redis.call('ZADD', KEYS[13], int(now + math.ceil((b.burst - b.tokens) / b.per_ms - 1e-6)), field)
       wrote = true
     end
   end
@@ -233,9 +234,11 @@ local function save_buckets()
     redis.call('HDEL', KEYS[12], unpack(full))
     redis.call('ZREM', KEYS[13], unpack(full))
   end
+  -- Relative, like every expiry here: the clock in ARGV need not be the server's own.
   local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', KEYS[12], last[2])
-  redis.call('PEXPIREAT', KEYS[13], last[2])
+  local left = int(tonumber(last[2]) - now)
+  redis.call('PEXPIRE', KEYS[12], left)
+  redis.call('PEXPIRE', KEYS[13], left)
 end
 
 local out = {'OK'}
