@@ -93,6 +93,7 @@ async def test_when_only_limited_tasks_wait_the_claim_says_when_a_token_comes(
     # The key's bucket (4/s) has a token in 150 ms, the name's (2/s) in 400: the later counts.
     assert claim.status is ClaimStatus.RATE
     assert claim.retry_at_ms == now + 500
+    assert claim.held  # a new task of another key could go before: the dispatcher listens
     stores.clock.advance(399)
     assert (await stores.tasks.claim("q", 10, "s", stores.clock.now_ms())).retry_at_ms == now + 500
     stores.clock.advance(1)

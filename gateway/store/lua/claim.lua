@@ -16,8 +16,9 @@
 -- by every gateway. The per-name and per-key limits are described where they are checked.
 -- Returns {'OK', {id, endpoint id, record JSON, payload, checkpoint or nil}, ...}
 --      or {'NOQUEUE'} | {'PAUSED'} | {'FULL'} (queue concurrency reached) | {'EMPTY'}
---      or {'RATE', ms until a dispatch is allowed} (the queue's bucket is empty, or every task
---         looked at waits for a per-name or per-key bucket)
+--      or {'RATE', ms until a dispatch is allowed} (the queue's bucket is empty)
+--      or {'RATE', ms, 'held'} (every task looked at waits for a per-name or per-key bucket: a
+--         new task of another name or key may go sooner)
 --      or {'NOENDPOINT', ms when an open circuit allows a probe, or ''} (no endpoint with room
 --         takes the waiting tasks)
 local policy = policy_of(KEYS[1])
@@ -330,7 +331,7 @@ if #out > 1 then
   end
 end
 if #out == 1 and rate_wait then
-  return {'RATE', rate_wait}
+  return {'RATE', rate_wait, 'held'}
 end
 if #out == 1 then
   return {'NOENDPOINT', probe_at and int(probe_at) or ''}
