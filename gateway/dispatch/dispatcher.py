@@ -140,8 +140,9 @@ class Dispatcher:
                 if claim.retry_at_ms is not None:
                     retry_in = max(0, claim.retry_at_ms - self._clock.now_ms()) / 1000
                     timeout = retry_in if timeout is None else min(timeout, retry_in)
-                if status is ClaimStatus.RATE:
-                    # The bucket refills at its own pace: new work cannot make it sooner.
+                if status is ClaimStatus.RATE and not claim.held:
+                    # The bucket refills at its own pace: new work cannot make it sooner. (Held
+                    # by per-name or per-key buckets, a new task of another key can.)
                     await asyncio.sleep(IDLE_TICK if timeout is None else timeout)
                     continue
                 # A paused queue ignores new work until its policy changes.

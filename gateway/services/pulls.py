@@ -130,17 +130,23 @@ class PullService:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._waiters.closed.is_set():
                     return batch_body([], self._callback_base)
-                await self._pause(claim.status, claim.retry_at_ms, left, woken)
+                await self._pause(claim.status, claim.retry_at_ms, left, woken, held=claim.held)
 
     async def _pause(
-        self, status: ClaimStatus, retry_at_ms: int | None, left: float, woken: asyncio.Event
+        self,
+        status: ClaimStatus,
+        retry_at_ms: int | None,
+        left: float,
+        woken: asyncio.Event,
+        *,
+        held: bool = False,
     ) -> None:
         """Wait, sending nothing to Redis, until the claim may go otherwise (module docstring)."""
         timeout = left
         awaited = woken
         if retry_at_ms is not None:
             timeout = min(timeout, max(0, retry_at_ms - self._clock.now_ms()) / 1000)
-        if status is ClaimStatus.RATE:
+        if status is ClaimStatus.RATE and not held:
             awaited = self._waiters.closed  # the bucket refills at its own pace
         elif status is not ClaimStatus.EMPTY:
             timeout = min(timeout, RECHECK)

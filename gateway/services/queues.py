@@ -68,7 +68,7 @@ class QueueService:
 
     async def patch(self, name: str, patch: QueuePolicyPatch) -> Queue:
         fields = patch.model_dump(mode="json", exclude_unset=True, exclude_none=True)
-        for field in ("rate_limit", "redrive"):
+        for field in ("rate_limit", "key_rate_limit", "redrive"):
             if fields.pop(f"remove_{field}", False):
                 if field in fields:
                     raise ValidationFailed(

@@ -20,6 +20,7 @@ from gateway.errors import (
     TaskNotFound,
     ValidationFailed,
 )
+from gateway.rate_keys import rate_key_of
 from gateway.services.catalog import CatalogService
 from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
@@ -35,7 +36,7 @@ from gateway.store.records import (
 from gateway.store.tasks import CancelResult, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
-from sdk.wire import QueuePolicy, Task, TaskCreate, TaskPage, TaskState
+from sdk.wire import KeyRateLimit, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
 OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
@@ -48,6 +49,7 @@ def _new_task(
     now_ms: int,
     located: dict[str, str],
     queue: str,
+    key_rate_limit: KeyRateLimit | None,
     trace: TraceHeaders | None = None,
 ) -> NewTask:
     if spec.run_at is not None:
@@ -83,6 +85,7 @@ def _new_task(
         if spec.max_heartbeat_interval is None
         else seconds_to_ms(spec.max_heartbeat_interval),
         notify=spec.notify,
+        rate_key=None if key_rate_limit is None else rate_key_of(spec.payload, key_rate_limit.path),
     )
 
 
@@ -178,11 +181,12 @@ class TaskService:
             await self._catalog.check_enqueue(queue, specs)
         located = await self._locate_dependencies(specs, seen)
         now = self._clock.now_ms()
+        keyed = view.policy.key_rate_limit
         if not self._tracing.enabled:
-            new = [_new_task(spec, now, located, queue, trace) for spec in specs]
+            new = [_new_task(spec, now, located, queue, keyed, trace) for spec in specs]
             stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
         else:
-            untraced = [_new_task(spec, now, located, queue) for spec in specs]
+            untraced = [_new_task(spec, now, located, queue, keyed) for spec in specs]
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
                 stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
         self._metrics.enqueued(queue, (n.name for n, s in zip(new, stored, strict=True) if s.state))

@@ -50,6 +50,12 @@ key                   type   content
                              queue's retention); the record's ``logd`` counts lines dropped
 ``notify``            ZSET   id → ms when its completion callback notice is due (a new notice, a
                              retry, or the end of a delivery's lease); see ``store/notices.py``
+``rates``             HASH   ``n:<task name>`` or ``k:<key>`` → ``"<tokens>:<ms>"``: the token
+                             buckets of the per-name and per-key rate limits (claim.lua); a
+                             bucket is kept only until it would be full again
+``rates_full``        ZSET   bucket field of ``rates`` → ms when it is full again: the claim
+                             drops a few full ones each time it writes, and both keys expire
+                             when the last bucket is full, so idle keys and queues leave nothing
 ``redrive``           STR    held (``SET NX PX``) by the gateway making the queue's redrive pass,
                              for the policy's ``every``: one pass per cadence among all gateways
 ====================  =====  ======================================================================
@@ -194,6 +200,8 @@ class QueueKeys:
     catalog: str
     notify: str
     redrive: str
+    rates: str
+    rates_full: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -230,6 +238,8 @@ class QueueKeys:
             catalog=p + "catalog",
             notify=p + "notify",
             redrive=p + "redrive",
+            rates=p + "rates",
+            rates_full=p + "rates_full",
         )
 
     def log(self, task_id: str) -> str:
@@ -277,4 +287,6 @@ class QueueKeys:
             self.catalog,
             self.notify,
             self.redrive,
+            self.rates,
+            self.rates_full,
         )

@@ -70,6 +70,7 @@ class NewTask:
     version: str | None = None
     heartbeat_ms: int | None = None
     notify: str | None = None
+    rate_key: str | None = None  # its bucket under the queue's key_rate_limit (gateway.rate_keys)
 
     def record_json(self) -> str:
         record: dict[str, Any] = {
@@ -95,6 +96,7 @@ class NewTask:
             "ver": self.version,
             "hbi": self.heartbeat_ms,
             "nfy": self.notify,
+            "rk": self.rate_key,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
         return json.dumps(record, separators=(",", ":"))

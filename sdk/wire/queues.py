@@ -15,6 +15,7 @@ from sdk.wire.base import (
     OutputModel,
     PositiveSeconds,
     Seconds,
+    TaskName,
 )
 from sdk.wire.catalog import CatalogTasks
 from sdk.wire.tasks import FailureKind, TaskState
@@ -50,6 +51,24 @@ class RateLimit(InputModel):
 
     per_second: float = Field(gt=0, le=100_000, description="Dispatches per second.")
     burst: int = Field(1, ge=1, le=100_000, description="Most dispatches at once.")
+
+
+RATE_KEY_PATH_PATTERN = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){0,7}$"
+MAX_TASK_RATE_LIMITS = 100
+
+
+class KeyRateLimit(RateLimit):
+    """A token bucket per value of one payload field, e.g. at most 5 dispatches a second per
+    ``customer_id``. The value is read when a task is enqueued: tasks enqueued before the limit
+    was set (or within a second after, while gateways still hold the old policy) are not limited
+    by key, and neither are tasks whose payload has no string, integer or boolean there."""
+
+    path: str = Field(
+        max_length=256,
+        pattern=RATE_KEY_PATH_PATTERN,
+        description="Dot path into the payload, e.g. 'kwargs.customer_id': 1 to 8 segments of "
+        "letters, digits, '_' and '-'; a segment of digits indexes a list.",
+    )
 
 
 class CircuitBreaker(InputModel):
@@ -141,6 +160,18 @@ class QueuePolicy(InputModel):
     rate_limit: RateLimit | None = Field(
         None, description="Dispatches per second, shared by all gateways; none when absent."
     )
+    task_rate_limits: dict[TaskName, RateLimit] = Field(
+        default_factory=dict,
+        max_length=MAX_TASK_RATE_LIMITS,
+        description="Dispatches per second of each task name listed (at most 100 names), "
+        "beside the queue's rate_limit; a task waits while its name's bucket is empty and "
+        "the tasks behind it go on.",
+    )
+    key_rate_limit: KeyRateLimit | None = Field(
+        None,
+        description="Dispatches per second per value of one payload field (e.g. per "
+        "customer); none when absent.",
+    )
     circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
     dedup_window: Seconds = Field(
         3600.0, description="How long a dedup key keeps returning the first task."
@@ -174,7 +205,7 @@ class QueuePolicyPatch(InputModel):
                         },
                     }
                 }
-                for field in ("rate_limit", "redrive")
+                for field in ("rate_limit", "key_rate_limit", "redrive")
             ]
         }
     )
@@ -195,6 +226,17 @@ class QueuePolicyPatch(InputModel):
     )
     remove_rate_limit: bool | None = Field(
         None, description="true drops the queue's rate limit; not with a rate_limit."
+    )
+    task_rate_limits: dict[TaskName, RateLimit] | None = Field(
+        None,
+        max_length=MAX_TASK_RATE_LIMITS,
+        description="Replaces the per-name rate limits whole; {} drops them all.",
+    )
+    key_rate_limit: KeyRateLimit | None = Field(
+        None, description="Sets the per-key rate limit; remove_key_rate_limit drops it."
+    )
+    remove_key_rate_limit: bool | None = Field(
+        None, description="true drops the per-key rate limit; not with a key_rate_limit."
     )
     circuit_breaker: CircuitBreaker | None = None
     dedup_window: Seconds | None = None

@@ -212,6 +212,7 @@ async def test_the_rate_limit_is_a_token_bucket_on_the_redis_clock(stores: Store
     assert len(first.leases) == 3  # the burst
     limited = await stores.tasks.claim("q", 100, "s", now)
     assert limited.status is ClaimStatus.RATE
+    assert not limited.held  # the queue's own bucket: new work cannot go sooner
     assert limited.retry_at_ms == now + 100
     later = await stores.tasks.claim("q", 100, "s", now + 500)
     assert len(later.leases) == 3  # 5 tokens accrued, capped at the burst

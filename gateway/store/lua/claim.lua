@@ -7,16 +7,18 @@
 -- candidate then (and only if it is a pull endpoint). Every other limit is the same.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] checkpoint   KEYS[5] running
 -- KEYS[6] endpoints    KEYS[7] inflight   KEYS[8] ready   KEYS[9] singleton   KEYS[10] stalls
--- KEYS[11] health
+-- KEYS[11] health   KEYS[12] rates (per-name and per-key token buckets)   KEYS[13] rates_full
 -- ARGV[1] now ms   ARGV[2] most tasks wanted   ARGV[3] a fresh secret random seed
 -- ARGV[4] the pull endpoint leasing, or '' for the push dispatcher
 -- Lease token i of this claim is sha1(seed:i): unguessable without the seed, which never leaves
 -- the gateway, so holding one token reveals nothing of the others.
 -- The queue's rate limit is a token bucket in the queue hash (fields rl_tokens, rl_at), shared
--- by every gateway.
+-- by every gateway. The per-name and per-key limits are described where they are checked.
 -- Returns {'OK', {id, endpoint id, record JSON, payload, checkpoint or nil}, ...}
 --      or {'NOQUEUE'} | {'PAUSED'} | {'FULL'} (queue concurrency reached) | {'EMPTY'}
---      or {'RATE', ms until a dispatch is allowed}
+--      or {'RATE', ms until a dispatch is allowed} (the queue's bucket is empty)
+--      or {'RATE', ms, 'held'} (every task looked at waits for a per-name or per-key bucket: a
+--         new task of another name or key may go sooner)
 --      or {'NOENDPOINT', ms when an open circuit allows a probe, or ''} (no endpoint with room
 --         takes the waiting tasks)
 local policy = policy_of(KEYS[1])
@@ -126,10 +128,16 @@ local function choose(cap, avoid)
 end
 
 -- The head of each capability's part of the ready set that some endpoint can take.
+-- ``after``: the member just taken or skipped; the head moves past it, so a skipped task keeps
+-- its place in the ready set without being looked at twice.
 local heads = {}
-local function refresh(prefix)
+local function refresh(prefix, after)
   local cap = string.sub(prefix, 1, -2)
-  heads[prefix] = ready_head(KEYS[8], cap ~= '' and cap or nil)
+  if after then
+    heads[prefix] = redis.call('ZRANGEBYLEX', KEYS[8], '(' .. after, '(' .. cap .. '0', 'LIMIT', 0, 1)[1]
+  else
+    heads[prefix] = ready_head(KEYS[8], cap ~= '' and cap or nil)
+  end
 end
 for prefix in pairs(caps) do
   refresh(prefix)
@@ -141,8 +149,102 @@ local stall_default = policy.max_heartbeat_interval
 if stall_default == cjson.null then
   stall_default = nil
 end
+-- Per-name and per-key rate limits (policy.task_rate_limits, policy.key_rate_limit; the key is
+-- the record's rk, read from the payload at enqueue): a token bucket each, the field
+-- 'n:<name>' or 'k:<key>' of KEYS[12] holding '<tokens>:<ms>'. A task whose bucket is empty
+-- stays ready, in its place, and the claim looks at the next one; at most skip_cap such tasks
+-- per claim, so a flood of one key costs a bounded scan. Without these limits nothing below
+-- runs but two nil checks.
+local by_name = policy.task_rate_limits
+if by_name == nil or by_name == cjson.null or next(by_name) == nil then
+  by_name = nil
+end
+local by_key = policy.key_rate_limit
+if by_key == cjson.null then
+  by_key = nil
+end
+local buckets = {}
+local rate_wait = nil
+local skipped = 0
+local skip_cap = 4 * wanted + 64
+
+local function bucket(field, limit)
+  local b = buckets[field]
+  if not b then
+    local per_ms = limit.per_second / 1000
+    local tokens, at = limit.burst, now
+    local saved = redis.call('HGET', KEYS[12], field)
+    if saved then
+      local sep = string.find(saved, ':', 1, true)
+      tokens = tonumber(string.sub(saved, 1, sep - 1))
+      at = tonumber(string.sub(saved, sep + 1))
+    end
+    tokens = math.min(limit.burst, tokens + math.max(0, now - at) * per_ms)
+    b = {per_ms = per_ms, burst = limit.burst, tokens = tokens, taken = false}
+    buckets[field] = b
+  end
+  return b
+end
+
+-- Takes a token from each of the task's buckets when each has one. Otherwise takes none and
+-- notes when this task could go (its emptiest bucket), keeping the earliest over the claim.
+local function admit(t)
+  local limit = by_name and by_name[t.name]
+  local mine = {}
+  if limit then
+    mine[#mine + 1] = bucket('n:' .. t.name, limit)
+  end
+  if by_key and t.rk then
+    mine[#mine + 1] = bucket('k:' .. t.rk, by_key)
+  end
+  local wait = 0
+  for _, b in ipairs(mine) do
+    if b.tokens < 1 then
+      -- (less a hair, so float error in the refill cannot add a millisecond)
+      wait = math.max(wait, 1, math.ceil((1 - b.tokens) / b.per_ms - 1e-6))
+    end
+  end
+  if wait > 0 then
+    rate_wait = math.min(rate_wait or wait, wait)
+    return false
+  end
+  for _, b in ipairs(mine) do
+    b.tokens = b.tokens - 1
+    b.taken = true
+  end
+  return true
+end
+
+-- Writes the buckets tokens were taken from, each with the time it is full again (when it may
+-- as well not exist), drops a few that are full by now, and lets both keys expire when the
+-- last bucket is full.
+local function save_buckets()
+  local wrote = false
+  for field, b in pairs(buckets) do
+    if b.taken then
+      redis.call('HSET', KEYS[12], field, tostring(b.tokens) .. ':' .. int(now))
+      redis.call('ZADD', KEYS[13], int(now + math.ceil((b.burst - b.tokens) / b.per_ms - 1e-6)), field)
+      wrote = true
+    end
+  end
+  if not wrote then
+    return
+  end
+  local full = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', int(now), 'LIMIT', 0, 16)
+  if #full > 0 then
+    redis.call('HDEL', KEYS[12], unpack(full))
+    redis.call('ZREM', KEYS[13], unpack(full))
+  end
+  -- Relative, like every expiry here: the clock in ARGV need not be the server's own.
+  local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')
+  local left = int(tonumber(last[2]) - now)
+  redis.call('PEXPIRE', KEYS[12], left)
+  redis.call('PEXPIRE', KEYS[13], left)
+end
+
 local out = {'OK'}
-for i = 1, wanted do
+local n = 0
+while #out <= wanted do
   -- The best ready task some endpoint with room can take.
   local best_prefix, best_key = nil, nil
   for prefix, member in pairs(heads) do
@@ -163,11 +265,17 @@ for i = 1, wanted do
     break
   end
   local member = heads[best_prefix]
-  redis.call('ZREM', KEYS[8], member)
-  refresh(best_prefix)
+  refresh(best_prefix, member)
   local id = member_id(member)
   local t = load_task(KEYS[2], id)
-  if t then
+  if t and (by_name or by_key) and not admit(t) then
+    skipped = skipped + 1
+    if skipped >= skip_cap then
+      break
+    end
+  elseif t then
+    redis.call('ZREM', KEYS[8], member)
+    n = n + 1
     local best = choose(string.sub(best_prefix, 1, -2), t.lep)
     if t.sk and redis.call('HGET', KEYS[9], t.sk) == id then
       redis.call('HDEL', KEYS[9], t.sk)
@@ -175,7 +283,7 @@ for i = 1, wanted do
     t.m = nil
     t.att = t.att + 1
     t.state = 'running'
-    t.lease = redis.sha1hex(ARGV[3] .. ':' .. i)
+    t.lease = redis.sha1hex(ARGV[3] .. ':' .. n)
     t.ep = best.id
     t.started = now
     t.hb = nil
@@ -205,8 +313,11 @@ for i = 1, wanted do
     out[#out + 1] = {
       id, best.id, encoded, redis.call('HGET', KEYS[3], id), redis.call('HGET', KEYS[4], id)
     }
+  else
+    redis.call('ZREM', KEYS[8], member)
   end
 end
+save_buckets()
 if rate then
   redis.call('HSET', KEYS[1], 'rl_tokens', tostring(tokens), 'rl_at', int(now))
 end
@@ -218,6 +329,9 @@ if #out > 1 then
   if policy.stall_policy == 'redispatch' then
     due_first(KEYS[10])
   end
+end
+if #out == 1 and rate_wait then
+  return {'RATE', rate_wait, 'held'}
 end
 if #out == 1 then
   return {'NOENDPOINT', probe_at and int(probe_at) or ''}

@@ -31,6 +31,7 @@ class Claim:
     status: ClaimStatus
     leases: list[Lease]
     retry_at_ms: int | None = None  # RATE, or NOENDPOINT with an open circuit: when to try again
+    held: bool = False  # RATE from per-name or per-key limits: new work may go before retry_at
 
 
 class Fence(StrEnum):
@@ -75,12 +76,14 @@ class Leasing(StoreBase):
                 k.singleton,
                 k.stalls,
                 k.health,
+                k.rates,
+                k.rates_full,
             ],
             [now_ms, count, seed, endpoint_id or ""],
         )
         status = ClaimStatus(reply[0])
         if status is ClaimStatus.RATE:
-            return Claim(status, [], now_ms + int(reply[1]))
+            return Claim(status, [], now_ms + int(reply[1]), held=len(reply) > 2)
         if status is ClaimStatus.NOENDPOINT:
             return Claim(status, [], int(reply[1]) if reply[1] else None)
         leases = []
