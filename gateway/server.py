@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+KEEP_ALIVE_TIMEOUT = 75.0
+"""Seconds an idle keep-alive connection stays open (above the usual 60 s of load balancers)."""
 
 
 class ServerError(Exception):
@@ -134,6 +136,11 @@ def _hypercorn_config(settings: Settings) -> Config:
     # Hypercorn closes a connection after 1,000 requests by default, and over HTTP/2 it does so
     # with streams still in flight, which clients see as failed requests (bench/RESULTS.md).
     config.keep_alive_max_requests = 1_000_000
+    # Hypercorn closes an idle connection after 5 s, as long as httpx keeps one in its pool: a
+    # request sent as the server closes it fails ("Server disconnected"). Servers should outlast
+    # their clients' and load balancers' idle timeouts (60 s for most of them), so idle
+    # connections are closed by the client side.
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
     if (settings.certfile is None) != (settings.keyfile is None):
         raise ServerError("TLS needs both JOBGATE_CERTFILE and JOBGATE_KEYFILE")
     if settings.certfile is not None and settings.keyfile is not None:

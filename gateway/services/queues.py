@@ -67,7 +67,11 @@ class QueueService:
         return await self._view(stored), created
 
     async def patch(self, name: str, patch: QueuePolicyPatch) -> Queue:
-        fields = patch.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        # Only the fields given change, but each one given is stored whole, with its defaults:
+        # {"circuit_breaker": {"open_for": 10}} stores failures and max_open_for too, which the
+        # scripts read (exclude_unset would drop them, as it works at every depth).
+        dumped = patch.model_dump(mode="json", exclude_none=True)
+        fields = {k: v for k, v in dumped.items() if k in patch.model_fields_set}
         for field in ("rate_limit", "key_rate_limit", "redrive"):
             if fields.pop(f"remove_{field}", False):
                 if field in fields:

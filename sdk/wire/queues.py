@@ -129,6 +129,15 @@ class MetricsGranularity(StrEnum):
     QUEUE = "queue"  # every task of the queue recorded as task '*': one series per queue
 
 
+TaskRateLimits = Annotated[
+    dict[TaskName, RateLimit],
+    # A name not matching the task name pattern is refused: said in the schema too, since
+    # patternProperties alone would let any other name through.
+    Field(max_length=MAX_TASK_RATE_LIMITS, json_schema_extra={"additionalProperties": False}),
+]
+"""Rate limits by task name (at most :data:`MAX_TASK_RATE_LIMITS` names)."""
+
+
 class QueuePolicy(InputModel):
     """A queue's policy: the body of ``PUT /v1/queues/{queue}``. Every field has a default."""
 
@@ -160,9 +169,8 @@ class QueuePolicy(InputModel):
     rate_limit: RateLimit | None = Field(
         None, description="Dispatches per second, shared by all gateways; none when absent."
     )
-    task_rate_limits: dict[TaskName, RateLimit] = Field(
+    task_rate_limits: TaskRateLimits = Field(
         default_factory=dict,
-        max_length=MAX_TASK_RATE_LIMITS,
         description="Dispatches per second of each task name listed (at most 100 names), "
         "beside the queue's rate_limit; a task waits while its name's bucket is empty and "
         "the tasks behind it go on.",
@@ -227,9 +235,8 @@ class QueuePolicyPatch(InputModel):
     remove_rate_limit: bool | None = Field(
         None, description="true drops the queue's rate limit; not with a rate_limit."
     )
-    task_rate_limits: dict[TaskName, RateLimit] | None = Field(
+    task_rate_limits: TaskRateLimits | None = Field(
         None,
-        max_length=MAX_TASK_RATE_LIMITS,
         description="Replaces the per-name rate limits whole; {} drops them all.",
     )
     key_rate_limit: KeyRateLimit | None = Field(
