@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
@@ -97,6 +98,15 @@ def cluster(redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
 @pytest.fixture
 def gateway(cluster: Cluster) -> str:
     return cluster.gateway(JOBGATE_API_KEYS=KEYS)
+
+
+@pytest.fixture
+def client(gateway: str) -> Iterator[httpx.Client]:
+    """The JSON API of the gateway, as admin."""
+    with httpx.Client(
+        base_url=gateway, headers={"authorization": f"Bearer {ADMIN}"}, timeout=30
+    ) as made:
+        yield made
 
 
 def sign_in(page: Page, gateway: str, key: str = ADMIN, start: str = "/admin/queues") -> None:

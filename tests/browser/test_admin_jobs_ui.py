@@ -8,15 +8,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 from playwright.sync_api import Page, expect
 
 from gateway.redis_server import free_port
-from tests.e2e.conftest import ADMIN, ROOT, Cluster
+from tests.e2e.conftest import ROOT, Cluster
 
 from .conftest import screenshot, sign_in
 
@@ -26,14 +24,6 @@ CATALOG = (
     "import json; from tests.e2e.worker_app import worker; "
     "print(json.dumps([t.model_dump(mode='json', by_alias=True) for t in worker.catalog('e2e')]))"
 )
-
-
-@pytest.fixture
-def client(gateway: str) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=gateway, headers={"authorization": f"Bearer {ADMIN}"}, timeout=30
-    ) as made:
-        yield made
 
 
 def worker_with_catalog(cluster: Cluster, client: httpx.Client, tmp_path: Path) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from playwright.sync_api import Page, expect
 
 from gateway.redis_server import free_port
@@ -30,15 +29,6 @@ def until(check: Callable[[], Any], timeout: float = 20, what: str = "condition"
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def client(gateway: str) -> Iterator[httpx.Client]:
-    """The JSON API of the gateway, as admin."""
-    with httpx.Client(
-        base_url=gateway, headers={"authorization": f"Bearer {ADMIN}"}, timeout=30
-    ) as made:
-        yield made
 
 
 def sdk_worker(cluster: Cluster, client: httpx.Client, tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ async def jobs(visit: Visit) -> Response:
         active="jobs",
         page=page,
         paged=cursor is not None,
+        first_url=f"{PREFIX}/jobs",
         next_url=next_url,
         self_url=visit.here,
     )
