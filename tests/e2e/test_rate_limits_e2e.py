@@ -44,3 +44,21 @@ def test_one_customer_is_held_to_its_rate_while_others_go_at_once(
     assert a[-1] - a[0] <= (FLOOD - 1) / PER_SECOND + 3.0
     # The other customers were not queued behind A: all of them went before A was half done.
     assert b[-1] < a[FLOOD // 2], (b[-1] - a[0], a[FLOOD // 2] - a[0])
+
+
+def test_a_task_enqueued_while_another_key_is_held_goes_at_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A claim that leased nothing only because of per-key buckets answers a 'held' RATE: the
+    dispatcher waits for the bucket's time or for new work, so a task of another key enqueued
+    meanwhile is not kept waiting for the held key's next token (10 s here)."""
+    s = setup(
+        cluster, tmp_path, key_rate_limit={"path": "args.0.customer", "per_second": 0.1, "burst": 1}
+    )
+    held = [TaskCreate(name=ECHO, payload={"args": [{"customer": "A", "i": i}]}) for i in range(2)]
+    first, second = s.client.enqueue_batch("e2e", held)
+    until(lambda: any(p["id"] == first.id for p in pushes(s.log)), what="A's first push")
+    other = s.client.enqueue("e2e", ECHO, {"args": [{"customer": "B"}]})
+    done = s.client.wait(other.id, timeout=3)  # before A's next token (10 s) or a re-check (5 s)
+    assert done.state.value == "succeeded"
+    assert all(p["id"] != second.id for p in pushes(s.log))  # A's second is still held
