@@ -24,6 +24,36 @@ def bind() -> socket.socket:
 
 
 @asynccontextmanager
+async def live_gateway(
+    redis_url: str, api_key: str, **settings: Any
+) -> AsyncIterator[tuple[str, Any]]:
+    """A gateway served over loopback by a real server in this event loop (its callback URL
+    names its real port), with ``api_key`` as an admin key and loopback workers allowed; yields
+    its base URL and an httpx client of its API as that key. ``settings`` override the rest."""
+    import httpx
+
+    from gateway.app import create_app
+    from gateway.settings import ApiKey, Settings
+
+    sock = bind()
+    config = Settings(
+        **{
+            "redis_url": redis_url,
+            "port": sock.getsockname()[1],
+            "api_keys": [ApiKey(key=api_key, scopes=["admin"])],
+            "allow_private_endpoints": True,
+            "recover_interval": 0.05,
+            **settings,
+        }
+    )
+    async with (
+        serve(create_app(config), sock) as url,
+        httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {api_key}"}) as api,
+    ):
+        yield url, api
+
+
+@asynccontextmanager
 async def serve(app: Any, sock: socket.socket | None = None) -> AsyncIterator[str]:
     """Serve an ASGI app on 127.0.0.1 in this event loop; yields its base URL."""
     sock = sock or bind()

@@ -20,10 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.app import create_app
-from gateway.settings import ApiKey, Settings
 from sdk.wire import PushBatch, PushBody
-from tests.support import bind, serve, until
+from tests.support import live_gateway, serve, until
 
 ADMIN = "admin-key-0123456789"
 
@@ -108,30 +106,16 @@ class Rig:
 async def rig(redis_url: str) -> AsyncIterator[Rig]:
     worker = Worker()
     worker_app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
-    async with serve(worker_app) as worker_url:
-        sock = bind()
-        port = sock.getsockname()[1]
-        settings = Settings(
-            redis_url=redis_url,
-            port=port,
-            api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
-            allow_private_endpoints=True,
-            recover_interval=0.05,
-        )
-        async with (
-            serve(create_app(settings), sock) as gateway_url,
-            httpx.AsyncClient(
-                base_url=gateway_url, headers={"authorization": f"Bearer {ADMIN}"}
-            ) as api,
-        ):
-            rig = Rig(api, worker, gateway_url)
-            await rig.queue(
-                "q", backoff={"strategy": "constant", "base_delay": 0.1, "max_delay": 1}
-            )
-            r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
-            assert r.status_code == 201, r.text
-            worker.secret = r.json()["secret"]
-            yield rig
+    async with (
+        serve(worker_app) as worker_url,
+        live_gateway(redis_url, ADMIN) as (gateway_url, api),
+    ):
+        rig = Rig(api, worker, gateway_url)
+        await rig.queue("q", backoff={"strategy": "constant", "base_delay": 0.1, "max_delay": 1})
+        r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
+        assert r.status_code == 201, r.text
+        worker.secret = r.json()["secret"]
+        yield rig
 
 
 async def test_inline_success_signed_push_with_headers(rig: Rig) -> None:

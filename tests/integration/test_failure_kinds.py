@@ -17,11 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.app import create_app
 from gateway.redis_server import free_port
-from gateway.settings import ApiKey, Settings
 from sdk.wire import ErrorIn, PushBody
-from tests.support import bind, serve, until
+from tests.support import live_gateway, serve, until
 
 ADMIN = "admin-key-0123456789"
 RAISED = ErrorIn(error="ValueError: bad", traceback="Traceback ...", retryable=True)
@@ -78,38 +76,27 @@ class Rig:
 async def rig(redis_url: str) -> AsyncIterator[Rig]:
     worker = Worker()
     worker_app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
-    async with serve(worker_app) as worker_url:
-        sock = bind()
-        settings = Settings(
-            redis_url=redis_url,
-            port=sock.getsockname()[1],
-            api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
-            allow_private_endpoints=True,
-            recover_interval=0.05,
-        )
-        async with (
-            serve(create_app(settings), sock) as gateway_url,
-            httpx.AsyncClient(
-                base_url=gateway_url, headers={"authorization": f"Bearer {ADMIN}"}
-            ) as api,
+    async with (
+        serve(worker_app) as worker_url,
+        live_gateway(redis_url, ADMIN) as (_gateway_url, api),
+    ):
+        policy = {
+            "max_attempts": 1,
+            "push_timeout": 0.3,
+            "lease_timeout": 1,
+            "max_retry_duration": 0,  # a busy answer fails at once too
+        }
+        for queue, url in (
+            ("q", worker_url + "/"),
+            ("nowhere", f"http://127.0.0.1:{free_port()}/"),
         ):
-            policy = {
-                "max_attempts": 1,
-                "push_timeout": 0.3,
-                "lease_timeout": 1,
-                "max_retry_duration": 0,  # a busy answer fails at once too
-            }
-            for queue, url in (
-                ("q", worker_url + "/"),
-                ("nowhere", f"http://127.0.0.1:{free_port()}/"),
-            ):
-                (await api.put(f"/v1/queues/{queue}", json=policy)).raise_for_status()
-                r = await api.post(f"/v1/queues/{queue}/endpoints", json={"url": url})
-                assert r.status_code == 201, r.text
-            try:
-                yield Rig(api, worker)
-            finally:
-                worker.released.set()
+            (await api.put(f"/v1/queues/{queue}", json=policy)).raise_for_status()
+            r = await api.post(f"/v1/queues/{queue}/endpoints", json={"url": url})
+            assert r.status_code == 201, r.text
+        try:
+            yield Rig(api, worker)
+        finally:
+            worker.released.set()
 
 
 def last(task: dict[str, Any]) -> tuple[str, int | None, str | None]:

@@ -16,10 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.app import create_app
-from gateway.settings import ApiKey, Settings
 from sdk.wire import PushBody
-from tests.support import bind, serve, until
+from tests.support import live_gateway, serve, until
 
 ADMIN = "admin-key-0123456789"
 
@@ -70,26 +68,12 @@ class Rig:
 async def rig(redis_url: str) -> AsyncIterator[Rig]:
     worker = Worker()
     app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
-    async with serve(app) as worker_url:
-        sock = bind()
-        settings = Settings(
-            redis_url=redis_url,
-            port=sock.getsockname()[1],
-            api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
-            allow_private_endpoints=True,
-            recover_interval=0.05,
-        )
-        async with (
-            serve(create_app(settings), sock) as gateway_url,
-            httpx.AsyncClient(
-                base_url=gateway_url, headers={"authorization": f"Bearer {ADMIN}"}
-            ) as api,
-        ):
-            (await api.put("/v1/queues/q", json={"max_attempts": 1})).raise_for_status()
-            r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
-            assert r.status_code == 201, r.text
-            worker.secret = r.json()["secret"]
-            yield Rig(api, worker)
+    async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (_gateway_url, api):
+        (await api.put("/v1/queues/q", json={"max_attempts": 1})).raise_for_status()
+        r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
+        assert r.status_code == 201, r.text
+        worker.secret = r.json()["secret"]
+        yield Rig(api, worker)
 
 
 async def test_release_requeues_at_once_without_spending_an_attempt(rig: Rig) -> None:
