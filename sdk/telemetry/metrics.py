@@ -27,7 +27,7 @@ the worker's own are recorded as ``other``.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from datetime import UTC, datetime
 
 from opentelemetry import metrics
@@ -42,6 +42,8 @@ MS_BUCKETS: tuple[float, ...] = (
     120_000, 300_000, 600_000, 1_800_000, 3_600_000,
 )  # fmt: skip
 """Histogram bucket boundaries in ms, 1 ms to 1 h: the gateway's and the worker's."""
+
+Key = tuple[str, str, str]
 
 METER_NAME = "jobgate.worker"
 ROLE = "worker"
@@ -59,6 +61,38 @@ def ms_histogram(meter: Meter, name: str, description: str) -> Histogram:
     )
 
 
+class TallyCounter:
+    """A monotonic counter kept as plain sums per attribute set and reported through an
+    OpenTelemetry observable counter at each collection.
+
+    The SDK's synchronous ``Counter.add`` cleans and hashes its attribute dict on every call
+    (several µs); on a hot path that was a third of what metrics cost per task. An observable
+    counter is OpenTelemetry's instrument for counts summed elsewhere: it exports the same
+    monotonic sum (a Prometheus ``_total``), and adding here is a dict update. ``key`` names
+    the attribute set (hashable, made by the caller); ``attributes`` is its dict, kept from the
+    first add of that key.
+    """
+
+    def __init__(self, meter: Meter, name: str, *, unit: str, description: str) -> None:
+        self._totals: dict[Hashable, int] = {}
+        self._attributes: dict[Hashable, Mapping[str, str]] = {}
+        meter.create_observable_counter(
+            name, callbacks=[self._observe], unit=unit, description=description
+        )
+
+    def add(self, amount: int, key: Hashable, attributes: Mapping[str, str]) -> None:
+        total = self._totals.get(key)
+        if total is None:
+            self._attributes[key] = attributes  # before the total: a collection sees both
+            total = 0
+        self._totals[key] = total + amount
+
+    def _observe(self, options: CallbackOptions) -> list[Observation]:
+        # A collection may run in another thread (the OTLP exporter's): copy, an atomic step.
+        totals = self._totals.copy()
+        return [Observation(total, self._attributes[key]) for key, total in totals.items()]
+
+
 class WorkerMetrics:
     """What one worker records; attribute dicts are made once per combination."""
 
@@ -67,14 +101,17 @@ class WorkerMetrics:
         self._tasks = tasks
         self._started = time.monotonic()
         self._attrs: dict[tuple[str, str, str], Mapping[str, str]] = {}
-        self._selected = meter.create_counter(
-            "tasks_selected", unit="{task}", description="Tasks delivered to this worker."
+        self._selected = TallyCounter(
+            meter, "tasks_selected", unit="{task}", description="Tasks delivered to this worker."
         )
         self._time_in_queue = ms_histogram(
             meter, "time_in_queue", "From when a task was due to its delivery here."
         )
-        self._processed = meter.create_counter(
-            "tasks_processed", unit="{task}", description="Tasks ended or refused, by status."
+        self._processed = TallyCounter(
+            meter,
+            "tasks_processed",
+            unit="{task}",
+            description="Tasks ended or refused, by status.",
         )
         self._execution = ms_histogram(meter, "execution_time", "How long task functions ran here.")
         meter.create_observable_gauge(
@@ -84,19 +121,21 @@ class WorkerMetrics:
             description="Seconds since this worker started.",
         )
 
-    def _a(self, task: str, queue: str, last: str, key: str) -> Mapping[str, str]:
-        found = self._attrs.get((task, queue, last))
+    def _a(self, task: str, queue: str, last: str, key: str) -> tuple[Key, Mapping[str, str]]:
+        """The attribute set's key and its dict, made once."""
+        k = (task, queue, last)
+        found = self._attrs.get(k)
         if found is None:
-            found = self._attrs[(task, queue, last)] = {"task": task, "queue": queue, key: last}
-        return found
+            found = self._attrs[k] = {"task": task, "queue": queue, key: last}
+        return k, found
 
     def _task(self, name: str) -> str:
         return name if name in self._tasks else OTHER
 
     def delivered(self, push: PushBody) -> None:
         """A push delivered this task (before it is admitted or refused)."""
-        attrs = self._a(self._task(push.name), push.queue, ROLE, "role")
-        self._selected.add(1, attrs)
+        key, attrs = self._a(self._task(push.name), push.queue, ROLE, "role")
+        self._selected.add(1, key, attrs)
         if push.ready_at is not None:
             waited = (datetime.now(UTC) - push.ready_at).total_seconds() * 1000
             self._time_in_queue.record(max(0.0, waited), attrs)
@@ -104,8 +143,8 @@ class WorkerMetrics:
     def processed(self, push: PushBody | None, status: str, ms: float | None = None) -> None:
         """The task ended (``ms``: how long its function ran) or was refused."""
         task, queue = (ANY, ANY) if push is None else (self._task(push.name), push.queue)
-        attrs = self._a(task, queue, status, "status")
-        self._processed.add(1, attrs)
+        key, attrs = self._a(task, queue, status, "status")
+        self._processed.add(1, key, attrs)
         if ms is not None:
             self._execution.record(ms, attrs)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any
 
@@ -61,6 +62,30 @@ def run_two_tasks(cluster: Cluster, gateway: str) -> None:
     api.close()
 
 
+def admin_queue_card(gateway: str, queue: str) -> dict[str, float]:
+    """The numbers of ``queue``'s card on the admin queues page, signed in with the admin key:
+    its count per state and its tasks succeeded in the last minute (``succeeded-1m``)."""
+    with httpx.Client(base_url=gateway, timeout=30) as web:
+        form = web.get("/admin/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf is not None
+        data = {"csrf": csrf.group(1), "api_key": ADMIN, "next": "/admin/queues"}
+        assert web.post("/admin/login", data=data).status_code == 303
+        page = web.get("/admin/queues").text
+    card = page[page.index(f'data-queue="{queue}"') :]
+    card = card[: card.index("</section>")]
+    found = {
+        state: float(n)
+        for n, state in re.findall(
+            r'<span class="n">(\d+)</span><span class="s">([a-z]+)</span>', card
+        )
+    }
+    rate = re.search(r'data-rate="succeeded-1m">(\d+)<', card)
+    assert rate is not None
+    found["succeeded-1m"] = float(rate.group(1))
+    return found
+
+
 def test_metrics_scrape_parses_as_prometheus_text_and_needs_the_metrics_scope(
     cluster: Cluster,
 ) -> None:
@@ -106,6 +131,16 @@ def test_metrics_scrape_parses_as_prometheus_text_and_needs_the_metrics_scope(
     assert bounds[-2:] == [3_600_000, float("inf")]  # 1 h, then the rest
     assert value("queue_depth", queue="mx", state="succeeded") == 2
     assert value("queue_depth", queue="mx", state="queued") == 0
+
+    # The admin queue page shows the same numbers: its counts are the queue_depth gauge's,
+    # its "succeeded last minute" the end_to_end_latency count of status succeeded.
+    card = admin_queue_card(gateway, "mx")
+    assert len(card) == 9  # eight states, and the rate
+    for state, shown in card.items():
+        if state != "succeeded-1m":
+            assert shown == value("queue_depth", queue="mx", state=state), state
+    succeeded = value("end_to_end_latency_milliseconds_count", queue="mx", status="succeeded")
+    assert card["succeeded-1m"] == succeeded == 2
 
     # The granularity is a policy field like the others: checked, and changed by a PATCH.
     with httpx.Client(base_url=gateway, headers=bearer(ADMIN)) as api:
