@@ -26,7 +26,6 @@ server stack.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import io
 import os
 import secrets
@@ -164,7 +163,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from gateway.server import ServerError, configure_logging, serve_async
+    from gateway.server import ServerError, configure_logging, run, serve_async
 
     data_dir: Path = args.data_dir
     # A dev gateway pushes to workers on this machine, and logs each request unless told not to.
@@ -192,7 +191,7 @@ def _dev(args: argparse.Namespace) -> int:
         def ready(listening: Listening) -> None:
             print(_banner(listening, api_key, redis_server, cert), flush=True)
 
-        asyncio.run(serve_async(settings, on_ready=ready))
+        run(serve_async(settings, on_ready=ready))
         print("jobgate: gateway stopped; stopping Redis", file=sys.stderr)
     except RedisServerNotFound as e:
         raise CommandError(str(e)) from None

@@ -1,14 +1,17 @@
-"""Run the gateway under Hypercorn.
+"""Run the gateway under uvicorn or Hypercorn, on uvloop.
 
 ::
 
     serve(Settings())                          # blocks; Ctrl-C or SIGTERM stops it gracefully
     await serve_async(settings, shutdown=ev)   # in a running loop; returns once ``ev`` is set
 
-The gateway listens on ``host:port`` over TCP: HTTP/1.1 and HTTP/2 (h2c without TLS, ALPN
-with it). When ``certfile`` and ``keyfile`` are set it serves TLS only, and HTTP/3 over QUIC
-(aioquic) on UDP ``quic_port`` (the TCP port number when unset); Hypercorn then adds an
-``alt-svc: h3=":<udp port>"; ma=3600`` header to every response so clients can switch.
+The gateway listens on ``host:port`` over TCP. Without TLS it is served by uvicorn with
+httptools (HTTP/1.1; :mod:`gateway.tcp_server`), the cheapest per request. When ``certfile``
+and ``keyfile`` are set it serves TLS only, under Hypercorn: HTTP/1.1 and HTTP/2 (ALPN) on TCP,
+and HTTP/3 over QUIC (aioquic) on UDP ``quic_port`` (the TCP port number when unset); Hypercorn
+then adds an ``alt-svc: h3=":<udp port>"; ma=3600`` header to every response so clients can
+switch. ``JOBGATE_SERVER`` overrides the choice (Hypercorn without TLS serves h2c too; uvicorn
+with TLS serves HTTPS/1.1 and no HTTP/3).
 
 The sockets are bound before the app starts, so a port in use fails at once with a
 :class:`ServerError` instead of after the app has connected to Redis, and port ``0`` (a free
@@ -20,13 +23,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import ssl
+import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
+from typing import Any, TypeVar, cast
 
 from hypercorn.app_wrappers import ASGIWrapper
 from hypercorn.asyncio.run import worker_serve
@@ -37,8 +42,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.app import create_app
 from gateway.settings import Settings
+from gateway.tcp_server import StartupFailed, serve_tcp
 
-__all__ = ["Listening", "ServerError", "configure_logging", "serve", "serve_async"]
+__all__ = ["Listening", "ServerError", "configure_logging", "run", "serve", "serve_async"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +82,20 @@ def configure_logging(level: str) -> None:
 def serve(settings: Settings) -> None:
     """Run the gateway until SIGINT or SIGTERM, then shut it down gracefully."""
     configure_logging(settings.log_level)
-    asyncio.run(serve_async(settings))
+    run(serve_async(settings))
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` on uvloop where it is installed (Linux and macOS): the gateway spends
+    less CPU per request and per push on it (bench/RESULTS.md, "HTTP server")."""
+    if sys.platform != "win32":
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
+            pass
+        else:
+            return uvloop.run(main)
+    return asyncio.run(main)
 
 
 async def serve_async(
@@ -96,18 +117,35 @@ async def serve_async(
         listening = Listening(_base_url(bound), _quic_port(sockets))
         gateway = create_app(bound)
         app = _StartupSignal(gateway, partial(on_ready, listening) if on_ready else None)
-        # Starlette's ASGI types are looser than Hypercorn's TypedDicts; the protocol is the same.
-        wrapped = ASGIWrapper(cast(ASGIFramework, app))
         with _until_signalled(shutdown) as stop:
 
             async def stopping() -> None:
                 await stop.wait()
                 # Pull long polls answer now with what they have, rather than be cut off when
-                # Hypercorn's grace for requests in flight runs out.
+                # the server's grace for requests in flight runs out.
                 gateway.state.pull_waiters.close()
 
-            # hypercorn.asyncio.serve(), with the sockets bound above (as Hypercorn's run() does).
-            await worker_serve(wrapped, config, sockets=sockets, shutdown_trigger=stopping)
+            if _server_of(settings) == "uvicorn":
+                await serve_tcp(
+                    app,
+                    [*sockets.secure_sockets, *sockets.insecure_sockets],
+                    stopping,
+                    keep_alive=KEEP_ALIVE_TIMEOUT,
+                    certfile=settings.certfile,
+                    keyfile=settings.keyfile,
+                )
+                if app.failure is not None:
+                    raise ServerError(f"the gateway could not shut down cleanly: {app.failure}")
+            else:
+                # Starlette's ASGI types are looser than Hypercorn's TypedDicts; same protocol.
+                wrapped = ASGIWrapper(cast(ASGIFramework, app))
+                # hypercorn.asyncio.serve(), with the sockets bound above (as its run() does).
+                await worker_serve(wrapped, config, sockets=sockets, shutdown_trigger=stopping)
+    except StartupFailed:
+        assert app is not None
+        raise ServerError(
+            f"the gateway could not start: {app.failure or 'unknown error'}"
+        ) from None
     except (LifespanFailureError, LifespanTimeoutError) as e:
         doing = "shut down cleanly" if app is not None and app.started else "start"
         raise ServerError(f"the gateway could not {doing}: {_reason(e)}") from None
@@ -124,6 +162,14 @@ def _log_level(level: str) -> int:
     if not isinstance(value, int):
         raise ServerError(f"unknown log level {level!r}: use debug, info, warning or error")
     return value
+
+
+def _server_of(settings: Settings) -> str:
+    """``uvicorn`` or ``hypercorn``: what ``JOBGATE_SERVER`` says, or for ``auto`` uvicorn on
+    plain TCP and Hypercorn with TLS (for HTTP/2 and HTTP/3)."""
+    if settings.server != "auto":
+        return settings.server
+    return "hypercorn" if settings.certfile is not None else "uvicorn"
 
 
 def _hypercorn_config(settings: Settings) -> Config:
@@ -146,8 +192,9 @@ def _hypercorn_config(settings: Settings) -> Config:
     if settings.certfile is not None and settings.keyfile is not None:
         config.certfile = str(settings.certfile)
         config.keyfile = str(settings.keyfile)
-        quic_port = settings.port if settings.quic_port is None else settings.quic_port
-        config.quic_bind = [_address(settings.host, quic_port)]
+        if _server_of(settings) == "hypercorn":
+            quic_port = settings.port if settings.quic_port is None else settings.quic_port
+            config.quic_bind = [_address(settings.host, quic_port)]
         _check_tls(config)
     return config
 
@@ -162,6 +209,8 @@ def _check_tls(config: Config) -> None:
 def _bind(config: Config) -> Sockets:
     """Bind (and listen on) every socket; connections made before the app is up wait."""
     try:
+        _try_binds(config.bind, socket.SOCK_STREAM)
+        _try_binds(config.quic_bind, socket.SOCK_DGRAM)
         sockets = config.create_sockets()
     except OSError as e:
         binds = ", ".join(config.bind + config.quic_bind)
@@ -169,6 +218,16 @@ def _bind(config: Config) -> Sockets:
     for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
         sock.listen(config.backlog)
     return sockets
+
+
+def _try_binds(binds: list[str], kind: int) -> None:
+    """Raise the ``OSError`` binding would (a port in use, an unknown address), with the socket
+    closed: Hypercorn's ``create_sockets`` leaves its socket open when its bind fails."""
+    for bind in binds:
+        host, _, port = bind.replace("[", "").replace("]", "").rpartition(":")
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, int(port)))
 
 
 def _address(host: str, port: int) -> str:
@@ -232,12 +291,14 @@ def _reason(error: LifespanFailureError | LifespanTimeoutError) -> str:
 
 
 class _StartupSignal:
-    """Wraps an ASGI app; calls ``on_startup`` once its lifespan startup has completed."""
+    """Wraps an ASGI app; calls ``on_startup`` once its lifespan startup has completed, and
+    keeps why its lifespan failed (``failure``: the exception's type and first line)."""
 
     def __init__(self, app: ASGIApp, on_startup: Callable[[], None] | None) -> None:
         self._app = app
         self._on_startup = on_startup
         self.started = False
+        self.failure: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
@@ -251,4 +312,8 @@ class _StartupSignal:
                 if self._on_startup is not None:
                     self._on_startup()
 
-        await self._app(scope, receive, watch)
+        try:
+            await self._app(scope, receive, watch)
+        except Exception as e:
+            self.failure = f"{type(e).__name__}: {e}".splitlines()[0]
+            raise

@@ -7,6 +7,7 @@ this class in step.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -135,6 +136,12 @@ class Settings(BaseSettings):
     keyfile: Path | None = Field(None, description="TLS private key (PEM).")
     quic_port: int | None = Field(
         None, description="UDP port for HTTP/3; the TCP port when unset and TLS is on."
+    )
+    server: Literal["auto", "uvicorn", "hypercorn"] = Field(
+        "auto",
+        description="The HTTP server on TCP: uvicorn (HTTP/1.1, the least CPU per request) or "
+        "Hypercorn (HTTP/1.1 and HTTP/2, and HTTP/3 over QUIC with TLS); auto is uvicorn "
+        "without TLS and Hypercorn with it.",
     )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     access_log: bool = Field(

@@ -1,0 +1,78 @@
+"""The gateway's plain TCP server: uvicorn with httptools, on sockets bound beforehand.
+
+:mod:`gateway.server` chooses it for HTTP/1.1 (``JOBGATE_SERVER=uvicorn``, the default
+without TLS) because it costs the gateway about a third less CPU per request than Hypercorn
+(bench/RESULTS.md, "HTTP server"); Hypercorn stays for HTTP/2 and HTTP/3 over TLS. Signals are
+the caller's (``stopping`` returns once the server should stop), never uvicorn's own handlers,
+which would re-raise the signal after a clean shutdown and kill the process with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import uvicorn
+from starlette.types import ASGIApp
+
+GRACE_SECONDS = 3.0
+"""How long requests in flight may run on once the server is told to stop (Hypercorn's
+default grace too): long polls answer at once (``PullWaiters.close``), pushes are not
+requests to this server."""
+
+
+class StartupFailed(Exception):
+    """The app's lifespan startup failed; uvicorn has already logged the traceback."""
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the caller handles SIGINT and SIGTERM (gateway.server._until_signalled)
+
+
+async def serve_tcp(
+    app: ASGIApp,
+    sockets: list[socket.socket],
+    stopping: Callable[[], Awaitable[None]],
+    *,
+    keep_alive: float,
+    certfile: Path | None = None,
+    keyfile: Path | None = None,
+) -> None:
+    """Serve ``app`` on ``sockets`` (bound and listening) until ``stopping()`` returns, then
+    let requests in flight finish for up to :data:`GRACE_SECONDS` and run the lifespan's end.
+    Raises :class:`StartupFailed` when the lifespan startup fails."""
+    config = uvicorn.Config(
+        app,
+        loop="none",  # the running loop: the caller chose it (uvloop, gateway.server.run)
+        http="httptools",
+        ws="none",
+        lifespan="on",
+        log_config=None,  # log through the logging tree the caller set up
+        access_log=False,  # the app writes its own (gateway/api/access_log.py)
+        proxy_headers=False,  # as Hypercorn: X-Forwarded-* are not trusted by default
+        server_header=False,
+        timeout_keep_alive=int(keep_alive),
+        timeout_graceful_shutdown=int(GRACE_SECONDS),
+        ssl_certfile=str(certfile) if certfile else None,
+        ssl_keyfile=str(keyfile) if keyfile else None,
+    )
+    server = _Server(config)
+
+    async def stop_when_told() -> None:
+        await stopping()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(stop_when_told())
+    try:
+        await server.serve(sockets=sockets)
+    except SystemExit:  # uvicorn's way to say the startup failed
+        raise StartupFailed from None
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
