@@ -37,7 +37,10 @@ async def test_serves_until_told_to_stop_then_closes_its_port(redis_url: str, se
     stop.set()
     await asyncio.wait_for(serving, 30)
     port = int(listening.url.rsplit(":", 1)[1])
-    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
+    with (
+        pytest.raises(ConnectionRefusedError),
+        socket.create_connection(("127.0.0.1", port), timeout=5),
+    ):
         pass
 
 
