@@ -132,12 +132,19 @@ def create_app(
             on_ready=wake,
         )
 
-        def changed(queue: str) -> None:
+        def changed_here(queue: str) -> None:
+            """``queue``'s policy or endpoints changed, here or through another gateway."""
             directory.forget(queue)
             catalog.forget(queue)
             dispatcher.changed(queue)
             pull_waiters.wake(queue)
             redriver.changed(queue)
+
+        def changed(queue: str) -> None:
+            """A change made through this gateway: acted on here now, and by every gateway
+            when the pub/sub message comes round."""
+            changed_here(queue)
+            notifier.changed(queue)  # made below, before anything can change
 
         recoverer = Recoverer(
             tasks,
@@ -175,6 +182,7 @@ def create_app(
             on_notice=lambda due_ms: delivery_loop.notice(due_ms),  # made below
             on_job=lambda due_ms: firing_loop.notice(due_ms),
             on_reconnect=reconnected,
+            on_change=changed_here,
         )
         catalog_service = CatalogService(catalog, catalog_store, queues, clock, on_change=changed)
         task_service = TaskService(

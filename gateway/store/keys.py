@@ -117,6 +117,7 @@ WAKE_CHANNEL = "jg:wake"
 DUE_CHANNEL = "jg:due:wake"
 NOTICE_CHANNEL = "jg:notify:wake"
 JOBS_CHANNEL = "jg:jobs:wake"
+CHANGED_CHANNEL = "jg:changed"  # a queue's policy or endpoints changed (its name)
 DONE_CHANNEL_PREFIX = "jg:done:"
 
 FINISHED_STATES: tuple[TaskState, ...] = (

@@ -3,8 +3,10 @@ time, and long-polls on finish.
 
 One pub/sub connection per gateway process. ``jg:wake`` carries queue names that got ready work
 (published by the enqueue and promote scripts, possibly from another gateway); ``jg:due:wake``
-carries a due time that became the earliest of the due index; ``jg:done:<id>`` is published
-when a task ends, and subscribed only while someone waits for that task.
+carries a due time that became the earliest of the due index; ``jg:changed`` carries a queue
+whose policy or endpoints changed (:meth:`Notifier.changed`, so every gateway forgets its
+cached view and its paused or idle dispatcher loop looks again at once); ``jg:done:<id>`` is
+published when a task ends, and subscribed only while someone waits for that task.
 
 Messages sent while the connection is broken are lost, so once it is back ``on_reconnect`` is
 called: the gateway then wakes every dispatcher loop and its recoverer once.
@@ -37,9 +39,12 @@ class Notifier:
         on_notice: Callable[[int], None] = lambda due_ms: None,
         on_job: Callable[[int], None] = lambda due_ms: None,
         on_reconnect: Callable[[], None] = lambda: None,
+        on_change: Callable[[str], None] = lambda queue: None,
     ) -> None:
         self._redis = redis
         self._on_wake = on_wake
+        self._on_change = on_change
+        self._publishing: set[asyncio.Task[None]] = set()
         self._on_due = on_due
         self._on_notice = on_notice
         self._on_job = on_job
@@ -52,11 +57,31 @@ class Notifier:
     async def start(self) -> None:
         self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         await self._pubsub.subscribe(
-            keys.WAKE_CHANNEL, keys.DUE_CHANNEL, keys.NOTICE_CHANNEL, keys.JOBS_CHANNEL
+            keys.WAKE_CHANNEL,
+            keys.DUE_CHANNEL,
+            keys.NOTICE_CHANNEL,
+            keys.JOBS_CHANNEL,
+            keys.CHANGED_CHANNEL,
         )
         self._reader = asyncio.create_task(self._read(self._pubsub), name="jobgate-notifier")
 
+    def changed(self, queue: str) -> None:
+        """Tell every gateway (this one included) that ``queue`` changed. Sent in the
+        background: a change that is not heard is picked up by the caches' expiry and the
+        dispatchers' safety tick, as before there was this channel."""
+        publish = asyncio.create_task(self._publish_change(queue), name=f"changed:{queue}")
+        self._publishing.add(publish)
+        publish.add_done_callback(self._publishing.discard)
+
+    async def _publish_change(self, queue: str) -> None:
+        try:
+            await self._redis.publish(keys.CHANGED_CHANNEL, queue)
+        except Exception as e:
+            log.warning("telling other gateways that queue %s changed failed: %s", queue, e)
+
     async def stop(self) -> None:
+        for publish in list(self._publishing):
+            publish.cancel()
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -105,6 +130,8 @@ class Notifier:
             channel = message["channel"]
             if channel == keys.WAKE_CHANNEL:
                 self._on_wake(message["data"])
+            elif channel == keys.CHANGED_CHANNEL:
+                self._on_change(message["data"])
             elif channel in (keys.DUE_CHANNEL, keys.NOTICE_CHANNEL, keys.JOBS_CHANNEL):
                 try:
                     due_ms = int(message["data"])

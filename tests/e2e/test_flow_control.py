@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.redis_server import free_port
 from sdk import TaskCreate, TaskState
@@ -74,6 +75,40 @@ def test_a_rate_limit_holds_across_two_gateways(cluster: Cluster, tmp_path: Path
     start = times[0] + 1.0  # past the start-up
     in_window = sum(start <= t < start + 10.0 for t in times)
     assert 450 <= in_window <= 550, in_window
+
+
+def tasks_selected(gateway: str, queue: str) -> float:
+    """How many of ``queue``'s tasks this gateway process claimed, from its ``/metrics``."""
+    text = httpx.get(f"{gateway}/metrics", headers={"authorization": f"Bearer {ADMIN}"}).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "tasks_selected_total" and sample.labels.get("queue") == queue
+    )
+
+
+def test_two_gateways_share_a_queue_resumed_through_one_of_them(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The resume reaches the other gateway at once (``jg:changed``), and room freed by either
+    one's finishes wakes both (the finish script's wake), so neither takes all the claims."""
+    first, second = cluster.gateway(), cluster.gateway()
+    client = cluster.client(first)
+    client.put_queue("e2e", paused=True)
+    port = free_port()
+    endpoint = client.add_endpoint("e2e", f"http://127.0.0.1:{port}/", concurrency=16)
+    cluster.worker(endpoint.secret, port, tmp_path / "pushes.jsonl")
+    client.enqueue_batch("e2e", [TaskCreate(name=ECHO, payload={"args": [i]}) for i in range(600)])
+    client.patch_queue("e2e", paused=False)
+    until(
+        lambda: client.get_queue("e2e").counts[TaskState.SUCCEEDED] == 600,
+        timeout=60,
+        what="600 tasks done",
+    )
+    shares = [tasks_selected(g, "e2e") for g in (first, second)]
+    assert sum(shares) == 600
+    assert min(shares) >= 120, shares  # each gateway claimed at least a fifth
 
 
 def test_a_failing_endpoint_is_circuit_broken_while_another_drains(

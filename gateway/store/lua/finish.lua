@@ -7,7 +7,9 @@
 -- KEYS[15] waiting   KEYS[16] dependents   KEYS[17] groups   KEYS[18] outbox   KEYS[19] stalls
 -- KEYS[20] health   KEYS[21] notify
 -- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)   ARGV[3] queue name
--- ARGV[4..] eight values per task:
+-- ARGV[4] wake channel: told the queue name when an attempt ended (room on its endpoint) while
+--         ready tasks wait, so every gateway's dispatcher may claim, not only this one's
+-- ARGV[5..] eight values per task:
 --   task id, lease token,
 --   outcome: succeeded | error (retryable) | failed (not retryable) | busy (429/503) |
 --            gone (410) | expired (lease ran out) | stalled (heartbeats stopped) |
@@ -38,7 +40,7 @@ local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
 if not policy then
   local replies = {}
-  for i = 4, #ARGV, 8 do
+  for i = 5, #ARGV, 8 do
     replies[#replies + 1] = {'NOQUEUE'}
   end
   return replies
@@ -83,6 +85,8 @@ local function feed_health(t, outcome, observed)
   end
 end
 
+local freed = false  -- an attempt ended: its endpoint has room again
+
 local function finish_one(id, token, outcome, status, text, traceback, delay_ms, kind)
   local t, refusal = fenced(KEYS[2], id, token)
   if not t then
@@ -102,6 +106,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
 
   redis.call('ZREM', KEYS[5], id)
   redis.call('ZREM', KEYS[19], id)
+  freed = true
   -- A lease that ran out, or heartbeats that stopped, tell of the endpoint only after it
   -- answered the push.
   local observed = (outcome ~= 'expired' and outcome ~= 'stalled') or t.acc
@@ -217,7 +222,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
 end
 
 local replies = {}
-for i = 4, #ARGV, 8 do
+for i = 5, #ARGV, 8 do
   replies[#replies + 1] = finish_one(
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
     ARGV[i + 7]
@@ -225,6 +230,9 @@ for i = 4, #ARGV, 8 do
 end
 health_save(healths, KEYS[20])
 settle_all(Q, ended)
+if freed and redis.call('ZCARD', KEYS[7]) > 0 then
+  redis.call('PUBLISH', ARGV[4], ARGV[3])
+end
 if Q.noticed then
   replies[#replies + 1] = {'NOTICE'}
 end

@@ -129,7 +129,7 @@ class Finishing(StoreBase):
         (fenced by its own token), so one stale lease does not stop the others."""
         if not finishes:
             return []
-        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue]
+        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL]
         for f in finishes:
             args += _finish_args(f)
         replies = await self._scripts.call("finish", _finish_keys(QueueKeys.of(queue)), args)
