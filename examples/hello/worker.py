@@ -8,6 +8,9 @@ Started this way without ``JOBGATE_WORKER_SECRET``, it first registers the ``hel
 itself as that queue's endpoint, and signs with the secret the registration returns. Deployed
 for real, register the endpoint once, set ``JOBGATE_WORKER_SECRET`` and serve ``app`` with any
 ASGI server (``uvicorn worker:app``).
+
+``HELLO_HOST``, ``HELLO_PORT`` and ``HELLO_URL`` change where it listens and the URL it
+registers (deploy/compose.yaml runs it in a container, reached at http://worker:8001/).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from tasks import greet, slow_count
 from sdk import Client, Worker
 from sdk.catalog import catalog
 
-HOST, PORT = "127.0.0.1", 8001
-URL = f"http://{HOST}:{PORT}/"
+HOST = os.environ.get("HELLO_HOST", "127.0.0.1")
+PORT = int(os.environ.get("HELLO_PORT", "8001"))
+URL = os.environ.get("HELLO_URL", f"http://{HOST}:{PORT}/")  # where the gateway pushes
 
 
 def register() -> str:
