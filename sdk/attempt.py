@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import httpx
 
 from sdk.callbacks import CallbackChannel
-from sdk.context import AsyncContext, Context, TaskInfo
+from sdk.context import AsyncContext, Context, StopFlag, TaskInfo
 from sdk.errors import ApiError, LeaseLost
 from sdk.outcomes import Stop, Verdict, stopped, verdict_of
 from sdk.tasks import TaskFunction
@@ -67,7 +66,7 @@ class Attempt:
         self.stopped: Stop | None = None
         self._heartbeat_interval = heartbeat_interval
         self._clock = clock
-        self._cancel = threading.Event()
+        self._cancel = StopFlag()
         self._future: asyncio.Future[Any] | None = None
         self._settled: asyncio.Future[None] | None = None
         self._heartbeats: asyncio.Task[None] | None = None
