@@ -7,6 +7,8 @@ import logging
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
+from gateway.store.cluster import connect_cluster, is_cluster_url
+
 log = logging.getLogger(__name__)
 
 
@@ -29,7 +31,10 @@ async def connect(url: str) -> Redis:
 
     The pool blocks for a free connection (up to ``POOL_TIMEOUT``) instead of failing when all
     ``MAX_CONNECTIONS`` are busy: a burst of requests queues briefly rather than erroring.
+    A ``redis+cluster://`` URL connects to a Redis Cluster instead (:mod:`.cluster`).
     """
+    if is_cluster_url(url):
+        return await connect_cluster(url)
     pool = BlockingConnectionPool.from_url(
         url,
         decode_responses=True,

@@ -78,7 +78,10 @@ class Enqueuing(StoreBase):
             async with self._redis.pipeline(transaction=False) as pipe:
                 for key in index:
                     pipe.set(key, queue)
-                pipe.evalsha(self._scripts.sha("enqueue"), len(script_keys), *script_keys, *args)
+                # EVALSHA through execute_command: redis-py's cluster pipeline refuses
+                # pipe.evalsha() but routes the command by its first key all the same.
+                sha = self._scripts.sha("enqueue")
+                pipe.execute_command("EVALSHA", sha, len(script_keys), *script_keys, *args)
                 *_, reply = await pipe.execute(raise_on_error=False)
             if isinstance(reply, Exception):
                 reply = await self._scripts.call("enqueue", script_keys, args)
