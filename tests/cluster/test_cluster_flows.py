@@ -4,14 +4,16 @@ loopback: the main task flows, with queues whose keys live on different primarie
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import redis
 from redis.cluster import RedisCluster
 from starlette.applications import Starlette
 from starlette.routing import Route
 
 from tests.integration.test_dispatch import ADMIN, Rig, Worker
-from tests.support import live_gateway, serve
+from tests.support import live_gateway, serve, until
 
 # Two queues whose hash tags fall on different primaries (checked by the first test).
 LEFT, RIGHT = "left", "right"
@@ -107,3 +109,51 @@ async def test_a_failed_dependency_fails_its_dependent_on_another_primary(
     done = await rig.finished(second)
     assert done["state"] in ("failed", "dead")
     assert rig.worker.pushes(second) == []
+
+
+async def test_a_batch_with_a_taken_id_stores_nothing(rig: Rig, cluster_url: str) -> None:
+    taken = await rig.enqueue("x", queue=RIGHT, id="01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    mine = await rig.enqueue("x", queue=LEFT, id="01ARZ3NDEKTSV4RRFFQ69G5FAW")
+    fresh = [
+        "01BX5ZZKBKACTAV9WEVGEMMVRZ",
+        "01BX5ZZKBKACTAV9WEVGEMMVS0",
+        "01BX5ZZKBKACTAV9WEVGEMMVS1",
+    ]
+    batch = {"tasks": [{"name": "a", "id": task_id} for task_id in [*fresh, mine, taken]]}
+    r = await rig.api.post(f"/v1/queues/{LEFT}/tasks/batch", json=batch)
+    assert r.status_code == 409, r.text
+    for task_id in fresh:  # their index entries, on several slots, were taken back
+        assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == 404
+    again = await rig.api.post(f"/v1/queues/{LEFT}/tasks/batch", json={"tasks": batch["tasks"][:3]})
+    assert again.status_code == 201, again.text
+
+
+async def test_a_recurring_job_fires_and_its_task_runs(rig: Rig) -> None:
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    r = await rig.api.post(
+        "/v1/jobs",
+        json={
+            "title": "tick",
+            "task": {"queue": RIGHT, "name": "tick"},
+            "schedule": {"kind": "interval", "seconds": 1, "start_at": start.isoformat()},
+        },
+    )
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+
+    async def succeeded_run() -> bool:
+        runs = (await rig.api.get(f"/v1/jobs/{job_id}/runs")).json()["items"]
+        return any(run["status"] == "success" for run in runs)
+
+    await until(succeeded_run, timeout=10, what="a run of the job to succeed")
+    assert (await rig.api.delete(f"/v1/jobs/{job_id}")).status_code == 204
+
+
+async def test_scripts_flushed_from_every_node_are_loaded_again(
+    rig: Rig, redis_cluster: list[int]
+) -> None:
+    for port in redis_cluster:
+        with redis.Redis(host="127.0.0.1", port=port) as node:
+            node.script_flush()
+    task_id = await rig.enqueue("echo", "after the flush", queue=RIGHT)
+    assert (await rig.finished(task_id))["state"] == "succeeded"

@@ -128,7 +128,12 @@ class Enqueuing(StoreBase):
         new = [key for key, ok in zip(index, fresh, strict=True) if ok]
         taken = [key for key, ok in zip(index, fresh, strict=True) if not ok]
         if taken:
-            owners = await self._redis.mget(taken)
+            # GETs in a pipeline rather than one MGET: index keys of several ids lie in
+            # several slots of a Redis Cluster, which refuses a multi-slot MGET.
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in taken:
+                    pipe.get(key)
+                owners = await pipe.execute()
             foreign = [key for key, owner in zip(taken, owners, strict=True) if owner != queue]
             if foreign:
                 if new:
