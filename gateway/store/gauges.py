@@ -56,7 +56,9 @@ class GaugeStore:
         """The registered queue names, and the depths and pushes in flight of ``queues``."""
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.smembers(keys.QUEUES)
-            pipe.time()
+            # Not pipe.time(): redis-py's cluster pipeline refuses it by name, yet sends TIME
+            # given as a plain command (to one node; any node's clock will do).
+            pipe.execute_command("TIME")
             for queue in queues:
                 k = QueueKeys.of(queue)
                 for state in GAUGE_STATES:

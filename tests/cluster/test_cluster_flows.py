@@ -12,6 +12,9 @@ from redis.cluster import RedisCluster
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway.store.connection import connect
+from gateway.store.gauges import GaugeStore
+from sdk.wire import TaskState
 from tests.integration.test_dispatch import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
 
@@ -157,3 +160,18 @@ async def test_scripts_flushed_from_every_node_are_loaded_again(
             node.script_flush()
     task_id = await rig.enqueue("echo", "after the flush", queue=RIGHT)
     assert (await rig.finished(task_id))["state"] == "succeeded"
+
+
+async def test_the_gauges_read_depths_of_queues_on_different_primaries(
+    rig: Rig, cluster_url: str
+) -> None:
+    await rig.queue("parked", max_attempts=1)  # no endpoint: its task stays queued
+    await rig.enqueue("x", queue="parked")
+    client = await connect(cluster_url)
+    try:
+        reading = await GaugeStore(client).read(["parked", LEFT, RIGHT])
+    finally:
+        await client.aclose()
+    assert reading.queues == {"parked", LEFT, RIGHT}
+    assert reading.depth["parked"][TaskState.QUEUED] == 1
+    assert sum(reading.depth[RIGHT].values()) == 0
