@@ -11,9 +11,10 @@ A cluster has only database 0, so the path is empty or ``/`` (``/0`` is accepted
 The store is written against :class:`redis.asyncio.Redis`; :class:`RedisCluster` answers the
 same commands (it routes each by its key's slot, runs keyless ones on one node, and splits
 multi-key DEL by slot), so the client is handed on under that type. What differs on a cluster
-is handled where it happens: scripts are loaded on every node (redis-py routes ``SCRIPT LOAD``
-and ``SCRIPT EXISTS`` to all of them), and the check that no node evicts keys asks every
-primary here.
+is handled where it happens: scripts are loaded on every primary (redis-py routes ``SCRIPT
+LOAD`` and ``SCRIPT EXISTS`` to all of them; a replica promoted later gets them at the first
+NOSCRIPT), and ``maxmemory-policy`` is read from every primary here (``connect()`` refuses a
+cluster where one evicts keys).
 """
 
 from __future__ import annotations
@@ -59,10 +60,9 @@ def startup_nodes(url: str) -> list[tuple[str, int]]:
     return nodes
 
 
-async def connect_cluster(url: str) -> Redis:
-    """A cluster client for ``url``, after checking that no primary evicts keys."""
-    from gateway.store.connection import UnsafeRedis  # connection.py calls this module
-
+async def connect_cluster(url: str) -> tuple[Redis, list[str]]:
+    """A cluster client for ``url``, and the primaries that would evict keys, as
+    ``"<node>: <maxmemory-policy>"`` (the caller refuses a cluster with any)."""
     parts = urlsplit(url)
     cluster = RedisCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in startup_nodes(url)],
@@ -77,19 +77,16 @@ async def connect_cluster(url: str) -> Redis:
         policies = await cluster.config_get("maxmemory-policy", target_nodes=RedisCluster.PRIMARIES)
     except ResponseError:
         log.warning("cannot read maxmemory-policy (CONFIG is disabled); make sure it is noeviction")
-        return cast(Redis, cluster)
+        return cast(Redis, cluster), []
     except Exception:
         await cluster.aclose()
         raise
     # One node answers a dict, several a dict of them by node name.
     answers = cast(dict[str, dict[str, str]], policies)
     by_node = answers if "maxmemory-policy" not in answers else {"": policies}
-    for node, answer in by_node.items():
-        policy = answer.get("maxmemory-policy")
-        if policy != "noeviction":
-            await cluster.aclose()
-            raise UnsafeRedis(
-                f"Redis Cluster node {node} has maxmemory-policy '{policy}', which evicts keys "
-                "and would lose tasks; set it to 'noeviction' on every node"
-            )
-    return cast(Redis, cluster)
+    evicting = [
+        f"{node}: {answer.get('maxmemory-policy')}"
+        for node, answer in by_node.items()
+        if answer.get("maxmemory-policy") != "noeviction"
+    ]
+    return cast(Redis, cluster), evicting

@@ -34,7 +34,14 @@ async def connect(url: str) -> Redis:
     A ``redis+cluster://`` URL connects to a Redis Cluster instead (:mod:`.cluster`).
     """
     if is_cluster_url(url):
-        return await connect_cluster(url)
+        cluster, evicting = await connect_cluster(url)
+        if evicting:
+            await cluster.aclose()
+            raise UnsafeRedis(
+                f"Redis Cluster primaries evict keys, which would lose tasks ({', '.join(evicting)}"
+                "); set maxmemory-policy to 'noeviction' on every node"
+            )
+        return cluster
     pool = BlockingConnectionPool.from_url(
         url,
         decode_responses=True,
