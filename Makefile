@@ -89,13 +89,15 @@ $(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@touch $@
 
+# redis-cli too: tests/cluster/ builds a Redis Cluster with `redis-cli --cluster create` (both come
+# with the redis-server package on Debian and Homebrew).
 redis-server:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
+	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "redis-server is missing: installing it with apt-get"; \
+			echo "redis-server or redis-cli is missing: installing redis-server with apt-get"; \
 			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
 		else \
-			echo "redis-server is missing. Jobgate's dev gateway and tests run a local Redis;" >&2; \
+			echo "redis-server or redis-cli is missing. Jobgate's dev gateway and tests run a local Redis;" >&2; \
 			echo "install it (Debian/Ubuntu: sudo apt-get install redis-server," >&2; \
 			echo "macOS: brew install redis) and run make again." >&2; \
 			exit 1; \
