@@ -61,7 +61,23 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBGATE_", env_file=".env", extra="ignore")
 
     redis_url: str = Field(
-        "redis://127.0.0.1:6379/0", description="Redis holding all state (redis:// or rediss://)."
+        "redis://127.0.0.1:6379/0",
+        description="Redis holding all state: redis:// or rediss://, or "
+        "redis+sentinel://host:port[,host:port...]/service[/db] to find the primary through "
+        "Redis Sentinel.",
+    )
+    wait_replicas: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Replicas an enqueue must reach before it is acknowledged (Redis WAIT); "
+        "when fewer confirm within wait_timeout the enqueue answers 503. 0 waits for none.",
+    )
+    wait_timeout: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="Seconds an enqueue waits for wait_replicas replicas to confirm it.",
     )
     host: str = Field("127.0.0.1", description="Address the HTTP server listens on.")
     port: int = Field(8787, ge=0, le=65535, description="TCP port of the HTTP server.")

@@ -1,0 +1,69 @@
+"""Real Redis replication on loopback for tests: replicas of a primary, and Sentinels.
+
+Built on :class:`gateway.redis_server.ManagedRedis`: a replica is a ManagedRedis started with
+``--replicaof``; a Sentinel is ``redis-server <conf> --sentinel`` with a config file (which
+Sentinel rewrites) in its own data directory.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import redis
+
+from gateway.redis_server import ManagedRedis
+
+HOST = "127.0.0.1"
+
+
+def replica_of(primary: ManagedRedis, data_dir: Path) -> ManagedRedis:
+    """A (not yet started) replica of ``primary``."""
+    return ManagedRedis(
+        data_dir, appendonly=False, extra_args=["--replicaof", HOST, str(primary.port)]
+    )
+
+
+def wait_until_replicating(replica: ManagedRedis, timeout: float = 10.0) -> None:
+    """Return once ``replica``'s link to its primary is up (the first sync is done)."""
+    deadline = time.monotonic() + timeout
+    with redis.Redis(host=HOST, port=replica.port, decode_responses=True) as client:
+        while client.info("replication").get("master_link_status") != "up":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"replica on port {replica.port} did not sync in time")
+            time.sleep(0.02)
+
+
+class ManagedSentinel(ManagedRedis):
+    """A Redis Sentinel watching ``primary`` under ``service``, with a short failure detection
+    (``down_after_ms``) so tests fail over in seconds."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        primary: ManagedRedis,
+        service: str,
+        *,
+        quorum: int = 2,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 3000,
+    ) -> None:
+        super().__init__(data_dir, appendonly=False)
+        self._conf = (
+            f"sentinel monitor {service} {HOST} {primary.port} {quorum}\n"
+            f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+            f"sentinel failover-timeout {service} {failover_timeout_ms}\n"
+            f"sentinel parallel-syncs {service} 1\n"
+        )
+
+    def _command(self, executable: str) -> list[str]:
+        conf = self.data_dir / "sentinel.conf"
+        if not conf.exists():  # Sentinel rewrites it; a restart keeps what it learned
+            conf.write_text(self._conf)
+        return [
+            executable, str(conf), "--sentinel",
+            "--bind", HOST,
+            "--port", str(self.port),
+            "--dir", str(self.data_dir),
+            "--daemonize", "no",
+        ]  # fmt: skip
