@@ -15,12 +15,22 @@ import redis
 from gateway.redis_server import ManagedRedis
 
 HOST = "127.0.0.1"
+# For a primary: a replica's first sync starts at once, not after Redis's default 5 s wait for
+# more replicas to share it.
+PRIMARY_ARGS = ("--repl-diskless-sync-delay", "0")
+
+
+def primary_at(data_dir: Path) -> ManagedRedis:
+    """A (not yet started) primary whose replicas sync at once."""
+    return ManagedRedis(data_dir, appendonly=False, extra_args=PRIMARY_ARGS)
 
 
 def replica_of(primary: ManagedRedis, data_dir: Path) -> ManagedRedis:
     """A (not yet started) replica of ``primary``."""
     return ManagedRedis(
-        data_dir, appendonly=False, extra_args=["--replicaof", HOST, str(primary.port)]
+        data_dir,
+        appendonly=False,
+        extra_args=[*PRIMARY_ARGS, "--replicaof", HOST, str(primary.port)],
     )
 
 

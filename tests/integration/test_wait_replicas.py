@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from gateway.redis_server import ManagedRedis
 from gateway.settings import ApiKey, Settings
 from gateway.store.keys import QueueKeys
-from tests.replicated_redis import replica_of, wait_until_replicating
+from tests.replicated_redis import primary_at, replica_of, wait_until_replicating
 from tests.support import gateway_client
 
 ADMIN = "admin-key-0123456789"
@@ -24,7 +24,7 @@ TIMEOUT = 0.3
 
 @pytest.fixture
 def primary(tmp_path: Path) -> Iterator[ManagedRedis]:
-    with ManagedRedis(tmp_path / "primary", appendonly=False) as server:
+    with primary_at(tmp_path / "primary") as server:
         yield server
 
 
