@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.store.sentinel import SentinelUrl, is_sentinel_url
+
 ADMIN_SCOPE = "admin"
 READ_SCOPE = "read"
 METRICS_SCOPE = "metrics"
@@ -215,6 +217,13 @@ class Settings(BaseSettings):
         description="Task names (and versions) per queue that metrics tell apart besides those "
         "in the task catalog; further names are recorded as 'other'.",
     )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _sentinel_url_parses(cls, value: str) -> str:
+        if is_sentinel_url(value):
+            SentinelUrl.parse(value)  # a malformed one is refused at start, saying why
+        return value
 
     @field_validator("public_url")
     @classmethod
