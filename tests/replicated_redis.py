@@ -8,6 +8,9 @@ Sentinel rewrites) in its own data directory.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -77,3 +80,69 @@ class ManagedSentinel(ManagedRedis):
             "--dir", str(self.data_dir),
             "--daemonize", "no",
         ]  # fmt: skip
+
+
+@dataclass
+class ReplicatedRedis:
+    """A primary, its replicas and the Sentinels watching it as ``service``, all started."""
+
+    primary: ManagedRedis
+    replicas: list[ManagedRedis]
+    sentinels: list[ManagedSentinel]
+    service: str
+
+    @property
+    def url(self) -> str:
+        """The gateway's ``redis+sentinel://`` URL for this group."""
+        hosts = ",".join(f"{HOST}:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.service}/0"
+
+    def primary_port(self) -> int:
+        """The primary's port as the first Sentinel knows it."""
+        with redis.Redis(host=HOST, port=self.sentinels[0].port, decode_responses=True) as s:
+            _, port = s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+            return int(port)
+
+    def wait_until_watched(self, timeout: float = 15.0) -> None:
+        """Return once every Sentinel knows the others and every replica: only then can they
+        agree on a failover."""
+        deadline = time.monotonic() + timeout
+        for sentinel in self.sentinels:
+            with redis.Redis(host=HOST, port=sentinel.port, decode_responses=True) as s:
+                while True:
+                    state = s.sentinel_master(self.service)
+                    others, replicas = len(self.sentinels) - 1, len(self.replicas)
+                    if (
+                        int(state["num-other-sentinels"]) >= others
+                        and int(state["num-slaves"]) >= replicas
+                    ):
+                        break
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"Sentinel on port {sentinel.port} sees only {state}")
+                    time.sleep(0.05)
+
+
+@contextmanager
+def replicated_redis(
+    data_dir: Path, *, replicas: int = 2, sentinels: int = 3, service: str = "jobgate"
+) -> Iterator[ReplicatedRedis]:
+    """A primary with ``replicas`` replicas and ``sentinels`` Sentinels (quorum: a majority),
+    stopped again on exit."""
+    with ExitStack() as stack:
+        primary = stack.enter_context(primary_at(data_dir / "primary"))
+        followers = [
+            stack.enter_context(replica_of(primary, data_dir / f"replica-{i}"))
+            for i in range(replicas)
+        ]
+        for follower in followers:
+            wait_until_replicating(follower)
+        quorum = sentinels // 2 + 1
+        watchers = [
+            stack.enter_context(
+                ManagedSentinel(data_dir / f"sentinel-{i}", primary, service, quorum=quorum)
+            )
+            for i in range(sentinels)
+        ]
+        group = ReplicatedRedis(primary, followers, watchers, service)
+        group.wait_until_watched()
+        yield group

@@ -27,6 +27,17 @@ class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
     instead of failing when all are busy."""
 
 
+class SentinelRedis(Redis):
+    """A client of the primary that also closes its connections to the Sentinels."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        pool = self.connection_pool
+        if isinstance(pool, SentinelConnectionPool):
+            for sentinel in pool.sentinel_manager.sentinels:
+                await sentinel.aclose()
+
+
 @dataclass(frozen=True, slots=True)
 class SentinelUrl:
     sentinels: tuple[tuple[str, int], ...]
@@ -82,6 +93,7 @@ def sentinel_client(url: str, **pool: Any) -> Redis:
     )
     client: Redis = sentinel.master_for(
         where.service,
+        redis_class=SentinelRedis,
         connection_pool_class=BlockingSentinelPool,
         db=where.db,
         username=where.username,
