@@ -10,6 +10,8 @@ every enqueue it acknowledged with 201 is on the new primary.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ class Enqueues:
     """What a loop of single enqueues got: the ids acknowledged, and every other answer."""
 
     acknowledged: list[str] = field(default_factory=list)
+    acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic()
     refused: Counter[str] = field(default_factory=Counter)
 
     async def run(self, api: httpx.AsyncClient, until_done: Callable[[], bool]) -> None:
@@ -52,6 +55,7 @@ class Enqueues:
                 continue
             if answer.status_code == 201:
                 self.acknowledged.append(answer.json()["id"])
+                self.acknowledged_at.append(time.monotonic())
             else:
                 assert answer.status_code == 503, answer.text  # never a 500
                 self.refused[str(answer.status_code)] += 1
@@ -110,7 +114,11 @@ async def test_acknowledged_enqueues_survive_a_failover(group: ReplicatedRedis) 
             await asyncio.gather(loop, probing, return_exceptions=True)
 
         # Shown by pytest -rA (or -s): what the switch cost the producer.
-        print(f"acknowledged {len(enqueues.acknowledged)}, refused {dict(enqueues.refused)}")
+        gap = max(b - a for a, b in itertools.pairwise(enqueues.acknowledged_at))
+        print(
+            f"acknowledged {len(enqueues.acknowledged)}, refused {dict(enqueues.refused)}, "
+            f"longest time without an acknowledged enqueue {gap:.1f}s"
+        )
         assert enqueues.refused, "the switch refuses some enqueues (503) while no primary is up"
         assert probes.seen[0] == 200, probes.seen
 
