@@ -7,6 +7,10 @@ are asked without them. The client asks a Sentinel for the primary's address whe
 a connection, so after a failover every new connection, the pub/sub one included, goes to the
 promoted replica. Connections to a primary that went away fail (the request answers 503) and
 are opened again on the next command.
+
+Known: during a failover redis-py's asyncio Sentinel client (8.1) loses track of a few of its
+connections to a Sentinel while it looks for the primary; Python closes them when it collects
+them (with a ResourceWarning, which is not shown by default). A few sockets per failover.
 """
 
 from __future__ import annotations

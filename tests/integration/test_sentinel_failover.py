@@ -10,6 +10,7 @@ every enqueue it acknowledged with 201 is on the new primary.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import time
 from collections import Counter
@@ -76,6 +77,20 @@ class Probes:
             await asyncio.sleep(0.05)
 
 
+# redis-py's asyncio Sentinel client (8.1) loses track of a few of its connections to a
+# Sentinel while it looks for the primary during the failover (its pool holds checked-out
+# connections weakly; these were opened by Sentinel.discover_master and are not among the
+# pool's when the gateway closes it). They are closed when collected, with ResourceWarnings
+# (about the socket, its transport, its stream writer or the connection, as collection goes).
+# Collected at this test's teardown, after its event loop closed, so the warnings are this
+# test's, and ignored, rather than a later test's failure.
+@pytest.fixture(autouse=True)
+def collect_dropped_connections() -> Iterator[None]:
+    yield
+    gc.collect()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_acknowledged_enqueues_survive_a_failover(group: ReplicatedRedis) -> None:
     settings = Settings(
         redis_url=group.url,
