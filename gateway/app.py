@@ -60,6 +60,7 @@ from gateway.store.operations import OperationsStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.redrive import RedriveStore
+from gateway.store.replication import Durability
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
 from gateway.telemetry.export import MetricsExport
@@ -95,7 +96,11 @@ def create_app(
         await scripts.load()
         clock = RedisClock(lambda: server_time_ms(redis))
         await clock.sync()
-        tasks = TaskStore(redis, scripts)
+        tasks = TaskStore(
+            redis,
+            scripts,
+            durability=Durability(settings.wait_replicas, settings.wait_timeout),
+        )
         queues = QueueStore(redis, scripts)
         dependencies = DependencyStore(redis, scripts)
         directory = Directory(queues)

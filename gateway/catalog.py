@@ -150,8 +150,15 @@ class Catalog:
         if loading is None:
             loading = self._loading[queue] = asyncio.ensure_future(self._read(queue))
             self._reads.add(loading)
-            loading.add_done_callback(self._reads.discard)
+            loading.add_done_callback(self._read_done)
         return loading
+
+    def _read_done(self, read: asyncio.Future[CatalogView]) -> None:
+        self._reads.discard(read)
+        # A background refresh has no one awaiting it: its failure (Redis unreachable) is
+        # logged here, not left for asyncio to report as never retrieved.
+        if not read.cancelled() and (error := read.exception()) is not None:
+            log.warning("reading a queue's task catalog failed: %s", error)
 
     async def _read(self, queue: str) -> CatalogView:
         me = asyncio.current_task()

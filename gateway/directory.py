@@ -9,12 +9,15 @@ runs while the other pushes keep using the stale entry (no stampede of reloads).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
 from gateway.store.queues import QueueStore
 from gateway.store.records import EndpointRecord
 from sdk.wire import QueuePolicy
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +73,15 @@ class Directory:
         if loading is None:
             loading = self._loading[queue] = asyncio.ensure_future(self._read(queue))
             self._reads.add(loading)
-            loading.add_done_callback(self._reads.discard)
+            loading.add_done_callback(self._read_done)
         return loading
+
+    def _read_done(self, read: asyncio.Future[QueueView | None]) -> None:
+        self._reads.discard(read)
+        # A background refresh has no one awaiting it: its failure (Redis unreachable) is
+        # logged here, not left for asyncio to report as never retrieved.
+        if not read.cancelled() and (error := read.exception()) is not None:
+            log.warning("reading queue settings failed: %s", error)
 
     async def _read(self, queue: str) -> QueueView | None:
         me = asyncio.current_task()

@@ -23,6 +23,7 @@ services only raise them::
     ├── PayloadTooLarge             413
     ├── UnsupportedMediaType        415
     └── Unavailable                 503  Redis is out of memory or unreachable
+        └── NotReplicated               an enqueue that fewer replicas than asked confirmed
 """
 
 from __future__ import annotations
@@ -156,3 +157,16 @@ class Unavailable(GatewayError):
     def __init__(self, detail: str, retry_after: int = 5) -> None:
         super().__init__(detail)
         self.retry_after = retry_after
+
+
+class NotReplicated(Unavailable):
+    """Fewer replicas than ``JOBGATE_WAIT_REPLICAS`` confirmed a write in time: the primary
+    holds it, but a failover now could lose it, so it is not acknowledged."""
+
+    def __init__(self, wanted: int, confirmed: int, timeout: float) -> None:
+        super().__init__(
+            f"{confirmed} of the {wanted} Redis replicas asked for confirmed the write within "
+            f"{timeout:g}s; the task may or may not be stored: retry with the same task id or "
+            "dedup key",
+            retry_after=1,
+        )

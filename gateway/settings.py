@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.store.cluster import is_cluster_url
+from gateway.store.sentinel import SentinelUrl, is_sentinel_url
+
 ADMIN_SCOPE = "admin"
 READ_SCOPE = "read"
 METRICS_SCOPE = "metrics"
@@ -61,7 +64,24 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBGATE_", env_file=".env", extra="ignore")
 
     redis_url: str = Field(
-        "redis://127.0.0.1:6379/0", description="Redis holding all state (redis:// or rediss://)."
+        "redis://127.0.0.1:6379/0",
+        description="Redis holding all state: redis:// or rediss://; "
+        "redis+cluster://host:port[,host:port...] (or rediss+cluster://) for a Redis Cluster; "
+        "or redis+sentinel://host:port[,host:port...]/service[/db] to find the primary through "
+        "Redis Sentinel.",
+    )
+    wait_replicas: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Replicas an enqueue must reach before it is acknowledged (Redis WAIT); "
+        "when fewer confirm within wait_timeout the enqueue answers 503. 0 waits for none.",
+    )
+    wait_timeout: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="Seconds an enqueue waits for wait_replicas replicas to confirm it.",
     )
     host: str = Field("127.0.0.1", description="Address the HTTP server listens on.")
     port: int = Field(8787, ge=0, le=65535, description="TCP port of the HTTP server.")
@@ -199,6 +219,22 @@ class Settings(BaseSettings):
         description="Task names (and versions) per queue that metrics tell apart besides those "
         "in the task catalog; further names are recorded as 'other'.",
     )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _sentinel_url_parses(cls, value: str) -> str:
+        if is_sentinel_url(value):
+            SentinelUrl.parse(value)  # a malformed one is refused at start, saying why
+        return value
+
+    @model_validator(mode="after")
+    def _wait_needs_one_primary(self) -> Settings:
+        if self.wait_replicas and is_cluster_url(self.redis_url):
+            raise ValueError(
+                "wait_replicas is not supported with a Redis Cluster URL (WAIT must run on the "
+                "connection that wrote); set JOBGATE_WAIT_REPLICAS=0"
+            )
+        return self
 
     @field_validator("public_url")
     @classmethod

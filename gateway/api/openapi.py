@@ -27,7 +27,8 @@ ERROR_TEXT = {
     413: "Body over the size limit",
     415: "Body is not JSON",
     422: "Fields that break the schema, each named",
-    503: "Redis is out of memory or unreachable; retry after Retry-After",
+    503: "Redis is out of memory or unreachable, or too few replicas confirmed an enqueue "
+    "(JOBGATE_WAIT_REPLICAS); retry after Retry-After",
 }
 
 

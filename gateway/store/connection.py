@@ -8,6 +8,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
 from gateway.store.cluster import connect_cluster, is_cluster_url
+from gateway.store.sentinel import is_sentinel_url, sentinel_client
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,8 @@ async def connect(url: str) -> Redis:
 
     The pool blocks for a free connection (up to ``POOL_TIMEOUT``) instead of failing when all
     ``MAX_CONNECTIONS`` are busy: a burst of requests queues briefly rather than erroring.
-    A ``redis+cluster://`` URL connects to a Redis Cluster instead (:mod:`.cluster`).
+    A ``redis+cluster://`` URL connects to a Redis Cluster instead (:mod:`.cluster`), and a
+    ``redis+sentinel://`` URL finds the primary through Sentinel (:mod:`.sentinel`).
     """
     if is_cluster_url(url):
         cluster, evicting = await connect_cluster(url)
@@ -42,14 +44,16 @@ async def connect(url: str) -> Redis:
                 "); set maxmemory-policy to 'noeviction' on every node"
             )
         return cluster
-    pool = BlockingConnectionPool.from_url(
-        url,
-        decode_responses=True,
-        health_check_interval=30,
-        max_connections=MAX_CONNECTIONS,
-        timeout=POOL_TIMEOUT,
-    )
-    redis = Redis.from_pool(pool)
+    options = {
+        "decode_responses": True,
+        "health_check_interval": 30,
+        "max_connections": MAX_CONNECTIONS,
+        "timeout": POOL_TIMEOUT,
+    }
+    if is_sentinel_url(url):
+        redis = sentinel_client(url, **options)
+    else:
+        redis = Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
     try:
         policy = (await redis.config_get("maxmemory-policy")).get("maxmemory-policy")
     except ResponseError:

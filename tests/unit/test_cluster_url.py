@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
+from gateway.settings import Settings
 from gateway.store.cluster import BadClusterUrl, is_cluster_url, startup_nodes
 
 
@@ -33,3 +35,9 @@ def test_every_node_of_the_url_is_a_startup_node() -> None:
 def test_a_url_without_usable_nodes_or_with_a_database_is_refused(url: str) -> None:
     with pytest.raises(BadClusterUrl):
         startup_nodes(url)
+
+
+def test_wait_replicas_is_refused_with_a_cluster_url() -> None:
+    with pytest.raises(ValidationError, match="wait_replicas is not supported"):
+        Settings(redis_url="redis+cluster://127.0.0.1:7000", wait_replicas=1)
+    assert Settings(redis_url="redis+cluster://127.0.0.1:7000").wait_replicas == 0

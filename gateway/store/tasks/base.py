@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from gateway.store.replication import NO_WAIT, Durability
 from gateway.store.scripts import Scripts
 
 
 class StoreBase:
-    """The Redis client (decoding responses) and the scripts every task state change calls."""
+    """The Redis client (decoding responses), the scripts every task state change calls, and
+    how many replicas must confirm an enqueue."""
 
-    def __init__(self, redis: Redis, scripts: Scripts) -> None:
+    def __init__(self, redis: Redis, scripts: Scripts, *, durability: Durability = NO_WAIT) -> None:
         self._redis = redis
         self._scripts = scripts
+        self._durability = durability

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from redis.exceptions import NoScriptError
+
 from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
 from gateway.store.records import NewTask
+from gateway.store.scripts import Reply
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
 
@@ -72,21 +75,10 @@ class Enqueuing(StoreBase):
         index = [keys.task_index(t.id) for t in tasks]
         if client_ids:
             indexed = await self._claim_index(queue, index)
-            reply = await self._scripts.call("enqueue", script_keys, args)
+            reply, confirmed = await self._store(queue, script_keys, args, [])
         else:
             indexed = index
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for key in index:
-                    pipe.set(key, queue)
-                # EVALSHA through execute_command: redis-py's cluster pipeline refuses
-                # pipe.evalsha() but routes the command by its first key all the same.
-                sha = self._scripts.sha("enqueue")
-                pipe.execute_command("EVALSHA", sha, len(script_keys), *script_keys, *args)
-                *_, reply = await pipe.execute(raise_on_error=False)
-            if isinstance(reply, Exception):
-                reply = await self._scripts.call("enqueue", script_keys, args)
-            else:
-                reply = await self._scripts.unwrap("enqueue", script_keys, reply)
+            reply, confirmed = await self._store(queue, script_keys, args, index)
         if reply[0] == "OK":
             entries = reply[1:]
             if len(entries) > len(tasks):  # a completion callback notice was recorded
@@ -98,6 +90,8 @@ class Enqueuing(StoreBase):
             ]
             if unused:
                 await self._redis.delete(*unused)
+            if confirmed is not None:
+                self._durability.confirm(confirmed)
             return stored
         if indexed:
             await self._redis.delete(*indexed)
@@ -117,6 +111,39 @@ class Enqueuing(StoreBase):
                 [FieldProblem(f"tasks.{reply[1]}.depends_on", f"no task '{reply[2]}' exists")]
             )
         raise TaskExists(reply[1])
+
+    async def _store(
+        self, queue: str, script_keys: list[str], args: list[str | int], index: list[str]
+    ) -> tuple[Reply, int | None]:
+        """Run the enqueue script, with the index entries ``index`` set before it in the same
+        round trip. Returns its reply and, when replicas must confirm, how many did."""
+        reply, confirmed = await self._pipeline(queue, script_keys, args, index)
+        if isinstance(reply, NoScriptError):
+            await self._scripts.load()  # Redis restarted or failed over: load, run again
+            reply, confirmed = await self._pipeline(queue, script_keys, args, index)
+        for answer in (reply, confirmed):
+            if isinstance(answer, Exception):
+                raise answer
+        return await self._scripts.unwrap("enqueue", script_keys, reply), confirmed
+
+    async def _pipeline(
+        self, queue: str, script_keys: list[str], args: list[str | int], index: list[str]
+    ) -> tuple[Reply, Reply]:
+        """One round trip: the index SETs, the script, and ``WAIT`` when replicas must confirm
+        (on the connection that wrote, as WAIT requires). Errors come back as replies."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in index:
+                pipe.set(key, queue)
+            # EVALSHA through execute_command: redis-py's cluster pipeline refuses
+            # pipe.evalsha() but routes the command by its first key all the same.
+            sha = self._scripts.sha("enqueue")
+            pipe.execute_command("EVALSHA", sha, len(script_keys), *script_keys, *args)
+            if self._durability.waits:
+                pipe.execute_command(*self._durability.wait_command())
+            replies = await pipe.execute(raise_on_error=False)
+        if self._durability.waits:
+            return replies[-2], replies[-1]
+        return replies[-1], None
 
     async def _claim_index(self, queue: str, index: list[str]) -> list[str]:
         """Point index entries at ``queue``; returns those set now. Raises TaskExists when one

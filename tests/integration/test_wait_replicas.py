@@ -1,0 +1,109 @@
+"""JOBGATE_WAIT_REPLICAS against a real primary and replica: an enqueue is acknowledged only
+once the replica confirmed it, and answered 503 (never 500) when it cannot be."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from gateway.redis_server import ManagedRedis
+from gateway.settings import ApiKey, Settings
+from gateway.store.keys import QueueKeys
+from tests.replicated_redis import primary_at, replica_of, wait_until_replicating
+from tests.support import gateway_client
+
+ADMIN = "admin-key-0123456789"
+TIMEOUT = 0.3
+
+
+@pytest.fixture
+def primary(tmp_path: Path) -> Iterator[ManagedRedis]:
+    with primary_at(tmp_path / "primary") as server:
+        yield server
+
+
+@pytest.fixture
+def replica(primary: ManagedRedis, tmp_path: Path) -> Iterator[ManagedRedis]:
+    with replica_of(primary, tmp_path / "replica") as server:
+        wait_until_replicating(server)
+        yield server
+
+
+async def api(primary: ManagedRedis, replicas: int) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(
+        redis_url=primary.url,
+        api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
+        wait_replicas=replicas,
+        wait_timeout=TIMEOUT,
+    )
+    async with gateway_client(settings, ADMIN) as client:
+        assert (await client.put("/v1/queues/mail", json={})).status_code == 201
+        yield client
+
+
+@pytest.fixture
+async def one_replica_asked(primary: ManagedRedis) -> AsyncIterator[httpx.AsyncClient]:
+    async for client in api(primary, 1):
+        yield client
+
+
+def refused(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["retry-after"] == "1"
+    body: dict[str, Any] = response.json()
+    assert "may or may not be stored" in body["detail"]
+    return body
+
+
+async def test_acknowledged_once_the_replica_has_it(
+    replica: ManagedRedis, one_replica_asked: httpx.AsyncClient
+) -> None:
+    single = await one_replica_asked.post("/v1/queues/mail/tasks", json={"name": "send"})
+    assert single.status_code == 201, single.text
+    batch = await one_replica_asked.post(
+        "/v1/queues/mail/tasks/batch", json={"tasks": [{"name": "a"}, {"name": "b"}]}
+    )
+    assert batch.status_code == 201, batch.text
+    # Acknowledged means the replica holds it already: read it there, no waiting.
+    async with Redis(port=replica.port, decode_responses=True) as on_replica:
+        for task_id in [single.json()["id"], *(t["id"] for t in batch.json()["tasks"])]:
+            assert await on_replica.hexists(QueueKeys.of("mail").meta, task_id)
+
+
+async def test_refused_within_the_timeout_when_the_replica_is_gone(
+    replica: ManagedRedis, one_replica_asked: httpx.AsyncClient
+) -> None:
+    assert (await one_replica_asked.post("/v1/queues/mail/tasks", json={})).status_code == 422
+    replica.stop()
+    started = time.monotonic()
+    body = refused(await one_replica_asked.post("/v1/queues/mail/tasks", json={"name": "send"}))
+    assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
+    assert "0 of the 1" in body["detail"]
+    refused(
+        await one_replica_asked.post("/v1/queues/mail/tasks/batch", json={"tasks": [{"name": "a"}]})
+    )
+
+
+async def test_more_replicas_asked_than_exist(primary: ManagedRedis, replica: ManagedRedis) -> None:
+    async for client in api(primary, 2):
+        body = refused(await client.post("/v1/queues/mail/tasks", json={"name": "send"}))
+        assert "1 of the 2" in body["detail"]
+
+
+async def test_a_refused_enqueue_retried_with_its_id_is_not_stored_twice(
+    primary: ManagedRedis, one_replica_asked: httpx.AsyncClient
+) -> None:
+    """No replica: the primary stored it but could not confirm. The retry with the same task
+    id finds it (409), so the client knows it is stored, once."""
+    task = {"name": "send", "id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}
+    refused(await one_replica_asked.post("/v1/queues/mail/tasks", json=task))
+    again = await one_replica_asked.post("/v1/queues/mail/tasks", json=task)
+    assert again.status_code == 409, again.text
+    assert (await one_replica_asked.get(f"/v1/tasks/{task['id']}")).status_code == 200
