@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,12 +78,14 @@ def jobgate(
     worker_concurrency: int,
     worker_processes: int = 1,
     gateway_env: Mapping[str, str] | None = None,
+    extra_queues: Sequence[str] = (),
 ) -> Iterator[tuple[list[str], Callable[[], dict[str, float]]]]:
     """Gateways and an SDK worker (``worker_processes`` uvicorn workers) on a given Redis.
 
     Registers two paused queues, ``bench`` (one task per push) and ``bench-batch`` (up to
-    ``BATCH_SIZE``), each with an endpoint on the worker. Yields the gateway URLs and a reader
-    of CPU seconds per process (the worker's counts its uvicorn children too).
+    ``BATCH_SIZE``), and ``extra_queues`` like ``bench``, each with an endpoint on the worker.
+    Yields the gateway URLs and a reader of CPU seconds per process (the worker's counts its
+    uvicorn children too; ``redis_pid`` 0 leaves Redis out).
     """
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -109,7 +111,8 @@ def jobgate(
         port = free_port()
         secrets = []
         with Client(urls[0], KEY) as client:
-            for queue, batch_size in (("bench", 1), ("bench-batch", BATCH_SIZE)):
+            queues = [("bench", 1), ("bench-batch", BATCH_SIZE), *((q, 1) for q in extra_queues)]
+            for queue, batch_size in queues:
                 client.put_queue(queue, max_concurrency=1000, paused=True)
                 endpoint = client.add_endpoint(
                     queue,
@@ -142,7 +145,7 @@ def jobgate(
         )
         procs.append(worker)
         wait_http(f"http://127.0.0.1:{port}/", worker)
-        pids = {"redis": redis_pid}
+        pids = {"redis": redis_pid} if redis_pid else {}
         pids.update({f"gateway{i}": p.pid for i, p in enumerate(procs[:gateways])})
 
         def cpu() -> dict[str, float]:
