@@ -137,6 +137,9 @@ def cluster(redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
 
 
 def pushes(log: Path) -> list[dict[str, Any]]:
+    """The pushes a worker logged so far: one JSON line each. A line still being written (no
+    newline yet: the worker appends while tests poll) is left for the next read."""
     if not log.exists():
         return []
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    *complete, _partial = log.read_text().split("\n")
+    return [json.loads(line) for line in complete if line]
