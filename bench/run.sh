@@ -4,13 +4,22 @@
 # cost with 0, 10 and 100 queues (about 7 minutes; BENCH_IDLE=0 skips it), then, with
 # BENCH_ALL=1, the idle cost of queues holding far-off due times too. BENCH_E2E=1 adds Jobgate's
 # own end-to-end benchmark (bench/e2e.py: sequential enqueue, two gateways with --gateways 2);
-# BENCH_TRACING=1 the tracing overhead (bench/tracing.py, about 10 minutes).
+# BENCH_TRACING=1 the tracing overhead (bench/tracing.py, about 10 minutes). BENCH_MORE=1 adds
+# the HTTP server comparison (bench/http_server.py), 1 against 2 gateways (bench/gateways_share.py),
+# queue depth (bench/depth.py: 1,000 against 1,000,000 queued) and one Redis against a
+# three-primary cluster (bench/cluster.py), about 10 minutes together.
 # Loopback only; results go to stdout (progress to stderr), to be copied into RESULTS.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 .venv/bin/python bench/peers.py "$@"
 if [ "${BENCH_TRACING:-0}" = "1" ]; then
   .venv/bin/python -m bench.tracing
+fi
+if [ "${BENCH_MORE:-0}" = "1" ]; then
+  .venv/bin/python -m bench.http_server
+  for gateways in 1 2; do .venv/bin/python -m bench.gateways_share "$gateways" 2; done
+  .venv/bin/python -m bench.depth
+  .venv/bin/python -m bench.cluster
 fi
 if [ "${BENCH_E2E:-0}" = "1" ]; then
   .venv/bin/python bench/e2e.py
