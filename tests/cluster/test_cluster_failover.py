@@ -9,7 +9,7 @@ from redis.cluster import RedisCluster
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from tests.integration.test_dispatch import ADMIN, Rig, Worker
+from tests.scripted_worker import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
 
 QUEUE = "handed-over"

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from gateway.store.connection import connect
 from gateway.store.gauges import GaugeStore
 from sdk.wire import TaskState
-from tests.integration.test_dispatch import ADMIN, Rig, Worker
+from tests.scripted_worker import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
 
 # Two queues whose hash tags fall on different primaries (checked by the first test).
