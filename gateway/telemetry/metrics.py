@@ -58,7 +58,6 @@ FINAL_STATES = frozenset(
 )
 
 Attributes = Mapping[str, str]
-Key = tuple[str, ...]  # an attribute set: its kind (KINDS), then its values
 
 
 def attempt_status(finish: Finish, done: Finished) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from pathlib import Path
 
 import httpx
 import pytest
@@ -54,7 +53,7 @@ async def test_a_gateway_without_redis_does_not_start_and_says_why(server: str) 
     assert "ConnectionError" in message or "connect" in message.lower()
 
 
-async def test_a_port_in_use_fails_at_once(redis_url: str, tmp_path: Path) -> None:
+async def test_a_port_in_use_fails_at_once(redis_url: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
