@@ -39,7 +39,7 @@ that running tasks are finished (or handed back) and the callback client is clos
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Unpack
 
@@ -93,13 +93,21 @@ class Worker:
         self._verifier = Verifier(secret)
         self.app = Starlette(
             routes=[
-                Route("/{path:path}", self._push, methods=["POST"]),
                 Route("/{path:path}", self._describe, methods=["GET"]),
             ],
             lifespan=self.lifespan,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Pushes, the hot path, skip the framework (routing, middleware, Request): read the
+        # body, answer. Everything else (GET, other methods, lifespan) goes to ``self.app``. An
+        # error escaping here reaches the server, which answers 500 as Starlette would.
+        if scope["type"] == "http" and scope["method"] == "POST":
+            body = await _read_body(receive)
+            if body is not None:
+                response = await self._answer(body, _headers(scope))
+                await response(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     @property
@@ -153,14 +161,34 @@ class Worker:
     async def _describe(self, request: Request) -> Response:
         return JSONResponse({"tasks": sorted(self.tasks)})
 
-    async def _push(self, request: Request) -> Response:
-        body = await request.body()
+    async def _answer(self, body: bytes, headers: Mapping[str, str]) -> Response:
+        """The answer to a push request: verified, read, run."""
         try:
-            self._verifier.verify(body, request.headers)
+            self._verifier.verify(body, headers)
         except SignatureError as e:
             self.runner.metrics.processed(None, "dropped")
             return response_of(Refusal(401, "Invalid signature", str(e)))
-        push = read_push(body, request.headers)
+        push = read_push(body, headers)
         if isinstance(push, Refusal):
             return response_of(push)
         return push.answer(await self.runner.run(push.deliveries))
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request body, or None when the client went away before sending all of it."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request headers by (lower-case, per ASGI) name; the first of repeated ones."""
+    headers: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return headers

@@ -12,7 +12,15 @@ from starlette.routing import Mount
 
 from sdk import AsyncContext, Context, Fail, Retry, TaskFunction, Worker, task
 from sdk.wire import PROBLEM_CONTENT_TYPE, ErrorIn, Problem
-from tests.sdk.fakes import OTHER_SECRET, FakeGateway, MakeWorker, Pusher, Serve
+from tests.sdk.fakes import (
+    OTHER_SECRET,
+    FakeGateway,
+    MakeWorker,
+    Pusher,
+    Serve,
+    push_body,
+    signed_headers,
+)
 
 ran: list[str] = []
 
@@ -264,3 +272,72 @@ async def test_worker_mounted_in_another_app_with_its_lifespan() -> None:
         push = Pusher(http, path="/jobs/")
         response = await push("add", {"args": [4]}, secret=OTHER_SECRET)
     assert (response.status_code, response.json()) == (200, 5)
+
+
+async def call_raw(
+    worker: Worker, messages: list[dict[str, Any]], headers: dict[str, str], method: str = "POST"
+) -> list[dict[str, Any]]:
+    """Call the worker as an ASGI server would, with ``messages`` as what ``receive`` gives;
+    returns what it sent."""
+    sent: list[dict[str, Any]] = []
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": "/",
+        "raw_path": b"/",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "server": ("worker.test", 80),
+        "client": ("127.0.0.1", 1234),
+    }
+    queue = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        return queue.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async with worker.lifespan():
+        await worker(scope, receive, send)
+    return sent
+
+
+async def test_a_push_body_in_several_chunks_is_read_whole() -> None:
+    worker = Worker(tasks=TASKS, secret=OTHER_SECRET)
+    body = push_body("add", {"args": [20, 22]})
+    content = json.dumps(body).encode()
+    headers = signed_headers(body["id"], content, OTHER_SECRET)
+    chunks = [content[:10], content[10:30], content[30:]]
+    messages = [
+        {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+        for i, chunk in enumerate(chunks)
+    ]
+    sent = await call_raw(worker, messages, headers)
+    assert sent[0]["status"] == 200
+    assert json.loads(sent[1]["body"]) == 42
+
+
+async def test_a_push_whose_sender_goes_away_mid_body_runs_nothing_and_is_not_answered() -> None:
+    worker = Worker(tasks=TASKS, secret=OTHER_SECRET)
+    body = push_body("add", {"args": [1]})
+    content = json.dumps(body).encode()
+    messages = [
+        {"type": "http.request", "body": content[:10], "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent = await call_raw(worker, messages, signed_headers(body["id"], content, OTHER_SECRET))
+    assert sent == []
+    assert ran == []
+
+
+async def test_a_method_other_than_post_or_get_is_405(
+    make_worker: MakeWorker, serve: Serve
+) -> None:
+    async with serve(make_worker(TASKS)) as push:
+        response = await push.http.put("/", content=b"{}")
+    assert response.status_code == 405
