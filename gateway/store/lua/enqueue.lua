@@ -136,9 +136,10 @@ for i = 0, count - 1 do
 end
 
 -- Second pass: tie waiting tasks to their dependencies in this queue (the batch included).
+-- (Each record is still the one in ``batch``: nothing else wrote it since the first pass.)
 for _, s in ipairs(stored) do
-  local slot, id = s[1], s[2]
-  local t = load_task(KEYS[2], id)
+  local id = s[2]
+  local t = batch[id]
   if t.state == 'waiting' then
     local failure = nil
     local cross = {}
@@ -187,9 +188,14 @@ for _, s in ipairs(stored) do
     save_task(KEYS[2], id, t)
   end
 end
+-- Settling failed dependencies may end tasks of this batch: their records are read again.
 settle_all(Q, ended)
 for _, s in ipairs(stored) do
-  out[s[1]] = load_task(KEYS[2], s[2]).state
+  if #ended > 0 then
+    out[s[1]] = load_task(KEYS[2], s[2]).state
+  else
+    out[s[1]] = batch[s[2]].state
+  end
 end
 
 if was_empty and redis.call('ZCARD', KEYS[4]) > 0 then
