@@ -21,12 +21,14 @@ class Coalescer(Generic[Item, Result]):
         self._pending: dict[str, list[tuple[Item, asyncio.Future[Result]]]] = {}
         self._writers: dict[str, asyncio.Task[None]] = {}
 
-    async def submit(self, queue: str, item: Item) -> Result:
+    def submit(self, queue: str, item: Item) -> asyncio.Future[Result]:
+        """Queue ``item`` for the next write; the future holds its result. The item is written
+        even if nobody awaits the future any more (a cancelled caller loses only the answer)."""
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._pending.setdefault(queue, []).append((item, future))
         if queue not in self._writers:
             self._writers[queue] = asyncio.create_task(self._drain(queue), name=f"write:{queue}")
-        return await future
+        return future
 
     async def _drain(self, queue: str) -> None:
         try:

@@ -239,25 +239,54 @@ class Dispatcher:
 
         The push keeps its own timeout (the queue's ``push_timeout``). At the end of the lease
         (less a margin) the current expiries are read once: heartbeats may have extended them,
-        and the wait goes on to the new end; otherwise the push is given up.
+        and the wait goes on to the new end; otherwise the push is given up. The push runs in
+        the calling task, watched by a timer (no task of its own: this is the hot path); a
+        lease found over cuts it through ``asyncio.timeout``, which tells that cancellation
+        apart from any other.
         """
-        keys = [(lease.task_id, lease.token) for lease in leases]
+        loop = asyncio.get_running_loop()
         expires = min(lease.expires_ms for lease in leases)
-        waiting = asyncio.ensure_future(push)
+        checks: list[asyncio.Task[None]] = []
+        failed: list[Exception] = []
+        timer: asyncio.TimerHandle | None = None
+
+        def arm(at_ms: int, deadline: asyncio.Timeout) -> None:
+            nonlocal timer
+            budget = lease_budget(at_ms, self._clock.now_ms())
+            timer = loop.call_later(
+                budget, lambda: checks.append(loop.create_task(check(at_ms, deadline)))
+            )
+
+        async def check(at_ms: int, deadline: asyncio.Timeout) -> None:
+            keys = [(lease.task_id, lease.token) for lease in leases]
+            try:
+                found = await self._tasks.lease_expiries(leases[0].queue, keys)
+            except Exception as e:  # the push is cut, and ends with this error
+                failed.append(e)
+                deadline.reschedule(loop.time())
+                return
+            current = [at for at in found if at]
+            if not current or min(current) <= at_ms:
+                deadline.reschedule(loop.time())  # cuts the push now
+            else:
+                arm(min(current), deadline)
+
         try:
-            while True:
-                budget = lease_budget(expires, self._clock.now_ms())
-                done, _ = await asyncio.wait({waiting}, timeout=budget)
-                if done:
-                    return waiting.result()
-                current = [e for e in await self._tasks.lease_expiries(leases[0].queue, keys) if e]
-                if not current or min(current) <= expires:
-                    return None
-                expires = min(current)
-        finally:
-            if not waiting.done():
-                waiting.cancel()
-                await asyncio.gather(waiting, return_exceptions=True)
+            async with asyncio.timeout(None) as deadline:
+                arm(expires, deadline)
+                try:
+                    return await push
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+                    for task in checks:
+                        task.cancel()
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            if failed:
+                raise failed[0] from None
+            return None
 
     async def _settle(self, lease: Lease, answer: Answer, view: QueueView) -> None:
         """Read one task's answer by the table and record it."""
@@ -290,7 +319,8 @@ class Dispatcher:
             warning=verdict.warning,
             failure=verdict.failure,
         )
-        # Shielded: shutting down must not lose an answer the worker already gave.
+        # Queued for writing before any await: shutting down (cancelling this task) cannot lose
+        # an answer the worker already gave. Shielded so the write's result still arrives.
         done = await asyncio.shield(self._finishes.submit(lease.queue, finish))
         self._on_finished(lease.queue, done)
         self.wake(lease.queue)

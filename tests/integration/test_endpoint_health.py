@@ -318,6 +318,34 @@ async def test_heartbeats_keep_a_long_push_waiting(stores: Stores) -> None:
     await dispatcher.stop()
 
 
+async def test_a_push_whose_lease_cannot_be_read_is_cut_and_left_to_expire(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    await queue(stores, push_timeout=30, lease_timeout=0.5)
+    pusher = SilentPusher()
+    clock = WallClock()
+    dispatcher = Dispatcher(stores.tasks, Directory(stores.queues), pusher, clock)  # type: ignore[arg-type]
+
+    async def unreadable(*args: object) -> list[int | None]:
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr(stores.tasks, "lease_expiries", unreadable)
+    new = task(clock.now_ms())
+    await stores.tasks.enqueue("q", [new], clock.now_ms())
+    await dispatcher.claim("q")
+    await until(lambda: _true(pusher.cancelled == 1), timeout=5)
+    await dispatcher.stop()
+    # Nothing recorded: the lease runs out and the recoverer retries it, at no cost to the
+    # endpoint.
+    assert (await record(stores, new.id))["state"] == "running"
+    assert (await health(stores)).fails == 0
+    assert "Redis went away" in caplog.text
+
+
+async def _true(value: bool) -> bool | None:
+    return value or None
+
+
 async def _state(
     s: Stores, task_id: str, state: str, *, invert: bool = False
 ) -> dict[str, Any] | None:
