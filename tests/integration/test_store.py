@@ -269,6 +269,34 @@ async def test_finishes_in_one_call_are_fenced_one_by_one(stores: Stores) -> Non
     ]
 
 
+async def test_one_task_ended_twice_in_one_call_ends_once(stores: Stores) -> None:
+    """The finish script writes its changes after the last end of the call; the second end of
+    the same attempt must still see the first."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    a = new_task(now)
+    await stores.tasks.enqueue("q", [a], now)
+    (lease,) = (await stores.tasks.claim("q", 1, seed(), now)).leases
+    done = await stores.tasks.finish_many(
+        "q",
+        [
+            Finish(a.id, lease.token, AttemptOutcome.SUCCEEDED, text="1"),
+            Finish(a.id, lease.token, AttemptOutcome.ERROR, text="late", delay_ms=5),
+        ],
+        now,
+    )
+    assert [(d.fence, d.state) for d in done] == [
+        (Fence.OK, TaskState.SUCCEEDED),
+        (Fence.STALE, TaskState.SUCCEEDED),
+    ]
+    k = QueueKeys.of("q")
+    assert await stores.redis.hget(k.result, a.id) == "1"
+    assert await stores.redis.hkeys(k.attempts) == [f"{a.id}:1"]
+    assert await stores.redis.zcard(k.running) == 0
+    assert await stores.redis.hget(k.inflight, "ep1") == "0"
+    assert await stores.redis.zscore(k.succeeded, a.id) == now
+
+
 async def test_scripts_refuse_a_task_whose_queue_policy_is_gone(stores: Stores) -> None:
     """A task left without its queue's policy (never made by the gateway, but Redis state can be
     damaged by hand): every lease-fenced script answers NOQUEUE and changes nothing, rather than

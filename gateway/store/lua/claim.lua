@@ -242,8 +242,12 @@ local function save_buckets()
   redis.call('PEXPIRE', KEYS[13], left)
 end
 
+-- The writes of the tasks taken are gathered and made once each after the loop (one command
+-- per key rather than per task): nothing in the loop reads them back.
 local out = {'OK'}
 local n = 0
+local taken, records, leased, stalled, ids = {}, {}, {}, {}, {}
+local added = {}  -- endpoint id -> pushes added
 while #out <= wanted do
   -- The best ready task some endpoint with room can take.
   local best_prefix, best_key = nil, nil
@@ -274,7 +278,7 @@ while #out <= wanted do
       break
     end
   elseif t then
-    redis.call('ZREM', KEYS[8], member)
+    taken[#taken + 1] = member
     n = n + 1
     local best = choose(string.sub(best_prefix, 1, -2), t.lep)
     if t.sk and redis.call('HGET', KEYS[9], t.sk) == id then
@@ -295,11 +299,16 @@ while #out <= wanted do
     t.exp = math.min(now + (t.lease_ms or lease_default), t.deadline)
     t.sti = t.hbi or (stall_default and ms(stall_default))
     if t.sti then
-      redis.call('ZADD', KEYS[10], int(now + t.sti), id)
+      stalled[#stalled + 1] = int(now + t.sti)
+      stalled[#stalled + 1] = id
     end
-    local encoded = save_task(KEYS[2], id, t)
-    redis.call('ZADD', KEYS[5], int(t.exp), id)
-    redis.call('HINCRBY', KEYS[7], best.id, 1)
+    local encoded = cjson.encode(t)
+    records[#records + 1] = id
+    records[#records + 1] = encoded
+    leased[#leased + 1] = int(t.exp)
+    leased[#leased + 1] = id
+    ids[n] = id
+    added[best.id] = (added[best.id] or 0) + 1
     best.busy = best.busy + 1
     if best.probing then
       best.health.probe = true
@@ -310,11 +319,26 @@ while #out <= wanted do
     if rate then
       tokens = tokens - 1
     end
-    out[#out + 1] = {
-      id, best.id, encoded, redis.call('HGET', KEYS[3], id), redis.call('HGET', KEYS[4], id)
-    }
+    out[#out + 1] = {id, best.id, encoded}
   else
     redis.call('ZREM', KEYS[8], member)
+  end
+end
+if n > 0 then
+  redis.call('ZREM', KEYS[8], unpack(taken))
+  redis.call('HSET', KEYS[2], unpack(records))
+  redis.call('ZADD', KEYS[5], unpack(leased))
+  if #stalled > 0 then
+    redis.call('ZADD', KEYS[10], unpack(stalled))
+  end
+  for endpoint, count in pairs(added) do
+    redis.call('HINCRBY', KEYS[7], endpoint, count)
+  end
+  local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
+  local checkpoints = redis.call('HMGET', KEYS[4], unpack(ids))
+  for i = 1, n do
+    out[i + 1][4] = payloads[i]
+    out[i + 1][5] = checkpoints[i]
   end
 end
 save_buckets()

@@ -87,8 +87,74 @@ end
 
 local freed = false  -- an attempt ended: its endpoint has room again
 
+-- The writes every end makes are gathered and made once per key after the last end (see
+-- flush), not once per task. Records changed here are read from ``changed`` until then (the
+-- same task may come twice in one call); endpoint records from ``endpoint_of``.
+local changed, changed_ids = {}, {}
+local ended_ids, attempts, results, freed_by = {}, {}, {}, {}
+local indexed = {succeeded = {}, failed = {}, dead = {}, cancelled = {}}
+local INDEX = {succeeded = KEYS[11], failed = KEYS[12], dead = KEYS[13], cancelled = KEYS[14]}
+local endpoint_of = {}
+
+local function current(id, token)
+  local t = changed[id]
+  if t == nil then
+    return fenced(KEYS[2], id, token)
+  end
+  if t.state ~= 'running' or t.lease ~= token then
+    return nil, {'STALE', t.state}
+  end
+  return t, nil
+end
+
+local function save(id, t)
+  if changed[id] == nil then
+    changed_ids[#changed_ids + 1] = id
+  end
+  changed[id] = t
+end
+
+local function endpoint_record(ep_id)
+  local raw = endpoint_of[ep_id]
+  if raw == nil then
+    raw = redis.call('HGET', KEYS[10], ep_id)
+    endpoint_of[ep_id] = raw
+  end
+  return raw
+end
+
+local function flush()
+  if #changed_ids == 0 then
+    return
+  end
+  local records = {}
+  for _, id in ipairs(changed_ids) do
+    records[#records + 1] = id
+    records[#records + 1] = cjson.encode(changed[id])
+  end
+  redis.call('HSET', KEYS[2], unpack(records))
+  if #ended_ids > 0 then
+    redis.call('ZREM', KEYS[5], unpack(ended_ids))
+    redis.call('ZREM', KEYS[19], unpack(ended_ids))
+  end
+  for ep_id, count in pairs(freed_by) do
+    redis.call('HINCRBY', KEYS[6], ep_id, -count)
+  end
+  if #attempts > 0 then
+    redis.call('HSET', KEYS[4], unpack(attempts))
+  end
+  if #results > 0 then
+    redis.call('HSET', KEYS[3], unpack(results))
+  end
+  for state, entries in pairs(indexed) do
+    if #entries > 0 then
+      redis.call('ZADD', INDEX[state], unpack(entries))
+    end
+  end
+end
+
 local function finish_one(id, token, outcome, status, text, traceback, delay_ms, kind)
-  local t, refusal = fenced(KEYS[2], id, token)
+  local t, refusal = current(id, token)
   if not t then
     if refusal[1] == 'NOTASK' or refusal[2] ~= 'running' then
       -- Nothing running has this id: an entry left in the running index is garbage, and would
@@ -104,17 +170,16 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     return {'ALIVE'}
   end
 
-  redis.call('ZREM', KEYS[5], id)
-  redis.call('ZREM', KEYS[19], id)
+  ended_ids[#ended_ids + 1] = id
   freed = true
   -- A lease that ran out, or heartbeats that stopped, tell of the endpoint only after it
   -- answered the push.
   local observed = (outcome ~= 'expired' and outcome ~= 'stalled') or t.acc
-  local endpoint = redis.call('HGET', KEYS[10], t.ep)
+  local endpoint = endpoint_record(t.ep)
   local ep_id = t.ep
   local circuit = nil
   if endpoint then
-    redis.call('HINCRBY', KEYS[6], t.ep, -1)
+    freed_by[t.ep] = (freed_by[t.ep] or 0) + 1
     circuit = feed_health(t, outcome, observed)
   end
   if not observed and outcome == 'expired' then
@@ -146,7 +211,8 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     attempt.tb = traceback
   end
   t.hist = t.hist + 1
-  redis.call('HSET', KEYS[4], id .. ':' .. t.hist, cjson.encode(attempt))
+  attempts[#attempts + 1] = id .. ':' .. t.hist
+  attempts[#attempts + 1] = cjson.encode(attempt)
 
   local next_state
   if outcome == 'succeeded' then
@@ -175,7 +241,8 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     local ep = cjson.decode(endpoint)
     ep.enabled = false
     ep.disabled_reason = 'answered 410 Gone'
-    redis.call('HSET', KEYS[10], t.ep, cjson.encode(ep))
+    endpoint_of[t.ep] = cjson.encode(ep)
+    redis.call('HSET', KEYS[10], t.ep, endpoint_of[t.ep])
   end
 
   if observed and outcome ~= 'succeeded' and outcome ~= 'failed' and outcome ~= 'gone' then
@@ -206,15 +273,17 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     t.state = next_state
     t.finished = now
     if next_state == 'succeeded' then
-      redis.call('HSET', KEYS[3], id, text)
+      results[#results + 1] = id
+      results[#results + 1] = text
     end
-    local index = {succeeded = KEYS[11], failed = KEYS[12], dead = KEYS[13], cancelled = KEYS[14]}
-    redis.call('ZADD', index[next_state], int(now), id)
+    local entries = indexed[next_state]
+    entries[#entries + 1] = int(now)
+    entries[#entries + 1] = id
     redis.call('PUBLISH', CHANNEL .. id, next_state)
     record_notice(Q, id, t)
     ended[#ended + 1] = {id, next_state == 'succeeded', t.error or next_state, t.grp}
   end
-  save_task(KEYS[2], id, t)
+  save(id, t)
   return {
     'OK', t.state, due, t.name, t.ver or '', int(t.started or now), int(t.created or now),
     circuit or '', ep_id or '',
@@ -228,6 +297,7 @@ for i = 5, #ARGV, 8 do
     ARGV[i + 7]
   )
 end
+flush()
 health_save(healths, KEYS[20])
 settle_all(Q, ended)
 if freed and redis.call('ZCARD', KEYS[7]) > 0 then
