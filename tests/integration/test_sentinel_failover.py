@@ -16,14 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
-import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 from redis.asyncio import Redis
 from starlette.applications import Starlette
@@ -32,6 +27,7 @@ from starlette.routing import Route
 from gateway.settings import ApiKey, Settings
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from tests.enqueue_load import Enqueues, Probes
 from tests.replicated_redis import ReplicatedRedis, replicated_redis
 from tests.scripted_worker import Worker
 from tests.support import gateway_client, serve, until
@@ -45,44 +41,6 @@ AFTER_FAILOVER = 20
 def group(tmp_path: Path) -> Iterator[ReplicatedRedis]:
     with replicated_redis(tmp_path) as started:
         yield started
-
-
-@dataclass
-class Enqueues:
-    """What a loop of single enqueues got: the ids acknowledged, and every other answer."""
-
-    acknowledged: list[str] = field(default_factory=list)
-    acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic()
-    refused: Counter[str] = field(default_factory=Counter)
-
-    async def run(self, api: httpx.AsyncClient, until_done: Callable[[], bool]) -> None:
-        while not until_done():
-            try:
-                answer = await api.post("/v1/queues/mail/tasks", json={"name": "send"})
-            except httpx.TransportError as e:  # not expected in-process; counted if it comes
-                self.refused[type(e).__name__] += 1
-                continue
-            if answer.status_code == 201:
-                self.acknowledged.append(answer.json()["id"])
-                self.acknowledged_at.append(time.monotonic())
-            else:
-                assert answer.status_code == 503, answer.text  # never a 500
-                self.refused[str(answer.status_code)] += 1
-                await asyncio.sleep(0.02)  # as a client honouring Retry-After would, briefly
-
-
-@dataclass
-class Probes:
-    """Every /readyz status seen, in order, without repeats."""
-
-    seen: list[int] = field(default_factory=list)
-
-    async def run(self, api: httpx.AsyncClient, until_done: Callable[[], bool]) -> None:
-        while not until_done():
-            status = (await api.get("/readyz")).status_code
-            if not self.seen or self.seen[-1] != status:
-                self.seen.append(status)
-            await asyncio.sleep(0.05)
 
 
 # redis-py's asyncio Sentinel client (8.1) loses track of a few of its connections to a
@@ -121,7 +79,7 @@ async def test_acknowledged_enqueues_through_a_failover(
         )
         assert endpoint.status_code == 201, endpoint.text
         worker.secret = endpoint.json()["secret"]
-        enqueues, probes = Enqueues(), Probes()
+        enqueues, probes = Enqueues("mail"), Probes()
         failed_over = asyncio.Event()
         before: list[int] = []
 
@@ -129,7 +87,7 @@ async def test_acknowledged_enqueues_through_a_failover(
             return failed_over.is_set() and len(enqueues.acknowledged) >= before[0] + AFTER_FAILOVER
 
         loop = asyncio.create_task(enqueues.run(api, done))
-        probing = asyncio.create_task(probes.run(api, lambda: probes.seen[-2:] == [503, 200]))
+        probing = asyncio.create_task(probes.run(api, probes.recovered))
         try:
             await until(lambda: len(enqueues.acknowledged) >= 20, what="enqueues before")
             old = group.primary.port
@@ -149,6 +107,7 @@ async def test_acknowledged_enqueues_through_a_failover(
             probing.cancel()
             await asyncio.gather(loop, probing, return_exceptions=True)
 
+        assert not enqueues.unexpected, enqueues.unexpected  # only 201 or 503, never a 500
         assert enqueues.refused, "the switch refuses some enqueues (503) while no primary is up"
         assert probes.seen[0] == 200, probes.seen
 
@@ -164,7 +123,7 @@ async def test_acknowledged_enqueues_through_a_failover(
             await until(subscribed, what="the gateway's pub/sub on the new primary")
 
         # Shown by pytest -rA (or -s): what the switch cost the producer, and what was lost.
-        gap = max(b - a for a, b in itertools.pairwise(enqueues.acknowledged_at))
+        gap = enqueues.longest_gap()
         print(
             f"wait_replicas={wait_replicas}: acknowledged {len(enqueues.acknowledged)}, "
             f"lost {len(lost)}, refused {dict(enqueues.refused)}, "
