@@ -27,12 +27,20 @@ READY_TIMEOUT = 20.0
 class ManagedCluster:
     """``primaries`` primaries with ``replicas`` replicas each, started on ``__enter__`` and
     stopped on ``__exit__``; ready once every node says ``cluster_state:ok`` and every replica
-    finished its first sync."""
+    finished its first sync.
 
-    def __init__(self, root: Path, *, primaries: int = 3, replicas: int = 1) -> None:
+    ``node_timeout_ms`` is ``cluster-node-timeout``: a node that does not answer for that long
+    is suspected, and once most primaries agree it is failing its replica is promoted (about
+    that long plus a second in all). ``servers`` are the nodes' processes, in ``ports`` order.
+    """
+
+    def __init__(
+        self, root: Path, *, primaries: int = 3, replicas: int = 1, node_timeout_ms: int = 3000
+    ) -> None:
         self._root = root
         self._primaries = primaries
         self._replicas = replicas
+        self._node_timeout_ms = node_timeout_ms
         self._stack = ExitStack()
         self.servers: list[ManagedRedis] = []
 
@@ -44,6 +52,10 @@ class ManagedCluster:
     def url(self) -> str:
         """A gateway's ``redis+cluster://`` URL naming the first nodes."""
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports[:3]) + "/"
+
+    def node(self, port: int) -> ManagedRedis:
+        """The node listening on ``port``."""
+        return next(server for server in self.servers if server.port == port)
 
     def __enter__(self) -> ManagedCluster:
         cli = shutil.which("redis-cli")
@@ -60,8 +72,8 @@ class ManagedCluster:
                     # Replicas sync at once, not after the default 5 s wait for more of them.
                     "--repl-diskless-sync-delay", "0",
                     # Nodes gossip every node-timeout / 2, so the cluster agrees sooner; a node
-                    # counts as failing after 3 s without an answer.
-                    "--cluster-node-timeout", "3000",
+                    # counts as failing after node-timeout without an answer.
+                    "--cluster-node-timeout", str(self._node_timeout_ms),
                 ]  # fmt: skip
                 server = ManagedRedis(data, port=port, appendonly=False, extra_args=cluster_args)
                 self._stack.enter_context(server)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from redis.exceptions import ConnectionError, OutOfMemoryError, ResponseError, TimeoutError
+from redis.exceptions import (
+    ClusterDownError,
+    ConnectionError,
+    OutOfMemoryError,
+    ResponseError,
+    SlotNotCoveredError,
+    TimeoutError,
+    TryAgainError,
+)
 
 from gateway.errors import GatewayError, Unavailable
 
@@ -15,4 +23,8 @@ def as_gateway_error(exc: BaseException) -> GatewayError | None:
         return Unavailable("the gateway's Redis is out of memory; nothing was stored", 30)
     if isinstance(exc, ConnectionError | TimeoutError):
         return Unavailable("the gateway cannot reach its Redis; nothing was stored", 5)
+    # A Redis Cluster between losing a primary and promoting its replica (CLUSTERDOWN, or no
+    # node for the slot), or moving a slot (TRYAGAIN): redis-py retried for about a second.
+    if isinstance(exc, ClusterDownError | SlotNotCoveredError | TryAgainError):
+        return Unavailable("the gateway's Redis Cluster is failing over; nothing was stored", 1)
     return None
