@@ -69,6 +69,9 @@ class Attempt:
         self._cancel = StopFlag()
         self._future: asyncio.Future[Any] | None = None
         self._settled: asyncio.Future[None] | None = None
+        # The first heartbeat is a timer; only an attempt that lives that long gets the task
+        # that sends them (most end long before: no task to make and cancel for them).
+        self._first_beat: asyncio.TimerHandle | None = None
         self._heartbeats: asyncio.Task[None] | None = None
 
     @property
@@ -106,8 +109,9 @@ class Attempt:
             else:
                 self._future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
         self._future.add_done_callback(span.end)
-        self._settled = asyncio.get_running_loop().create_future()
-        self._heartbeats = asyncio.create_task(self._beat())
+        loop = asyncio.get_running_loop()
+        self._settled = loop.create_future()
+        self._first_beat = loop.call_later(self._interval(), self._start_heartbeats)
         self._future.add_done_callback(lambda _: self.abandon())  # settled; no heartbeat after
 
     async def _progress(self, values: AsyncGenerator[Any, None]) -> Any:
@@ -179,7 +183,14 @@ class Attempt:
         else:
             await self.channel.finish(verdict.final)
 
+    def _start_heartbeats(self) -> None:
+        self._first_beat = None
+        self._heartbeats = asyncio.create_task(self._beat())
+
     def _stop_heartbeats(self) -> None:
+        if self._first_beat is not None:
+            self._first_beat.cancel()
+            self._first_beat = None
         if self._heartbeats is not None:
             self._heartbeats.cancel()
 
@@ -190,8 +201,8 @@ class Attempt:
         return max(left / 3, MIN_HEARTBEAT_INTERVAL)
 
     async def _beat(self) -> None:
+        """Send a heartbeat now, then one every interval."""
         while not self.channel.lost:
-            await asyncio.sleep(self._interval())
             try:
                 cancel_requested = await self.channel.heartbeat(None)
             except LeaseLost:
@@ -200,7 +211,8 @@ class Attempt:
                 return
             except (ApiError, httpx.TransportError) as e:
                 log.warning("task %s: heartbeat failed: %s", self.push.id, e)
-                continue
-            if cancel_requested and self.stopped is None:
-                log.info("task %s: cancel requested by the gateway", self.push.id)
-                self.stop(Stop.CANCEL)
+            else:
+                if cancel_requested and self.stopped is None:
+                    log.info("task %s: cancel requested by the gateway", self.push.id)
+                    self.stop(Stop.CANCEL)
+            await asyncio.sleep(self._interval())

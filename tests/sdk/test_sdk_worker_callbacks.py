@@ -185,6 +185,26 @@ async def test_409_on_heartbeat_stops_the_task_quietly(
     assert "lease" in caplog.text
 
 
+async def test_a_failed_heartbeat_is_tried_again_at_the_next_interval(
+    make_worker: MakeWorker, serve: Serve, gateway: FakeGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = asyncio.Event()
+
+    @task("default", name="waits")
+    async def waits() -> str:
+        await release.wait()
+        return "done"
+
+    gateway.status["heartbeat"] = 500
+    worker = make_worker([waits], inline_window=0, heartbeat_interval=0.01)
+    async with serve(worker) as push:
+        assert (await push("waits")).status_code == 202
+        await gateway.wait_for("heartbeat", count=3)
+        release.set()
+        await gateway.wait_for("result")
+    assert "heartbeat failed" in caplog.text
+
+
 async def test_409_on_the_result_is_not_retried(
     make_worker: MakeWorker, serve: Serve, gateway: FakeGateway, caplog: pytest.LogCaptureFixture
 ) -> None:
