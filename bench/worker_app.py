@@ -18,8 +18,9 @@ async def noop() -> None:
 
 
 @task(queue="bench")
-def stamp() -> float:
-    """When the worker started the task, on this machine's clock."""
+async def stamp() -> float:
+    """When the worker started the task, on this machine's clock. Async like the peers' stamp
+    tasks: a plain function would add the hop to the worker's thread pool."""
     return time.time()
 
 

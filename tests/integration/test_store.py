@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 
 import pytest
@@ -208,6 +209,31 @@ async def test_cancel(stores: Stores) -> None:
     assert done.state is TaskState.CANCELLED
     assert await stores.tasks.cancel("q", running.id, now) is CancelResult.FINISHED
     assert (await stores.tasks.claim("q", 1, seed(), now)).status is ClaimStatus.EMPTY
+
+
+async def test_a_queued_record_keeps_its_place_as_a_sequence_number(stores: Stores) -> None:
+    """The ready-set member is made again from the record (prio, run_at, sq); records stored
+    before that carry the member itself (m), and both leave the ready set when cancelled."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    new, old = new_task(now, priority=3), new_task(now)
+    await stores.tasks.enqueue("q", [new, old], now)
+    k = QueueKeys.of("q")
+    members = {m[-26:]: m for m in await stores.redis.zrange(k.ready, 0, -1)}
+    record = json.loads(await stores.redis.hget(k.meta, new.id))
+    assert "m" not in record
+    assert isinstance(record["sq"], int)
+    stored_before = json.loads(await stores.redis.hget(k.meta, old.id))
+    del stored_before["sq"]
+    stored_before["m"] = members[old.id]
+    await stores.redis.hset(k.meta, old.id, json.dumps(stored_before))
+    for task in (new, old):
+        assert await stores.tasks.cancel("q", task.id, now) is CancelResult.CANCELLED
+    assert await stores.redis.zcard(k.ready) == 0
+    for task in (new, old):
+        record = json.loads(await stores.redis.hget(k.meta, task.id))
+        assert "m" not in record
+        assert "sq" not in record
 
 
 async def test_duplicate_ids_are_refused_across_queues(stores: Stores) -> None:

@@ -23,8 +23,8 @@ if t.state == 'running' then
   return {'REQUESTED'}
 end
 if t.state == 'queued' then
-  redis.call('ZREM', KEYS[2], t.m)
-  t.m = nil
+  redis.call('ZREM', KEYS[2], ready_member(id, t))
+  left_ready(t)
 elseif t.state == 'scheduled' then
   redis.call('ZREM', KEYS[3], id)
 elseif t.state == 'waiting' then

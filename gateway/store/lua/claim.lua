@@ -284,7 +284,7 @@ while #out <= wanted do
     if t.sk and redis.call('HGET', KEYS[9], t.sk) == id then
       redis.call('HDEL', KEYS[9], t.sk)
     end
-    t.m = nil
+    left_ready(t)
     t.att = t.att + 1
     t.state = 'running'
     t.lease = redis.sha1hex(ARGV[3] .. ':' .. n)

@@ -2,7 +2,8 @@
 -- A task record (the JSON in the queue's meta hash) has these fields:
 --   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept),
 --   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional), ts (tracestate),
---   m (ready-set member while queued), lease, exp (lease expiry), deadline, ep (endpoint),
+--   sq (its sequence number in the ready set while queued; records stored before it have m,
+--   the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
 --   started, first (first dispatch), hb (last heartbeat), progress, cancel, finished, error,
 --   cap (required capability), own (owner), ver (version), dk (dedup key), sk (singleton key),
 --   grp (group joined), ag (after_group), deps (depends_on ids), wait (dependencies not yet met:
@@ -105,14 +106,30 @@ local function ready_head(ready_key, cap)
   return m[1]
 end
 
--- Put a task in the ready set.
+local function member_of(id, t, seq)
+  return ready_prefix(t.cap) .. string.format('%03x%011x%012x', 1000 - t.prio, t.run_at, seq) .. id
+end
+
+-- Put a task in the ready set. The record keeps the sequence number, not the member: the
+-- member is made again from the record when needed (ready_member), so a queued task's record
+-- does not carry its 60-odd characters twice.
 local function make_ready(ready_key, seq_key, id, t)
   local seq = redis.call('INCR', seq_key)
-  local member = ready_prefix(t.cap) .. string.format('%03x%011x%012x', 1000 - t.prio, t.run_at, seq)
-    .. id
-  t.m = member
+  t.m = nil
+  t.sq = seq
   t.state = 'queued'
-  redis.call('ZADD', ready_key, 0, member)
+  redis.call('ZADD', ready_key, 0, member_of(id, t, seq))
+end
+
+-- A queued task's ready-set member.
+local function ready_member(id, t)
+  return t.m or member_of(id, t, t.sq)
+end
+
+-- Forget a task's place in the ready set (it left it).
+local function left_ready(t)
+  t.m = nil
+  t.sq = nil
 end
 
 -- The id inside a ready-set member (ids are ULIDs: 26 characters).
