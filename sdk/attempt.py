@@ -73,6 +73,7 @@ class Attempt:
         # that sends them (most end long before: no task to make and cancel for them).
         self._first_beat: asyncio.TimerHandle | None = None
         self._heartbeats: asyncio.Task[None] | None = None
+        self._judged: tuple[Stop | None, Verdict | None] | None = None
 
     @property
     def future(self) -> asyncio.Future[Any]:
@@ -145,7 +146,10 @@ class Attempt:
             return None
         if not self.future.done():  # abandoned at shutdown
             return stopped(self.stopped)
-        return verdict_of(self.future, self.stopped)
+        # Asked twice per attempt (its metrics, its answer): judged once per stop reason.
+        if self._judged is None or self._judged[0] is not self.stopped:
+            self._judged = (self.stopped, verdict_of(self.future, self.stopped))
+        return self._judged[1]
 
     def stop(self, why: Stop) -> None:
         """Stop the function: cancel an ``async def``, flag a thread (its next heartbeat raises).

@@ -31,6 +31,7 @@ or the 409 of a lost lease. How an outcome is written into a single push's answe
 from __future__ import annotations
 
 import asyncio
+import math
 import traceback
 from dataclasses import dataclass
 from enum import StrEnum
@@ -185,6 +186,13 @@ def _traceback(exc: BaseException) -> str:
     return text[-_MAX_TRACEBACK:]
 
 
+_PLAIN = (str, int, bool)
+
+
+def _finite_float(value: Any) -> bool:
+    return type(value) is float and math.isfinite(value)
+
+
 def success(value: Any) -> Verdict:
     """A returned value as the result (a :class:`~sdk.warnings.Warn`: its result, with its
     warning); one JSON cannot hold (an object, NaN, Infinity) fails the task instead of
@@ -193,6 +201,9 @@ def success(value: Any) -> Verdict:
     if isinstance(value, Warn):
         warning = value.message[:MAX_WARNING] or None
         value = value.result
+    if warning is None and (value is None or type(value) in _PLAIN or _finite_float(value)):
+        # JSON already, nothing to check (the common no-op and scalar results).
+        return Verdict(200, ResultIn.model_construct(result=value, warning=None))
     try:
         return Verdict(200, ResultIn(result=to_jsonable_python(value), warning=warning))
     except (PydanticSerializationError, ValidationError) as e:

@@ -251,7 +251,8 @@ class Runner:
             fn, push, self._channel(delivery), self.heartbeat_interval, trace=delivery.trace
         )
         try:
-            args, kwargs = fn.signature.layout(call.args, call.kwargs, attempt.context())
+            ctx = attempt.context() if fn.signature.takes_context else None
+            args, kwargs = fn.signature.layout(call.args, call.kwargs, ctx)
         except TypeError as e:
             return Refusal(422, "Arguments do not fit the task", str(e))
         attempt.start(args, kwargs)

@@ -29,7 +29,10 @@ class Verifier:
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """Return if any secret verifies the push, else raise :class:`SignatureError`."""
-        lowered = {key.lower(): value for key, value in headers.items()}
+        self.verify_lowered(body, {key.lower(): value for key, value in headers.items()})
+
+    def verify_lowered(self, body: bytes, lowered: dict[str, str]) -> None:
+        """:meth:`verify`, for headers already keyed by lower-case names (ASGI's)."""
         reason = "no signature"
         for webhook in self._webhooks:
             try:

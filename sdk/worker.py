@@ -39,7 +39,7 @@ that running tasks are finished (or handed back) and the callback client is clos
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Unpack
 
@@ -58,7 +58,14 @@ from sdk.pushes import read_push, response_of
 from sdk.runner import Runner, RunnerOptions
 from sdk.signatures import Verifier
 from sdk.tasks import TaskFunction
-from sdk.wire import CatalogTask
+from sdk.wire import (
+    HEADER_BATCH,
+    HEADER_CALLBACK,
+    HEADER_LEASE,
+    HEADER_TRACEPARENT,
+    HEADER_TRACESTATE,
+    CatalogTask,
+)
 
 __all__ = ["Worker"]
 
@@ -161,10 +168,10 @@ class Worker:
     async def _describe(self, request: Request) -> Response:
         return JSONResponse({"tasks": sorted(self.tasks)})
 
-    async def _answer(self, body: bytes, headers: Mapping[str, str]) -> Response:
+    async def _answer(self, body: bytes, headers: dict[str, str]) -> Response:
         """The answer to a push request: verified, read, run."""
         try:
-            self._verifier.verify(body, headers)
+            self._verifier.verify_lowered(body, headers)
         except SignatureError as e:
             self.runner.metrics.processed(None, "dropped")
             return response_of(Refusal(401, "Invalid signature", str(e)))
@@ -186,9 +193,27 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
+# The headers a push is read by (signature, batch marker, lease, callback, trace context).
+_PUSH_HEADERS = frozenset(
+    name.encode()
+    for name in (
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        HEADER_BATCH,
+        HEADER_LEASE,
+        HEADER_CALLBACK,
+        HEADER_TRACEPARENT,
+        HEADER_TRACESTATE,
+    )
+)
+
+
 def _headers(scope: Scope) -> dict[str, str]:
-    """The request headers by (lower-case, per ASGI) name; the first of repeated ones."""
+    """The headers a push is read by, by (lower-case, per ASGI) name; the first of repeated
+    ones."""
     headers: dict[str, str] = {}
     for name, value in scope["headers"]:
-        headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        if name in _PUSH_HEADERS:
+            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
     return headers

@@ -177,6 +177,9 @@ class InputModel(BaseModel):
         if not isinstance(data, dict):
             return data
         fields = _integer_fields(cls)
+        # Most bodies have none: look at the integer fields only, and copy only when one is due.
+        if not any(isinstance(data.get(k), float) for k in fields):
+            return data
         return {
             k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v
             for k, v in data.items()
