@@ -92,7 +92,7 @@ def _new_task(
 def _created_view(
     queue: str, spec: TaskCreate, new: NewTask, state: TaskState, policy: QueuePolicy
 ) -> Task:
-    record = json.loads(new.record_json())
+    record = new.record()
     record.update(state=state.value, att=0)
     if state is TaskState.WAITING:
         record["wait"] = [d for d in new.depends_on] + (

@@ -73,6 +73,10 @@ class NewTask:
     rate_key: str | None = None  # its bucket under the queue's key_rate_limit (gateway.rate_keys)
 
     def record_json(self) -> str:
+        return json.dumps(self.record(), separators=(",", ":"))
+
+    def record(self) -> dict[str, Any]:
+        """The task record as the enqueue script receives it (see lua/prelude.lua)."""
         record: dict[str, Any] = {
             "name": self.name,
             "prio": self.priority,
@@ -99,7 +103,7 @@ class NewTask:
             "rk": self.rate_key,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
-        return json.dumps(record, separators=(",", ":"))
+        return record
 
 
 @dataclass(frozen=True, slots=True)
