@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
@@ -132,8 +133,11 @@ class Enqueuing(StoreBase):
         """One round trip: the index SETs, the script, and ``WAIT`` when replicas must confirm
         (on the connection that wrote, as WAIT requires). Errors come back as replies."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            for key in index:
-                pipe.set(key, queue)
+            if index and not isinstance(self._redis, RedisCluster):
+                pipe.mset(dict.fromkeys(index, queue))  # one command, not one per task
+            else:  # a cluster refuses an MSET over several slots
+                for key in index:
+                    pipe.set(key, queue)
             # EVALSHA through execute_command: redis-py's cluster pipeline refuses
             # pipe.evalsha() but routes the command by its first key all the same.
             sha = self._scripts.sha("enqueue")
