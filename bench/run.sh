@@ -6,8 +6,9 @@
 # own end-to-end benchmark (bench/e2e.py: sequential enqueue, two gateways with --gateways 2);
 # BENCH_TRACING=1 the tracing overhead (bench/tracing.py, about 10 minutes). BENCH_MORE=1 adds
 # the HTTP server comparison (bench/http_server.py), 1 against 2 gateways (bench/gateways_share.py),
-# queue depth (bench/depth.py: 1,000 against 1,000,000 queued) and one Redis against a
-# three-primary cluster (bench/cluster.py), about 10 minutes together.
+# queue depth (bench/depth.py: 1,000 against 1,000,000 queued), one Redis against a
+# three-primary cluster (bench/cluster.py), Redis time per hot script (bench/script_cost.py)
+# and the SDK worker's own CPU per push (bench/worker_overhead.py), about 11 minutes together.
 # Loopback only; results go to stdout (progress to stderr), to be copied into RESULTS.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,6 +21,8 @@ if [ "${BENCH_MORE:-0}" = "1" ]; then
   for gateways in 1 2; do .venv/bin/python -m bench.gateways_share "$gateways" 2; done
   .venv/bin/python -m bench.depth
   .venv/bin/python -m bench.cluster
+  .venv/bin/python -m bench.script_cost
+  .venv/bin/python -m bench.worker_overhead
 fi
 if [ "${BENCH_E2E:-0}" = "1" ]; then
   .venv/bin/python bench/e2e.py
