@@ -5,7 +5,11 @@ gateway subscribes again on a live node by itself and hears the other's enqueues
 The observable is a pull long poll on the first gateway, waiting on an empty queue: it waits on
 a wake-up alone (no re-check of its own), and the second gateway, which the task is enqueued
 through, has no pull poll and does not claim for a pull endpoint, so only the first gateway's
-pub/sub can hand the task to the poll."""
+pub/sub can hand the task to the poll.
+
+The same with a bare Notifier whose cluster client sends nothing else: no other command tells
+that client the slot map changed, so the node it names for ``jg:wake`` stays the dead one, and
+the Notifier must find a live node by trying the others."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ import redis
 from gateway.redis_cluster import ManagedCluster
 from gateway.settings import ApiKey, Settings
 from gateway.store import keys
+from gateway.store.connection import connect
+from gateway.store.pubsub import Notifier
 from tests.cluster.test_cluster_failover import (
     cluster_agrees,
     is_primary,
@@ -109,3 +115,33 @@ async def lease(api: httpx.AsyncClient, queue: str, endpoint_id: str) -> httpx.R
     return await api.post(
         f"/v1/queues/{queue}/leases", json={"endpoint_id": endpoint_id, "wait": 20}
     )
+
+
+async def test_a_notifier_alone_finds_a_live_node_when_its_node_is_killed(
+    own_cluster: ManagedCluster,  # noqa: F811
+) -> None:
+    ports = own_cluster.ports
+    client = await connect(own_cluster.url)
+    woken: list[str] = []
+    notifier = Notifier(client, on_wake=woken.append)
+    await notifier.start()
+    try:
+        listening = await until(
+            lambda: next((p for p in ports if wake_subscribers(p)), None),
+            what="the notifier's subscription",
+        )
+        process = own_cluster.node(listening).process
+        assert process is not None
+        process.kill()
+        live = [p for p in ports if p != listening]
+        await until(
+            lambda: sum(wake_subscribers(p) for p in live) == 1,
+            timeout=15,
+            what="the notifier to subscribe again on a live node",
+        )
+        with redis.Redis(host="127.0.0.1", port=live[0]) as node:
+            node.publish(keys.WAKE_CHANNEL, "after")
+        await until(lambda: woken == ["after"], what="the wake published after the kill")
+    finally:
+        await notifier.stop()
+        await client.aclose()
