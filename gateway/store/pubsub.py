@@ -10,6 +10,12 @@ published when a task ends, and subscribed only while someone waits for that tas
 
 Messages sent while the connection is broken are lost, so once it is back ``on_reconnect`` is
 called: the gateway then wakes every dispatcher loop and its recoverer once.
+
+After a break the connection is made anew through the client, not retried on the same node: on
+a Redis Cluster the pub/sub connection is on one node (the one serving ``jg:wake``'s slot when it
+connects), and that node may be gone for good (killed, its replica promoted). The first new
+connection goes to the node the client's slot map names now, the next ones to each node of the
+cluster in turn; any node will do, as a PUBLISH on one reaches the subscribers of every node.
 """
 
 from __future__ import annotations
@@ -23,10 +29,19 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import RedisCluster
 
 from gateway.store import keys
 
 log = logging.getLogger(__name__)
+
+CHANNELS = (
+    keys.WAKE_CHANNEL,
+    keys.DUE_CHANNEL,
+    keys.NOTICE_CHANNEL,
+    keys.JOBS_CHANNEL,
+    keys.CHANGED_CHANNEL,
+)
 
 
 class Notifier:
@@ -56,14 +71,23 @@ class Notifier:
 
     async def start(self) -> None:
         self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await self._pubsub.subscribe(
-            keys.WAKE_CHANNEL,
-            keys.DUE_CHANNEL,
-            keys.NOTICE_CHANNEL,
-            keys.JOBS_CHANNEL,
-            keys.CHANGED_CHANNEL,
-        )
-        self._reader = asyncio.create_task(self._read(self._pubsub), name="jobgate-notifier")
+        await self._pubsub.subscribe(*CHANNELS)
+        self._reader = asyncio.create_task(self._read(), name="jobgate-notifier")
+
+    async def _reopen(self, tries: int) -> None:
+        """Replace the broken connection with a new one subscribed to every channel, the
+        ``jg:done:<id>`` ones watched now included (module docstring: which node)."""
+        old = self._pubsub
+        if tries > 1 and isinstance(self._redis, RedisCluster):
+            nodes = self._redis.get_nodes()
+            node = nodes[tries % len(nodes)]
+            self._pubsub = self._redis.pubsub(node=node, ignore_subscribe_messages=True)
+        else:
+            self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.aclose()  # type: ignore[no-untyped-call]
+        await self._pubsub.subscribe(*CHANNELS, *map(keys.done_channel, list(self._waiters)))
 
     def changed(self, queue: str) -> None:
         """Tell every gateway (this one included) that ``queue`` changed. Sent in the
@@ -109,21 +133,24 @@ class Notifier:
                 with contextlib.suppress(Exception):
                     await self._pubsub.unsubscribe(channel)
 
-    async def _read(self, pubsub: PubSub) -> None:
-        broken = False
+    async def _read(self) -> None:
+        tries = 0  # failures in a row
         while True:
             try:
-                message: dict[str, Any] | None = await pubsub.get_message(timeout=None)
+                if tries:
+                    await self._reopen(tries)
+                assert self._pubsub is not None
+                message: dict[str, Any] | None = await self._pubsub.get_message(timeout=None)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("pub/sub connection failed; reconnecting")
-                broken = True
+                tries += 1
                 await asyncio.sleep(1)
                 continue
-            if broken:
-                # Back (redis-py subscribed again): what was published meanwhile is lost.
-                broken = False
+            if tries:
+                # Back, subscribed again: what was published meanwhile is lost.
+                tries = 0
                 self._on_reconnect()
             if message is None:
                 continue

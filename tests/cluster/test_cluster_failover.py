@@ -136,8 +136,8 @@ async def test_a_killed_primary_is_replaced_while_a_gateway_enqueues(
     worker = Worker()
     app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
     async with serve(app) as worker_url, live_gateway(own_cluster.url, ADMIN) as (_, api):
-        # Not the primary the gateway's pub/sub connection is on: losing that one is a known
-        # gap (deploy.md), not what this test is about.
+        # Not the primary the gateway's pub/sub connection is on: losing that one is
+        # test_cluster_pubsub_failover.py's case, not what this test is about.
         listening = await until(
             lambda: next((p for p in ports if subscribed_on(p)), None),
             what="the gateway's pub/sub subscription",
