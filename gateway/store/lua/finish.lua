@@ -97,14 +97,7 @@ local INDEX = {succeeded = KEYS[11], failed = KEYS[12], dead = KEYS[13], cancell
 local endpoint_of = {}
 
 local function current(id, token)
-  local t = changed[id]
-  if t == nil then
-    return fenced(KEYS[2], id, token)
-  end
-  if t.state ~= 'running' or t.lease ~= token then
-    return nil, {'STALE', t.state}
-  end
-  return t, nil
+  return fence(changed[id] or load_task(KEYS[2], id), token)
 end
 
 local function save(id, t)

@@ -30,10 +30,9 @@ local function load_task(meta_key, id)
   return cjson.decode(raw)
 end
 
--- A running task's record when ``token`` is its current lease. Otherwise nil, and the reply
+-- Record ``t`` (or nil) when it is running under lease ``token``. Otherwise nil, and the reply
 -- for the caller: {'NOTASK'}, or {'STALE', state} (the task moved on; nothing may change).
-local function fenced(meta_key, id, token)
-  local t = load_task(meta_key, id)
+local function fence(t, token)
   if not t then
     return nil, {'NOTASK'}
   end
@@ -41,6 +40,11 @@ local function fenced(meta_key, id, token)
     return nil, {'STALE', t.state}
   end
   return t, nil
+end
+
+-- A running task's stored record when ``token`` is its current lease (see fence).
+local function fenced(meta_key, id, token)
+  return fence(load_task(meta_key, id), token)
 end
 
 local function save_task(meta_key, id, t)
