@@ -118,8 +118,8 @@ for i = 0, count - 1 do
       due_at(now + RELINK_AFTER_MS)
     end
     t.xdeps = nil
-    t.wait = wait
     if #wait > 0 or t.ag or (t.deps and #t.deps > 0) then
+      t.wait = wait  -- only a waiting task keeps a (maybe empty, for now) wait list
       t.state = 'waiting'
     elseif t.run_at > now then
       t.state = 'scheduled'
