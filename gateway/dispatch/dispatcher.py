@@ -2,7 +2,8 @@
 
 A loop sleeps until woken (an enqueue here or, over pub/sub, on another gateway; a finished
 attempt freeing room; a policy or endpoint change) and then claims until the claim script says
-there is nothing it may take. It never spins. A queue with no ready task waits on its event
+there is nothing it may take: either by taking nothing, or by saying that what it took was all
+it could (``settled``), which saves the round trip that would only hear so. It never spins. A queue with no ready task waits on its event
 alone, so idle queues cost nothing however many there are; a wake-up lost while the pub/sub
 connection was broken is made up by :meth:`Dispatcher.wake_all` once it is back. A queue whose
 ready tasks cannot go now (paused, full, no endpoint with room) also re-checks on a slow
@@ -133,7 +134,14 @@ class Dispatcher:
                 status = claim.status
                 if status is ClaimStatus.NOQUEUE:
                     return
+                if status is ClaimStatus.OK and not claim.settled:
+                    continue
                 if status is ClaimStatus.OK:
+                    # All that can go now went: wait for a change rather than claim again to
+                    # hear FULL (a wake-up since this claim began is not lost: the event is
+                    # cleared before the claim). The slow tick covers a lost message.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(work.wait(), IDLE_TICK)
                     continue
                 # Nothing ready: only a wake-up can change that. Otherwise re-check slowly.
                 timeout = None if status is ClaimStatus.EMPTY else IDLE_TICK

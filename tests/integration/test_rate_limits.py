@@ -71,6 +71,8 @@ async def test_a_key_limit_holds_per_key_and_skipped_tasks_keep_their_order(
     claim = await stores.tasks.claim("q", 10, "seed", now)
     # One of A (burst 1); B, C and the task without a key are not held back by A's flood.
     assert [x.task_id for x in claim.leases] == [flood[0].id, *(t.id for t in others)]
+    # Tasks held by a bucket go when it refills: the dispatcher must claim again to hear when.
+    assert not claim.settled
     assert await ready_ids(stores) == [t.id for t in flood[1:]]  # untouched, in order
     stores.clock.advance(250)
     claim = await stores.tasks.claim("q", 10, "seed", stores.clock.now_ms())

@@ -236,6 +236,29 @@ async def test_a_queued_record_keeps_its_place_as_a_sequence_number(stores: Stor
         assert "sq" not in record
 
 
+async def test_a_claim_says_when_nothing_more_can_go_until_something_changes(
+    stores: Stores,
+) -> None:
+    await setup_queue(stores, concurrency=3)
+    now = stores.clock.now_ms()
+    await stores.tasks.enqueue("q", [new_task(now) for _ in range(5)], now)
+    # Two asked, two taken: more may go at once.
+    first = await stores.tasks.claim("q", 2, seed(), now)
+    assert (len(first.leases), first.settled) == (2, False)
+    # The endpoint has room for one more: taken, and then it is full.
+    second = await stores.tasks.claim("q", 10, seed(), now)
+    assert (len(second.leases), second.settled) == (1, True)
+    assert (await stores.tasks.claim("q", 10, seed(), now)).status is ClaimStatus.NOENDPOINT
+
+
+async def test_a_claim_that_took_the_last_ready_task_is_settled(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    await stores.tasks.enqueue("q", [new_task(now)], now)
+    claim = await stores.tasks.claim("q", 10, seed(), now)
+    assert (len(claim.leases), claim.settled) == (1, True)
+
+
 async def test_duplicate_ids_are_refused_across_queues(stores: Stores) -> None:
     await setup_queue(stores)
     await stores.queues.put("other", QueuePolicy(), stores.clock.now_ms())

@@ -14,7 +14,10 @@
 -- the gateway, so holding one token reveals nothing of the others.
 -- The queue's rate limit is a token bucket in the queue hash (fields rl_tokens, rl_at), shared
 -- by every gateway. The per-name and per-key limits are described where they are checked.
--- Returns {'OK', {id, endpoint id, record JSON, payload, checkpoint or nil}, ...}
+-- Returns {'OK', settled, {id, endpoint id, record JSON, payload, checkpoint or nil}, ...}
+--         where settled is '1' when the claim stopped because no ready task is left that an
+--         endpoint with room can take (claiming again now would find nothing: wait for a
+--         change), else 
 --      or {'NOQUEUE'} | {'PAUSED'} | {'FULL'} (queue concurrency reached) | {'EMPTY'}
 --      or {'RATE', ms until a dispatch is allowed} (the queue's bucket is empty)
 --      or {'RATE', ms, 'held'} (every task looked at waits for a per-name or per-key bucket: a
@@ -244,11 +247,11 @@ end
 
 -- The writes of the tasks taken are gathered and made once each after the loop (one command
 -- per key rather than per task): nothing in the loop reads them back.
-local out = {'OK'}
+local out = {'OK', ''}
 local n = 0
 local taken, records, leased, stalled, ids = {}, {}, {}, {}, {}
 local added = {}  -- endpoint id -> pushes added
-while #out <= wanted do
+while n < wanted do
   -- The best ready task some endpoint with room can take.
   local best_prefix, best_key = nil, nil
   for prefix, member in pairs(heads) do
@@ -266,6 +269,7 @@ while #out <= wanted do
     end
   end
   if best_prefix == nil then
+    out[2] = '1'
     break
   end
   local member = heads[best_prefix]
@@ -337,8 +341,8 @@ if n > 0 then
   local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   local checkpoints = redis.call('HMGET', KEYS[4], unpack(ids))
   for i = 1, n do
-    out[i + 1][4] = payloads[i]
-    out[i + 1][5] = checkpoints[i]
+    out[i + 2][4] = payloads[i]
+    out[i + 2][5] = checkpoints[i]
   end
 end
 save_buckets()
@@ -348,16 +352,21 @@ end
 health_save(healths, KEYS[11])
 -- Due times (see the prelude): the earliest lease expiry, and stall deadline when stalls are
 -- redispatched.
-if #out > 1 then
+if n > 0 then
   due_first(KEYS[5])
   if policy.stall_policy == 'redispatch' then
     due_first(KEYS[10])
   end
 end
-if #out == 1 and rate_wait then
+-- Tasks held by a rate bucket or an open circuit's probe time go at a time of their own, which
+-- the caller learns by claiming again: not settled then.
+if rate_wait or probe_at then
+  out[2] = ''
+end
+if n == 0 and rate_wait then
   return {'RATE', rate_wait, 'held'}
 end
-if #out == 1 then
+if n == 0 then
   return {'NOENDPOINT', probe_at and int(probe_at) or ''}
 end
 return out

@@ -32,6 +32,9 @@ class Claim:
     leases: list[Lease]
     retry_at_ms: int | None = None  # RATE, or NOENDPOINT with an open circuit: when to try again
     held: bool = False  # RATE from per-name or per-key limits: new work may go before retry_at
+    # OK, and no ready task is left that an endpoint with room can take: claiming again before
+    # something changes (an enqueue, an attempt's end, a policy change) would find nothing.
+    settled: bool = False
 
 
 class Fence(StrEnum):
@@ -86,8 +89,10 @@ class Leasing(StoreBase):
             return Claim(status, [], now_ms + int(reply[1]), held=len(reply) > 2)
         if status is ClaimStatus.NOENDPOINT:
             return Claim(status, [], int(reply[1]) if reply[1] else None)
+        if status is not ClaimStatus.OK:
+            return Claim(status, [])
         leases = []
-        for task_id, endpoint_id, raw, payload, checkpoint in reply[1:]:
+        for task_id, endpoint_id, raw, payload, checkpoint in reply[2:]:
             record = json.loads(raw)
             leases.append(
                 Lease(
@@ -109,7 +114,7 @@ class Leasing(StoreBase):
                     version=record.get("ver") or "",
                 )
             )
-        return Claim(status, leases)
+        return Claim(status, leases, settled=reply[1] == "1")
 
     async def accept_many(
         self, queue: str, accepted: Sequence[tuple[str, str]], now_ms: int
