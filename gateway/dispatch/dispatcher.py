@@ -3,11 +3,12 @@
 A loop sleeps until woken (an enqueue here or, over pub/sub, on another gateway; a finished
 attempt freeing room; a policy or endpoint change) and then claims until the claim script says
 there is nothing it may take: either by taking nothing, or by saying that what it took was all
-it could (``settled``), which saves the round trip that would only hear so. It never spins. A queue with no ready task waits on its event
-alone, so idle queues cost nothing however many there are; a wake-up lost while the pub/sub
-connection was broken is made up by :meth:`Dispatcher.wake_all` once it is back. A queue whose
-ready tasks cannot go now (paused, full, no endpoint with room) also re-checks on a slow
-safety tick, for changes made through another gateway.
+it could (``settled``), which saves the round trip that would only hear so. It never spins. A
+queue with no ready task waits on its event alone, so idle queues cost nothing however many
+there are; a wake-up lost while the pub/sub connection was broken is made up by
+:meth:`Dispatcher.wake_all` once it is back. A queue whose ready tasks cannot go now (paused,
+full, no endpoint with room) also re-checks on a slow safety tick, for changes made through
+another gateway.
 
 Several gateways may run dispatchers on one Redis: the claim script is the only way a task
 becomes running, so each attempt is pushed once.
