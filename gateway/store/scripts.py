@@ -1,9 +1,11 @@
 """The Lua scripts that make every state change atomic, and how they are called.
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
-``ARGV[i]`` is. ``lua/prelude.lua`` (shared helpers) is prepended to each, and
-``lua/health.lua`` (endpoint health and the circuit breaker) to those in ``WITH_HEALTH``, and
-``lua/job_helpers.lua`` to the job scripts in ``WITH_JOB_HELPERS``.
+``ARGV[i]`` is. The helpers a script uses are prepended to it: those of
+``lua/prelude.lua`` (shared helpers), of ``lua/health.lua`` (endpoint health and the circuit
+breaker) for those in ``WITH_HEALTH``, and of ``lua/job_helpers.lua`` for the job scripts in
+``WITH_JOB_HELPERS``; only the ones it names, directly or through another helper (every
+compiled helper stays in Lua's heap, which its garbage collector walks as scripts run).
 Scripts run with EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or
 a failover).
 
@@ -24,9 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
@@ -95,14 +98,37 @@ def _read(name: str) -> str:
     return (resources.files("gateway.store") / "lua" / f"{name}.lua").read_text("utf-8")
 
 
+_DEFINITION = re.compile(r"local (?:function )?([A-Za-z_]\w*)")
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+def _definitions(source: str) -> list[tuple[str, str]]:
+    """The top-level definitions of a helper file (``local function f(...)``, ``local X = ...``
+    at the start of a line), each as its name and its text up to the next one."""
+    lines = source.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if _DEFINITION.match(line)]
+    return [
+        (cast(re.Match[str], _DEFINITION.match(lines[a]))[1], "".join(lines[a:b]))
+        for a, b in zip(starts, [*starts[1:], len(lines)], strict=True)
+    ]
+
+
+def _used(definitions: list[tuple[str, str]], body: str) -> str:
+    """The definitions ``body`` uses, directly or through others, in their order. Every helper
+    a script carries costs Redis on each call (Lua's garbage collector walks them all), so a
+    script carries only those it needs."""
+    wanted: set[str] = set()
+    pending = [body]
+    while pending:
+        text = _COMMENT.sub("", pending.pop())
+        for name, definition in definitions:
+            if name not in wanted and re.search(rf"\b{name}\b", text):
+                wanted.add(name)
+                pending.append(definition)
+    return "".join(definition for name, definition in definitions if name in wanted)
+
+
 def _source(name: ScriptName) -> str:
-    # The shebang (Redis 7+) makes Redis refuse a whole script up front when it is out of
-    # memory, instead of failing at its first write and leaving the change half done.
-    helpers = f"#!lua\nlocal RELINK_AFTER_MS = {RELINK_AFTER_MS}\n" + _read("prelude") + "\n"
-    if name in WITH_HEALTH:
-        helpers += _read("health") + "\n"
-    if name in WITH_JOB_HELPERS:
-        helpers += _read("job_helpers") + "\n"
     body = _read(name)
     if name in ANNOUNCING:
         # The body's top-level returns become main()'s; the due time rides along.
@@ -110,7 +136,15 @@ def _source(name: ScriptName) -> str:
             f"local function main()\n{body}\nend\n"
             f"local reply = main()\nreturn {{announce(KEYS[{ANNOUNCING[name]}]), reply}}\n"
         )
-    return helpers + body
+    helpers = [f"local RELINK_AFTER_MS = {RELINK_AFTER_MS}\n", _read("prelude")]
+    if name in WITH_HEALTH:
+        helpers.append(_read("health"))
+    if name in WITH_JOB_HELPERS:
+        helpers.append(_read("job_helpers"))
+    definitions = [d for text in helpers for d in _definitions(text)]
+    # The shebang (Redis 7+) makes Redis refuse a whole script up front when it is out of
+    # memory, instead of failing at its first write and leaving the change half done.
+    return "#!lua\n" + _used(definitions, body) + "\n" + body
 
 
 class Scripts:
