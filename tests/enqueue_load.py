@@ -8,10 +8,12 @@ import asyncio
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
+
+from tests.support import until
 
 
 @dataclass
@@ -63,3 +65,38 @@ class Probes:
     def recovered(self) -> bool:
         """Readiness went 503, then 200 again."""
         return self.seen[-2:] == [503, 200]
+
+
+async def through_failover(
+    api: httpx.AsyncClient,
+    queue: str,
+    fail_over: Callable[[], Awaitable[None]],
+    *,
+    after: int,
+    within: float,
+) -> tuple[Enqueues, Probes]:
+    """Enqueue into ``queue`` without pause and probe readiness; once 20 enqueues are
+    acknowledged, ``fail_over()`` (kill the primary, wait for its replacement); then go on
+    until ``after`` more are acknowledged (within ``within`` seconds) and readiness has gone
+    503, then 200 again (within 10 more)."""
+    enqueues, probes = Enqueues(queue), Probes()
+    failed_over = asyncio.Event()
+    before: list[int] = []
+
+    def done() -> bool:
+        return failed_over.is_set() and len(enqueues.acknowledged) >= before[0] + after
+
+    loop = asyncio.create_task(enqueues.run(api, done))
+    probing = asyncio.create_task(probes.run(api, probes.recovered))
+    try:
+        await until(lambda: len(enqueues.acknowledged) >= 20, what="enqueues before")
+        await fail_over()
+        before.append(len(enqueues.acknowledged))
+        failed_over.set()
+        await asyncio.wait_for(loop, within)  # enqueues succeed again
+        await asyncio.wait_for(probing, 10)  # readiness went 503, then 200 again
+    finally:
+        loop.cancel()
+        probing.cancel()
+        await asyncio.gather(loop, probing, return_exceptions=True)
+    return enqueues, probes

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from starlette.routing import Route
 from gateway.redis_cluster import ManagedCluster
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
-from tests.enqueue_load import Enqueues, Probes
+from tests.enqueue_load import through_failover
 from tests.scripted_worker import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
 
@@ -154,29 +153,15 @@ async def test_a_killed_primary_is_replaced_while_a_gateway_enqueues(
         # The queue's settings are on the replica before its primary dies.
         await until(lambda: replica_caught_up(old), what="the replica to catch up")
 
-        enqueues, probes = Enqueues(queue), Probes()
-        failed_over = asyncio.Event()
-        before: list[int] = []
-
-        def done() -> bool:
-            return failed_over.is_set() and len(enqueues.acknowledged) >= before[0] + AFTER_FAILOVER
-
-        loop = asyncio.create_task(enqueues.run(api, done))
-        probing = asyncio.create_task(probes.run(api, probes.recovered))
-        try:
-            await until(lambda: len(enqueues.acknowledged) >= 20, what="enqueues before")
+        async def fail_over() -> None:
             process = own_cluster.node(old).process
             assert process is not None
             process.kill()
             await until(lambda: is_primary(new), timeout=15, what="the replica to be promoted")
-            before.append(len(enqueues.acknowledged))
-            failed_over.set()
-            await asyncio.wait_for(loop, 20)  # enqueues succeed again
-            await asyncio.wait_for(probing, 10)  # readiness went 503, then 200 again
-        finally:
-            loop.cancel()
-            probing.cancel()
-            await asyncio.gather(loop, probing, return_exceptions=True)
+
+        enqueues, probes = await through_failover(
+            api, queue, fail_over, after=AFTER_FAILOVER, within=20
+        )
 
         assert not enqueues.unexpected, enqueues.unexpected  # only 201 or 503: no 500, no reset
         assert enqueues.refused, "enqueues are refused (503) while the slot has no primary"

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from gateway.settings import ApiKey, Settings
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
-from tests.enqueue_load import Enqueues, Probes
+from tests.enqueue_load import through_failover
 from tests.replicated_redis import ReplicatedRedis, replicated_redis
 from tests.scripted_worker import Worker
 from tests.support import gateway_client, serve, until
@@ -79,18 +79,9 @@ async def test_acknowledged_enqueues_through_a_failover(
         )
         assert endpoint.status_code == 201, endpoint.text
         worker.secret = endpoint.json()["secret"]
-        enqueues, probes = Enqueues("mail"), Probes()
-        failed_over = asyncio.Event()
-        before: list[int] = []
+        old = group.primary.port
 
-        def done() -> bool:
-            return failed_over.is_set() and len(enqueues.acknowledged) >= before[0] + AFTER_FAILOVER
-
-        loop = asyncio.create_task(enqueues.run(api, done))
-        probing = asyncio.create_task(probes.run(api, probes.recovered))
-        try:
-            await until(lambda: len(enqueues.acknowledged) >= 20, what="enqueues before")
-            old = group.primary.port
+        async def fail_over() -> None:
             assert group.primary.process is not None
             group.primary.process.kill()
             await until(
@@ -98,14 +89,10 @@ async def test_acknowledged_enqueues_through_a_failover(
                 timeout=20,
                 what="Sentinel to promote a replica",
             )
-            before.append(len(enqueues.acknowledged))
-            failed_over.set()
-            await asyncio.wait_for(loop, 25)
-            await asyncio.wait_for(probing, 10)  # readiness went 503, then 200 again
-        finally:
-            loop.cancel()
-            probing.cancel()
-            await asyncio.gather(loop, probing, return_exceptions=True)
+
+        enqueues, probes = await through_failover(
+            api, "mail", fail_over, after=AFTER_FAILOVER, within=25
+        )
 
         assert not enqueues.unexpected, enqueues.unexpected  # only 201 or 503, never a 500
         assert enqueues.refused, "the switch refuses some enqueues (503) while no primary is up"
