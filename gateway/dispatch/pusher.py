@@ -253,6 +253,9 @@ def no_answer_kind(e: Exception) -> FailureKind | None:
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     """The answer's body, at most MAX_ANSWER_BYTES of it (a result that big is cut)."""
+    size = response.content_length
+    if size is not None and size <= MAX_ANSWER_BYTES:
+        return await response.read()  # the common case: one read of a known, small length
     body = bytearray()
     while len(body) < MAX_ANSWER_BYTES:
         chunk = await response.content.read(MAX_ANSWER_BYTES - len(body))
