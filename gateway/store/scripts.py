@@ -24,6 +24,7 @@ moved earlier, and a gateway that dies between the two loses nothing for long: s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -100,6 +101,7 @@ def _read(name: str) -> str:
 
 _DEFINITION = re.compile(r"local (?:function )?([A-Za-z_]\w*)")
 _COMMENT = re.compile(r"--[^\n]*")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _definitions(source: str) -> list[tuple[str, str]]:
@@ -117,17 +119,18 @@ def _used(definitions: list[tuple[str, str]], body: str) -> str:
     """The definitions ``body`` uses, directly or through others, in their order. Every helper
     a script carries costs Redis on each call (Lua's garbage collector walks them all), so a
     script carries only those it needs."""
+    by_name = dict(definitions)
     wanted: set[str] = set()
     pending = [body]
     while pending:
-        text = _COMMENT.sub("", pending.pop())
-        for name, definition in definitions:
-            if name not in wanted and re.search(rf"\b{name}\b", text):
-                wanted.add(name)
-                pending.append(definition)
+        named = set(_NAME.findall(_COMMENT.sub("", pending.pop())))
+        for name in (named & by_name.keys()) - wanted:
+            wanted.add(name)
+            pending.append(by_name[name])
     return "".join(definition for name, definition in definitions if name in wanted)
 
 
+@functools.cache
 def _source(name: ScriptName) -> str:
     body = _read(name)
     if name in ANNOUNCING:
