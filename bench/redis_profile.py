@@ -23,7 +23,7 @@ from redis.asyncio import Redis as AsyncRedis
 from bench.e2e import KEY, enqueue_batches, jobgate
 from bench.proc_stat import cpu_seconds
 from gateway.redis_server import ManagedRedis
-from gateway.store.scripts import Scripts
+from gateway.store.scripts import SCRIPT_NAMES, Scripts
 from sdk import Client, TaskState
 
 SLOWLOG_LEN = 2_000_000
@@ -31,7 +31,7 @@ SLOWLOG_LEN = 2_000_000
 
 def script_names() -> dict[str, str]:
     scripts = Scripts(AsyncRedis())  # never connects: only the SHAs are read
-    return {scripts.sha(name): name for name in scripts._sha}
+    return {scripts.sha(name): name for name in SCRIPT_NAMES}
 
 
 def read_slowlog(r: redis.Redis, names: dict[str, str]) -> dict[str, list[int]]:

@@ -100,3 +100,17 @@ async def through_failover(
         probing.cancel()
         await asyncio.gather(loop, probing, return_exceptions=True)
     return enqueues, probes
+
+
+def report(
+    label: str, enqueues: Enqueues, lost: list[str], record_property: Callable[[str, object], None]
+) -> None:
+    """Record what a failover cost the producer and what it lost (shown by pytest -rA or -s,
+    and in the JUnit report's properties)."""
+    print(
+        f"{label}: acknowledged {len(enqueues.acknowledged)}, lost {len(lost)}, "
+        f"refused {dict(enqueues.refused)}, "
+        f"longest time without an acknowledged enqueue {enqueues.longest_gap():.1f}s"
+    )
+    record_property("acknowledged", len(enqueues.acknowledged))
+    record_property("lost", len(lost))

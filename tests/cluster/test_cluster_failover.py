@@ -26,7 +26,7 @@ from starlette.routing import Route
 from gateway.redis_cluster import ManagedCluster
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
-from tests.enqueue_load import through_failover
+from tests.enqueue_load import report, through_failover
 from tests.scripted_worker import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
 
@@ -170,13 +170,7 @@ async def test_a_killed_primary_is_replaced_while_a_gateway_enqueues(
         with redis.Redis(host="127.0.0.1", port=new, decode_responses=True) as promoted:
             stored = promoted.hmget(QueueKeys.of(queue).meta, enqueues.acknowledged)
         lost = [i for i, s in zip(enqueues.acknowledged, stored, strict=True) if s is None]
-        print(
-            f"cluster: acknowledged {len(enqueues.acknowledged)}, lost {len(lost)}, "
-            f"refused {dict(enqueues.refused)}, "
-            f"longest time without an acknowledged enqueue {enqueues.longest_gap():.1f}s"
-        )
-        record_property("acknowledged", len(enqueues.acknowledged))
-        record_property("lost", len(lost))
+        report("cluster", enqueues, lost, record_property)
         assert len(lost) <= len(enqueues.acknowledged) - AFTER_FAILOVER
 
         # What the new primary holds is dispatched from it, once the queue is resumed.

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from gateway.settings import ApiKey, Settings
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
-from tests.enqueue_load import through_failover
+from tests.enqueue_load import report, through_failover
 from tests.replicated_redis import ReplicatedRedis, replicated_redis
 from tests.scripted_worker import Worker
 from tests.support import gateway_client, serve, until
@@ -109,15 +109,7 @@ async def test_acknowledged_enqueues_through_a_failover(
 
             await until(subscribed, what="the gateway's pub/sub on the new primary")
 
-        # Shown by pytest -rA (or -s): what the switch cost the producer, and what was lost.
-        gap = enqueues.longest_gap()
-        print(
-            f"wait_replicas={wait_replicas}: acknowledged {len(enqueues.acknowledged)}, "
-            f"lost {len(lost)}, refused {dict(enqueues.refused)}, "
-            f"longest time without an acknowledged enqueue {gap:.1f}s"
-        )
-        record_property("acknowledged", len(enqueues.acknowledged))
-        record_property("lost", len(lost))
+        report(f"wait_replicas={wait_replicas}", enqueues, lost, record_property)
         if wait_replicas:
             assert not lost, f"{len(lost)} acknowledged enqueues lost: {lost[:5]}"
         assert len(lost) <= len(enqueues.acknowledged)
