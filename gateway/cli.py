@@ -163,6 +163,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
+    from gateway import gc_tuning
     from gateway.server import ServerError, configure_logging, run, serve_async
 
     data_dir: Path = args.data_dir
@@ -187,8 +188,10 @@ def _dev(args: argparse.Namespace) -> int:
             api_key = ApiKey(key=key, scopes=[ADMIN_SCOPE], name="dev")
             settings.api_keys = [api_key]
         settings.redis_url = redis_server.url
+        gc_tuning.tune(settings.gc_threshold)
 
         def ready(listening: Listening) -> None:
+            gc_tuning.freeze_startup()
             print(_banner(listening, api_key, redis_server, cert), flush=True)
 
         run(serve_async(settings, on_ready=ready))

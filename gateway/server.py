@@ -40,6 +40,7 @@ from hypercorn.typing import ASGIFramework
 from hypercorn.utils import LifespanFailureError, LifespanTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway import gc_tuning
 from gateway.app import create_app
 from gateway.settings import Settings
 from gateway.tcp_server import StartupFailed, serve_tcp
@@ -82,7 +83,8 @@ def configure_logging(level: str) -> None:
 def serve(settings: Settings) -> None:
     """Run the gateway until SIGINT or SIGTERM, then shut it down gracefully."""
     configure_logging(settings.log_level)
-    run(serve_async(settings))
+    gc_tuning.tune(settings.gc_threshold)
+    run(serve_async(settings, on_ready=lambda _listening: gc_tuning.freeze_startup()))
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
