@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable, Sequence
 from typing import Annotated
 
@@ -29,8 +28,10 @@ from gateway.store.queues import QueueStore
 from gateway.store.records import (
     NewTask,
     attempt_from_record,
+    dump_json,
     seconds_to_ms,
     task_from_record,
+    to_datetime,
     to_ms,
 )
 from gateway.store.tasks import CancelResult, TaskStore
@@ -61,7 +62,7 @@ def _new_task(
     return NewTask(
         id=spec.id or str(ULID()),
         name=spec.name,
-        payload_json=json.dumps(spec.payload, separators=(",", ":"), allow_nan=False),
+        payload_json=dump_json(spec.payload),
         priority=spec.priority,
         created_ms=now_ms,
         run_at_ms=run_at,
@@ -92,14 +93,38 @@ def _new_task(
 def _created_view(
     queue: str, spec: TaskCreate, new: NewTask, state: TaskState, policy: QueuePolicy
 ) -> Task:
-    record = new.record()
-    record.update(state=state.value, att=0)
+    """The answer for a task just stored, built straight from what was stored: the same Task
+    as reading its record back gives (``task_from_record``; a test holds them equal). Making
+    the record, reading it and copying the view for the payload had cost a third of a batch
+    enqueue's CPU."""
+    waiting_on = []
     if state is TaskState.WAITING:
-        record["wait"] = [d for d in new.depends_on] + (
+        waiting_on = list(new.depends_on) + (
             [f"group:{new.after_group}"] if new.after_group else []
         )
-    view = task_from_record(queue, new.id, record, policy)
-    return view.model_copy(update={"payload": spec.payload})
+    return Task(
+        id=new.id,
+        queue=queue,
+        name=new.name,
+        payload=spec.payload,
+        priority=new.priority,
+        state=state,
+        attempt=0,
+        max_attempts=policy.max_attempts if new.max_attempts is None else new.max_attempts,
+        created_at=to_datetime(new.created_ms),
+        run_at=to_datetime(new.run_at_ms),
+        owner=new.owner,
+        version=new.version,
+        trace_id=new.traceparent[3:35] if new.traceparent else None,
+        capability=new.capability,
+        dedup_key=new.dedup_key,
+        singleton_key=new.singleton_key,
+        group=new.group,
+        depends_on=list(new.depends_on),
+        after_group=new.after_group,
+        waiting_on=waiting_on,
+        notify=new.notify,
+    )
 
 
 class TaskService:

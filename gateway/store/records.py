@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, JsonValue, field_validator
 
 from sdk.wire import (
@@ -37,6 +38,16 @@ def to_ms(when: datetime) -> int:
 
 def seconds_to_ms(seconds: float) -> int:
     return round(seconds * 1000)
+
+
+def dump_json(value: Any) -> str:
+    """Compact JSON of a value parsed from JSON (finite numbers only), with orjson: several
+    times cheaper than ``json.dumps`` where every task pays it. Integers beyond 64 bits, which
+    orjson refuses and JSON allows, go through ``json``."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def load_json(raw: str | bytes | None) -> JsonValue:
@@ -73,7 +84,7 @@ class NewTask:
     rate_key: str | None = None  # its bucket under the queue's key_rate_limit (gateway.rate_keys)
 
     def record_json(self) -> str:
-        return json.dumps(self.record(), separators=(",", ":"))
+        return dump_json(self.record())
 
     def record(self) -> dict[str, Any]:
         """The task record as the enqueue script receives it (see lua/prelude.lua)."""

@@ -1,0 +1,95 @@
+"""An enqueue's answer is built straight from the new task, not read back from its record: it
+must be the very Task that reading the stored record gives."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from gateway.services.tasks import _created_view, _new_task
+from gateway.store.records import dump_json, task_from_record
+from gateway.telemetry.tracing import TraceHeaders
+from sdk.wire import KeyRateLimit, QueuePolicy, TaskCreate, TaskState
+
+NOW = 1_763_887_000_123
+DEP = "01KAQ2Z8X3J5N7P9R1T3V5X7Z9"
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+SPECS: list[dict[str, Any]] = [
+    {"name": "noop"},
+    {"name": "noop", "payload": {"args": [1, 2.5, "x"], "kwargs": {"k": None}}},
+    {
+        "name": "full",
+        "id": "01KAQ30000000000000000000A",
+        "payload": [True, {"nested": ["ü", 1e-5]}],
+        "priority": -7,
+        "delay": 1.5,
+        "max_attempts": 9,
+        "lease_timeout": 12,
+        "max_run_time": 60,
+        "dedup_key": "d-1",
+        "singleton_key": "s-1",
+        "group": "g1",
+        "capability": "gpu",
+        "owner": "tenant-1",
+        "version": "2.0",
+        "max_heartbeat_interval": 5,
+        "notify": "https://example.com/done",
+        "traceparent": TRACEPARENT,
+        "tracestate": "a=b",
+    },
+    {"name": "later", "run_at": datetime(2031, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)},
+    {"name": "after", "depends_on": [DEP], "after_group": "g0"},
+]
+
+
+@pytest.mark.parametrize("fields", SPECS)
+@pytest.mark.parametrize("state", [TaskState.QUEUED, TaskState.SCHEDULED, TaskState.WAITING])
+@pytest.mark.parametrize("request_trace", [None, TraceHeaders(TRACEPARENT, "x=y")])
+def test_the_answer_is_the_stored_record_read_back(
+    fields: dict[str, Any], state: TaskState, request_trace: TraceHeaders | None
+) -> None:
+    policy = QueuePolicy(max_attempts=4, key_rate_limit=None)
+    spec = TaskCreate.model_validate(fields)
+    new = _new_task(spec, NOW, {DEP: "elsewhere"}, "q", None, request_trace)
+    record = new.record()
+    record.update(state=state.value, att=0)
+    if state is TaskState.WAITING:
+        record["wait"] = list(new.depends_on) + (
+            [f"group:{new.after_group}"] if new.after_group else []
+        )
+
+    read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
+    built = _created_view("q", spec, new, state, policy)
+
+    assert built == read_back
+    assert built.model_dump_json() == read_back.model_dump_json()
+
+
+def test_a_keyed_queue_answers_alike() -> None:
+    policy = QueuePolicy(key_rate_limit=KeyRateLimit(path="kwargs.user", per_second=1, burst=1))
+    spec = TaskCreate(name="keyed", payload={"kwargs": {"user": "u1"}})
+    new = _new_task(spec, NOW, {}, "q", policy.key_rate_limit)
+    record = new.record()
+    record.update(state="queued", att=0)
+    read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
+    assert _created_view("q", spec, new, TaskState.QUEUED, policy) == read_back
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"args": [], "kwargs": {}},
+        [1, -2.5, 1e-05, 1.7976931348623157e308, True, None, 'ü\u2028"\\'],
+        {"big": 10**30, "neg": -(10**25)},  # beyond 64 bits: orjson refuses, json does not
+        "x",
+        None,
+    ],
+)
+def test_dump_json_is_compact_json_of_the_same_value(value: Any) -> None:
+    text = dump_json(value)
+    assert json.loads(text) == value
+    assert " " not in text  # compact (no value here holds a space)
