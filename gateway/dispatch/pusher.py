@@ -7,11 +7,11 @@ httpx on this path (bench/RESULTS.md); the SDK uses httpx.
 from __future__ import annotations
 
 import functools
-import json
 import secrets
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii as quoted
 from urllib.parse import unquote
 
 import aiohttp
@@ -38,10 +38,12 @@ MAX_WARNING = 8192
 
 def push_body(lease: Lease, extra: str = "") -> str:
     """The PushBody JSON, assembled around the stored payload and checkpoint without re-parsing
-    them (tests check it against the ``PushBody`` model). ``extra`` adds fields (batch items)."""
+    them (tests check it against the ``PushBody`` model). ``extra`` adds fields (batch items).
+    Strings are quoted by ``json``'s own C quoting function (``json.dumps`` per string costs
+    three times as much)."""
     return (
-        f'{{"id":{json.dumps(lease.task_id)},"queue":{json.dumps(lease.queue)},'
-        f'"name":{json.dumps(lease.name)},"payload":{lease.payload_json},'
+        f'{{"id":{quoted(lease.task_id)},"queue":{quoted(lease.queue)},'
+        f'"name":{quoted(lease.name)},"payload":{lease.payload_json},'
         f'"attempt":{lease.attempt},"checkpoint":{lease.checkpoint_json or "null"},'
         f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
         f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"'
@@ -66,8 +68,8 @@ def batch_body(leases: Sequence[Lease], callback_base: str) -> str:
     items = ",".join(
         push_body(
             lease,
-            f',"lease":{json.dumps(lease.token)},'
-            f'"callback":{json.dumps(callback_url(callback_base, lease))}' + _trace_fields(lease),
+            f',"lease":{quoted(lease.token)},'
+            f'"callback":{quoted(callback_url(callback_base, lease))}' + _trace_fields(lease),
         )
         for lease in leases
     )
@@ -77,9 +79,9 @@ def batch_body(leases: Sequence[Lease], callback_base: str) -> str:
 def _trace_fields(lease: Lease) -> str:
     if not lease.traceparent:
         return ""
-    fields = f',"traceparent":{json.dumps(lease.traceparent)}'
+    fields = f',"traceparent":{quoted(lease.traceparent)}'
     if lease.tracestate:
-        fields += f',"tracestate":{json.dumps(lease.tracestate)}'
+        fields += f',"tracestate":{quoted(lease.tracestate)}'
     return fields
 
 

@@ -32,6 +32,7 @@ from email.utils import parsedate_to_datetime
 
 from pydantic import ValidationError
 
+from gateway.store.records import dump_json
 from sdk.wire import AttemptOutcome, BatchAnswer, ErrorIn, FailureKind
 
 MAX_ERROR_TEXT = 4096
@@ -145,7 +146,7 @@ def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
             answers.append(Answer(None, failure="the task is missing from the batch answer"))
             continue
         if 200 <= r.status < 300:
-            body = json.dumps(r.result, allow_nan=False).encode()
+            body = dump_json(r.result).encode()
         else:
             body = b"" if r.error is None else r.error.model_dump_json().encode()
         retry_after = None if r.retry_after is None else repr(r.retry_after)

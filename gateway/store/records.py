@@ -6,6 +6,7 @@ A task record is the JSON object in a queue's ``meta`` hash (its fields are list
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -28,7 +29,10 @@ from sdk.wire import (
 )
 
 
+@functools.lru_cache(maxsize=256)
 def to_datetime(ms: float) -> datetime:
+    """``ms`` since the epoch as an aware datetime; cached, as the tasks of one claim or one
+    batch enqueue share their times (datetimes are immutable)."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
@@ -48,6 +52,14 @@ def dump_json(value: Any) -> str:
         return orjson.dumps(value).decode()
     except orjson.JSONEncodeError:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def load_record(raw: str | bytes) -> dict[str, Any]:
+    """A stored task record (JSON the scripts wrote: a flat object of strings, numbers, lists
+    and small objects), read with orjson: about four times cheaper than ``json.loads``, and
+    each claimed task's record is read once on the hot path."""
+    record: dict[str, Any] = orjson.loads(raw)
+    return record
 
 
 def load_json(raw: str | bytes | None) -> JsonValue:
@@ -246,7 +258,7 @@ class StoredQueue:
 
 
 def attempt_from_record(raw: str | bytes) -> Attempt:
-    a = json.loads(raw)
+    a = load_record(raw)
     return Attempt(
         number=a["n"],
         endpoint_id=a.get("ep"),

@@ -3,13 +3,12 @@ lease token."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from gateway.store.keys import QueueKeys
-from gateway.store.records import Lease
+from gateway.store.records import Lease, load_record
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
 
@@ -93,7 +92,7 @@ class Leasing(StoreBase):
             return Claim(status, [])
         leases = []
         for task_id, endpoint_id, raw, payload, checkpoint in reply[2:]:
-            record = json.loads(raw)
+            record = load_record(raw)
             leases.append(
                 Lease(
                     queue=queue,
@@ -139,7 +138,7 @@ class Leasing(StoreBase):
         raws = await self._redis.hmget(k.meta, [task_id for task_id, _ in leases])
         found: list[int | None] = []
         for (_, token), raw in zip(leases, raws, strict=True):
-            record = None if raw is None else json.loads(raw)
+            record = None if raw is None else load_record(raw)
             current = record is not None and record.get("lease") == token
             found.append(int(record["exp"]) if current and record is not None else None)
         return found

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
 
@@ -40,7 +40,7 @@ class Reading(StoreBase):
 
     async def record(self, queue: str, task_id: str) -> dict[str, Any] | None:
         raw = await self._redis.hget(QueueKeys.of(queue).meta, task_id)
-        return None if raw is None else dict(json.loads(raw))
+        return None if raw is None else load_record(raw)
 
     async def read(
         self, queue: str, task_id: str
@@ -55,7 +55,7 @@ class Reading(StoreBase):
             raw, payload, result, checkpoint = await pipe.execute()
         if raw is None:
             return None
-        record: dict[str, Any] = json.loads(raw)
+        record = load_record(raw)
         history: list[str] = []
         if record.get("hist"):
             fields = [f"{task_id}:{n}" for n in range(1, record["hist"] + 1)]
@@ -92,7 +92,7 @@ class Reading(StoreBase):
             records, payloads, *found = await pipe.execute()
         results = found[0] if found else [None] * len(ids)
         rows = [
-            PageRow(i, json.loads(r), p, res)
+            PageRow(i, load_record(r), p, res)
             for i, r, p, res in zip(ids, records, payloads, results, strict=True)
             if r is not None
         ]

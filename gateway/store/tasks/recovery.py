@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
 
@@ -54,7 +54,7 @@ class Recovering(StoreBase):
             return []
         found = []
         for task_id, raw in zip(ids, await self._redis.hmget(k.meta, ids), strict=True):
-            record = json.loads(raw) if raw is not None else {}
+            record = load_record(raw) if raw is not None else {}
             if record.get("state") == TaskState.RUNNING and "lease" in record:
                 found.append(
                     Expired(task_id, record["lease"], record["att"], record.get("max_att"))
