@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 CONTEXT_PARAMETER = "ctx"
+
+MAX_SHAPES = 64
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -24,6 +26,12 @@ class Signature:
     full: inspect.Signature
     producer: inspect.Signature
     takes_context: bool
+    fitting: set[tuple[int, tuple[str, ...]]] = field(
+        default_factory=set, compare=False, repr=False
+    )
+    """Shapes of calls (how many positional arguments, which keywords) found to fit: whether
+    arguments fit depends on their shape alone, and ``inspect``'s bind costs a few percent of
+    a push. Kept for the first MAX_SHAPES shapes."""
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> Signature:
@@ -43,9 +51,14 @@ class Signature:
 
         Raises ``TypeError`` when the arguments do not fit (see :meth:`check`).
         """
-        bound = self.producer.bind(*args, **kwargs)
         if not self.takes_context:
-            return list(bound.args), dict(bound.kwargs)
+            shape = (len(args), tuple(kwargs))
+            if shape not in self.fitting:
+                self.producer.bind(*args, **kwargs)
+                if len(self.fitting) < MAX_SHAPES:
+                    self.fitting.add(shape)
+            return list(args), dict(kwargs)
+        bound = self.producer.bind(*args, **kwargs)
         bound.apply_defaults()
         values = dict(bound.arguments)
         values[CONTEXT_PARAMETER] = ctx

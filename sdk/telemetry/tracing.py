@@ -16,6 +16,7 @@ push's context (the gateway's callback spans then sit under the push span).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
@@ -62,10 +63,34 @@ def _parent(incoming: Mapping[str, str]) -> Context:
     return extracted
 
 
-def _tracing() -> bool:
-    """Whether the application set a tracer provider (else every span would be a no-op)."""
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+_RECHECK_S = 1.0
+
+
+class _ProviderCheck:
+    """Whether the application set a tracer provider (else every span would be a no-op).
+
+    Asking OpenTelemetry costs an environment lookup per call while none is set (about 4 % of
+    the worker's CPU per push), so the answer is kept: a provider, once set, is set for good
+    (OpenTelemetry refuses a second one); "none" is asked again at most once a second, so a
+    provider set after the worker started is seen within a second."""
+
+    def __init__(self) -> None:
+        self._getter: object = None
+        self._found = False
+        self._checked = -_RECHECK_S
+
+    def __call__(self) -> bool:
+        getter = trace.get_tracer_provider
+        now = time.monotonic()
+        if getter is self._getter and (self._found or now - self._checked < _RECHECK_S):
+            return self._found
+        provider = getter()
+        self._getter, self._checked = getter, now
+        self._found = not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+        return self._found
+
+
+_tracing = _ProviderCheck()
 
 
 class ProcessSpan:

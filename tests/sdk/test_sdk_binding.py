@@ -24,7 +24,7 @@ def without(a: int, /, b: int) -> None: ...
         (first, [], {"a": 1, "b": 5}, ([CTX, 1, 5], {})),
         (middle, [1, 7, 8], {}, ([1, CTX, 7, 8], {})),
         (keyword, [1], {"flag": True, "x": 3}, ([1], {"ctx": CTX, "flag": True, "x": 3})),
-        (without, [1], {"b": 2}, ([1, 2], {})),
+        (without, [1], {"b": 2}, ([1], {"b": 2})),  # the same call: no ctx to place
     ],
 )
 def test_layout_puts_ctx_in_its_slot(
@@ -41,3 +41,16 @@ def test_producers_never_pass_ctx() -> None:
         signature.check([], {"ctx": 1, "a": 1})
     with pytest.raises(TypeError):
         signature.layout([1, 2, 3], {}, CTX)
+
+
+def test_without_ctx_a_shape_is_checked_once_and_a_misfit_every_time() -> None:
+    signature = Signature.of(without)
+    assert signature.layout([1, 2], {}, CTX) == ([1, 2], {})
+    assert signature.layout([3, 4], {}, CTX) == ([3, 4], {})
+    assert signature.fitting == {(2, ())}
+    for _ in range(2):
+        with pytest.raises(TypeError):
+            signature.layout([1], {"a": 2}, CTX)  # a is positional-only
+        with pytest.raises(TypeError):
+            signature.layout([1, 2, 3], {}, CTX)
+    assert signature.fitting == {(2, ())}

@@ -113,3 +113,33 @@ def test_the_client_sends_the_callers_span_as_traceparent() -> None:
 
 def test_fakes_push_the_traceparent_these_tests_expect() -> None:
     assert webhook_headers("x", json.dumps({}).encode())["traceparent"] == PUSHED
+
+
+def test_the_provider_check_keeps_its_answer_and_asks_again_while_none_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sdk.telemetry import tracing
+
+    asked: list[int] = []
+    clock = [100.0]
+    current: list[trace.TracerProvider] = [trace.ProxyTracerProvider()]
+
+    def provider() -> trace.TracerProvider:
+        asked.append(1)
+        return current[0]
+
+    monkeypatch.setattr(trace, "get_tracer_provider", provider)
+    monkeypatch.setattr(tracing.time, "monotonic", lambda: clock[0])
+    check = tracing._ProviderCheck()
+
+    assert check() is False
+    assert check() is False
+    assert len(asked) == 1  # "none" is kept for a second
+    current[0] = TracerProvider()
+    clock[0] += 0.5
+    assert check() is False
+    clock[0] += 0.6
+    assert check() is True  # seen once the second has passed
+    clock[0] += 3600
+    assert check() is True
+    assert len(asked) == 2  # a provider, once found, is never asked for again
