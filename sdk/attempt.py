@@ -209,8 +209,8 @@ class Attempt:
         while not self.channel.lost:
             try:
                 cancel_requested = await self.channel.heartbeat(None)
-            except LeaseLost:
-                log.info("task %s: heartbeat refused, the lease is stale", self.push.id)
+            except LeaseLost as e:
+                log.info("task %s: heartbeat refused, the lease is lost: %s", self.push.id, e)
                 self.stop(Stop.LEASE_LOST)
                 return
             except (ApiError, httpx.TransportError) as e:

@@ -2,8 +2,11 @@
 the result, the error, or a release (the task handed back to the queue at shutdown).
 
 Every callback is ``POST <callback base>/<kind>`` with the lease token in the ``jobgate-lease``
-header. A 409 (or 403) answer means the lease is stale — the task was dispatched again — so
-:class:`CallbackChannel` raises :class:`~sdk.errors.LeaseLost` and sends nothing more.
+header. A 409 (or 403) answer means the lease is stale — the task was dispatched again — and
+the gateway's own 404 for the task or its queue means it was deleted while it ran (a forced
+queue delete): either way :class:`CallbackChannel` raises :class:`~sdk.errors.LeaseLost` and
+sends nothing more. A 404 that is not the gateway's (a proxy's, a wrong callback base) is an
+ordinary error.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ FINAL_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 """Pauses between tries of the final callback when the gateway cannot be reached."""
 
 _STALE = frozenset({403, 409})
+# The problem titles of the gateway's 404s for a callback whose task is gone (gateway/errors.py).
+_GONE = frozenset({"Task not found", "Queue not found"})
 
 
 class CallbackChannel:
@@ -74,7 +79,11 @@ class CallbackChannel:
             self.lost = True
             raise LeaseLost(f"{kind} callback refused ({response.status_code}): the lease is stale")
         if not response.is_success:
-            raise ApiError(response.status_code, problem_of(response))
+            problem = problem_of(response)
+            if response.status_code == 404 and problem.title in _GONE:
+                self.lost = True
+                raise LeaseLost(f"{kind} callback refused: {problem.detail or problem.title}")
+            raise ApiError(response.status_code, problem)
         return response
 
     async def heartbeat(self, progress: float | None) -> bool:

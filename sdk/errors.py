@@ -10,7 +10,8 @@
     ├── Retry             raised by task code: try again later, optionally after ``delay``
     ├── Fail              raised by task code: give up now, ``reason`` is recorded
     └── Cancelled         raised inside task code: the gateway asked the task to stop
-        └── LeaseLost     the gateway no longer knows this attempt's lease (409): stop quietly
+        └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
+                          task deleted while it ran): stop quietly
 
 Network failures are httpx's own exceptions (``httpx.TransportError`` and its subclasses); the
 SDK does not wrap them.
@@ -108,4 +109,5 @@ class Cancelled(JobgateError):
 
 
 class LeaseLost(Cancelled):
-    """The gateway answered 409: this attempt's lease is stale, the task runs elsewhere now."""
+    """The gateway answered 409: this attempt's lease is stale, the task runs elsewhere now; or
+    404 for the task or its queue: it was deleted while it ran (a forced queue delete)."""

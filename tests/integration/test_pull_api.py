@@ -16,6 +16,8 @@ from starlette.applications import Starlette
 from gateway.app import create_app
 from gateway.server import serve_async
 from gateway.settings import ApiKey, Settings
+from sdk.callbacks import CallbackChannel
+from sdk.errors import LeaseLost
 from sdk.wire import PushBatch
 from tests.support import bind, gateway_app, redis_commands_in, until
 
@@ -257,3 +259,24 @@ async def test_gateway_shutdown_answers_waiting_polls_at_once(
         assert r.json() == {"tasks": []}
         assert time.monotonic() - started < 2.5  # answered, not cut off at Hypercorn's grace
     await asyncio.wait_for(server, 20)
+
+
+async def test_a_forced_queue_delete_ends_the_callbacks_of_its_running_tasks(
+    redis_url: str,
+) -> None:
+    """The gateway's 404 for a task deleted while it ran is what the SDK reads as the lease
+    lost: the worker stops the task rather than heartbeat into the void."""
+    async with gateway(settings_for(redis_url)) as (api, _):
+        endpoint_id = await pull_queue(api)
+        await enqueue(api)
+        r = await lease(api, endpoint_id)
+        (item,) = PushBatch.model_validate_json(r.content).tasks
+        callback_path = httpx.URL(item.callback).path
+        channel = CallbackChannel(api, callback_path, item.lease, item.lease_expires_at)
+        assert await channel.heartbeat(0.5) is False  # running: heard
+
+        assert (await api.delete("/v1/queues/mail-out?force=true")).status_code == 204
+
+        with pytest.raises(LeaseLost, match=r"not registered|no task"):
+            await channel.heartbeat(0.6)
+        assert channel.lost

@@ -43,6 +43,7 @@ class FakeGateway:
 
     cancel: bool = False
     status: dict[str, int] = field(default_factory=dict)
+    title: dict[str, str] = field(default_factory=dict)  # problem titles of refusals, by kind
     calls: list[Callback] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -74,7 +75,8 @@ class FakeGateway:
         self._changed.set()
         status = self.status.get(kind, 200)
         if status != 200:
-            return JSONResponse({"title": "refused", "status": status}, status)
+            title = self.title.get(kind, "refused")
+            return JSONResponse({"title": title, "status": status}, status)
         if kind == "heartbeat":
             expires = datetime.now(UTC) + timedelta(seconds=30)
             return JSONResponse(

@@ -161,8 +161,22 @@ async def test_cancel_seen_inline_answers_cancelled(
     assert response.json() == {"error": "cancelled", "retryable": False}
 
 
-async def test_409_on_heartbeat_stops_the_task_quietly(
-    make_worker: MakeWorker, serve: Serve, gateway: FakeGateway, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("status", "title", "logged"),
+    [
+        (409, "refused", "the lease is stale"),  # re-dispatched: another attempt owns it
+        (404, "Task not found", "Task not found"),  # deleted while it ran
+        (404, "Queue not found", "Queue not found"),  # its queue deleted (forced)
+    ],
+)
+async def test_a_heartbeat_refused_for_the_lease_stops_the_task_quietly(
+    make_worker: MakeWorker,
+    serve: Serve,
+    gateway: FakeGateway,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
+    title: str,
+    logged: str,
 ) -> None:
     stopped = asyncio.Event()
 
@@ -173,7 +187,8 @@ async def test_409_on_heartbeat_stops_the_task_quietly(
         finally:
             stopped.set()
 
-    gateway.status["heartbeat"] = 409
+    gateway.status["heartbeat"] = status
+    gateway.title["heartbeat"] = title
     worker = make_worker([zombie], inline_window=0, heartbeat_interval=0.01, shutdown_timeout=5)
     with caplog.at_level(logging.INFO, logger="sdk"):
         async with serve(worker) as push:
@@ -181,12 +196,17 @@ async def test_409_on_heartbeat_stops_the_task_quietly(
             await asyncio.wait_for(stopped.wait(), 5)
         # the lifespan's exit waited for the attempt's supervision to end
     assert worker.running == 0
-    assert gateway.kinds() == ["heartbeat"]
-    assert "lease" in caplog.text
+    assert gateway.kinds() == ["heartbeat"]  # nothing more, no result
+    assert logged in caplog.text
 
 
+@pytest.mark.parametrize("status", [500, 404])  # 404 not the gateway's: a proxy's, say
 async def test_a_failed_heartbeat_is_tried_again_at_the_next_interval(
-    make_worker: MakeWorker, serve: Serve, gateway: FakeGateway, caplog: pytest.LogCaptureFixture
+    make_worker: MakeWorker,
+    serve: Serve,
+    gateway: FakeGateway,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
 ) -> None:
     release = asyncio.Event()
 
@@ -195,7 +215,7 @@ async def test_a_failed_heartbeat_is_tried_again_at_the_next_interval(
         await release.wait()
         return "done"
 
-    gateway.status["heartbeat"] = 500
+    gateway.status["heartbeat"] = status
     worker = make_worker([waits], inline_window=0, heartbeat_interval=0.01)
     async with serve(worker) as push:
         assert (await push("waits")).status_code == 202
