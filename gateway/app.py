@@ -232,7 +232,7 @@ def create_app(
             max_body_bytes=settings.max_body_bytes,
             catalog=catalog_service,
             activity=ActivityService(tasks, queues, clock),
-            notices=NoticeService(notice_store),
+            notices=NoticeService(notice_store, clock),
             logs=log_service,
             jobs=JobService(
                 job_store, runs, queues, task_service, clock, log_service, catalog_service

@@ -309,6 +309,15 @@ def notify_secret(queue: str) -> Call[str]:
     )
 
 
+def rotate_notify_secret(queue: str, overlap: float) -> Call[NotifySecret]:
+    return Call(
+        "POST",
+        f"/v1/queues/{segment(queue)}/notify-secret",
+        reads(NotifySecret),
+        body=SecretRotation(overlap=overlap),
+    )
+
+
 def wait(task_id: str, timeout: float, clock: Callable[[], float] = time.monotonic) -> Plan[Task]:
     """Long-poll a task until it has finished; :class:`TaskTimeout` after ``timeout`` seconds.
 

@@ -31,6 +31,7 @@ from sdk.wire import (
     EndpointCreate,
     EndpointCreated,
     LogLine,
+    NotifySecret,
     Queue,
     QueuePolicy,
     QueuePolicyPatch,
@@ -283,6 +284,12 @@ class Client(_Base, OperatorMethods, JobMethods):
         """The secret that signs the queue's completion callbacks (:func:`sdk.verify_notice`)."""
         return self._send(api.notify_secret(queue))
 
+    def rotate_notify_secret(self, queue: str, overlap: float = 86_400) -> NotifySecret:
+        """A new secret for the queue's completion callbacks. For ``overlap`` seconds notices
+        are signed with the previous secret too: give receivers the new one meanwhile
+        (``verify_notice(body, headers, [new, previous])`` accepts either)."""
+        return self._send(api.rotate_notify_secret(queue, overlap))
+
     def wait(self, task_id: str, timeout: float) -> Task:
         """Long-poll until the task has finished; :class:`~sdk.errors.TaskTimeout` if not."""
         return self._drive(api.wait(task_id, timeout))
@@ -440,6 +447,9 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
 
     async def notify_secret(self, queue: str) -> str:
         return await self._send(api.notify_secret(queue))
+
+    async def rotate_notify_secret(self, queue: str, overlap: float = 86_400) -> NotifySecret:
+        return await self._send(api.rotate_notify_secret(queue, overlap))
 
     async def wait(self, task_id: str, timeout: float) -> Task:
         return await self._drive(api.wait(task_id, timeout))

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import aiohttp
@@ -112,7 +113,7 @@ class NoticeDelivery:
                 continue
             await self._store.reindex(queue, claim.next_due_ms)
             for notice in claim.notices:
-                task = asyncio.create_task(self._deliver(notice, claim.secret))
+                task = asyncio.create_task(self._deliver(notice, claim.secrets))
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
             started += len(claim.notices)
@@ -130,9 +131,9 @@ class NoticeDelivery:
             task.cancel()
         await asyncio.gather(*self._in_flight, return_exceptions=True)
 
-    async def _deliver(self, notice: ClaimedNotice, secret: str) -> None:
+    async def _deliver(self, notice: ClaimedNotice, secrets: Sequence[str]) -> None:
         try:
-            error = await self._post(notice, secret)
+            error = await self._post(notice, secrets)
             now = self._clock.now_ms()
             if error is None:
                 await self._store.settle(notice, "delivered", now)
@@ -153,15 +154,19 @@ class NoticeDelivery:
             # Left leased: claimed again when the lease ends.
             logger.exception("completion callback of task %s", notice.task_id)
 
-    async def _post(self, notice: ClaimedNotice, secret: str) -> str | None:
-        """POST the notice; None when the receiver answered 2xx, else what went wrong."""
+    async def _post(self, notice: ClaimedNotice, secrets: Sequence[str]) -> str | None:
+        """POST the notice, signed with each secret (two during a rotation's overlap, separated
+        by a space as Standard Webhooks allows); None when the receiver answered 2xx, else
+        what went wrong."""
         body = notice_body(notice)
         sent_at = datetime.fromtimestamp(int(time.time()), tz=UTC)
         headers = {
             "content-type": "application/json",
             "webhook-id": notice.message_id,
             "webhook-timestamp": str(int(sent_at.timestamp())),
-            "webhook-signature": Webhook(secret).sign(notice.message_id, sent_at, body),
+            "webhook-signature": " ".join(
+                Webhook(secret).sign(notice.message_id, sent_at, body) for secret in secrets
+            ),
         }
         try:
             async with self._session.post(

@@ -14,7 +14,9 @@ key                   type   content
                              ``rl_at`` (the rate limit's bucket), ``due`` (the earliest due time
                              this queue has put in the global index ``jg:due``; see
                              ``gateway.store.tasks.due``), ``notify_secret``
-                             (signs completion callbacks; made at first use)
+                             (signs completion callbacks; made at first use), and after a
+                             rotation ``notify_previous`` and ``notify_previous_until`` (ms:
+                             the previous secret signs beside it until then)
 ``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
 ``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see codec)
 ``payload``           HASH   task id → payload JSON (written once)

@@ -24,7 +24,7 @@ from gateway.store.keys import QueueKeys
 from gateway.store.scripts import Scripts
 
 
-def _fresh_secret() -> str:
+def new_notify_secret() -> str:
     """A Standard Webhooks secret, shaped like an endpoint's (``whsec_`` and 32 random bytes in
     base64): kept as a queue's notify secret when it has none yet."""
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
@@ -68,7 +68,7 @@ class ClaimedNotice:
 
 @dataclass(frozen=True, slots=True)
 class NoticeClaim:
-    secret: str
+    secrets: tuple[str, ...]  # to sign with: the current one, and the previous during a rotation
     next_due_ms: int | None  # the queue's earliest notice after this claim, leased ones included
     notices: list[ClaimedNotice]
 
@@ -92,17 +92,19 @@ class NoticeStore:
         reply = await self._scripts.call(
             "notice_claim",
             [k.policy, k.meta, k.result, k.notify],
-            [now_ms, lease_ms, count, _fresh_secret()],
+            [now_ms, lease_ms, count, new_notify_secret()],
         )
         if reply[0] == "NOQUEUE":
             await self._redis.zrem(keys.NOTIFY_INDEX, queue)
             return None
-        _, secret, next_due, *rest = reply
+        _, secrets, next_due, *rest = reply
         claimed = [
             ClaimedNotice(queue, rest[i], json.loads(rest[i + 1]), rest[i + 2] or None)
             for i in range(0, len(rest), 3)
         ]
-        return NoticeClaim(secret, int(float(next_due)) if next_due else None, claimed)
+        return NoticeClaim(
+            tuple(secrets.split(" ")), int(float(next_due)) if next_due else None, claimed
+        )
 
     async def reindex(self, queue: str, next_due_ms: int | None) -> None:
         """Set the queue's entry in the index to what a claim found (or drop it), then look
@@ -174,10 +176,28 @@ class NoticeStore:
             await mark(self._redis, queue, due)
         return len(found)
 
-    async def secret(self, queue: str) -> str | None:
+    async def secret(self, queue: str, now_ms: int = 0) -> str | None:
         """The queue's notify secret (made now when it has none); None when the queue is not
         registered."""
+        found = await self.secret_and_overlap(queue, now_ms)
+        return None if found is None else found[0]
+
+    async def secret_and_overlap(self, queue: str, now_ms: int) -> tuple[str, int | None] | None:
+        """The queue's notify secret (made now when it has none), and until when (ms) the
+        previous one still signs beside it, if it does; None when the queue is not
+        registered."""
         found = await self._scripts.call(
-            "notify_secret", [QueueKeys.of(queue).policy], [_fresh_secret()]
+            "notify_secret", [QueueKeys.of(queue).policy], [new_notify_secret(), now_ms]
         )
-        return None if found is None else str(found)
+        if not found:
+            return None
+        secret, until = found
+        return str(secret), int(until) if until else None
+
+    async def rotate_secret(self, queue: str, secret: str, previous_until_ms: int) -> bool:
+        """Make ``secret`` the queue's notify secret; the current one signs beside it until
+        ``previous_until_ms``. False when the queue is not registered."""
+        rotated = await self._scripts.call(
+            "rotate_notify_secret", [QueueKeys.of(queue).policy], [secret, previous_until_ms]
+        )
+        return bool(rotated)

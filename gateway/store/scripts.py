@@ -66,6 +66,7 @@ ScriptName = Literal[
     "notice_claim",
     "notice_settle",
     "notify_secret",
+    "rotate_notify_secret",
     "log_page",
     "save_job",
     "begin_run",

@@ -32,10 +32,15 @@ class TaskNotice(OutputModel):
 
 
 class NotifySecret(OutputModel):
-    """Answer of ``GET /v1/queues/{queue}/notify-secret``."""
+    """Answer of ``GET`` and ``POST /v1/queues/{queue}/notify-secret``."""
 
     queue: str
     secret: str = Field(
         description="Standard Webhooks secret (whsec_…) that signs the queue's completion "
         "callbacks; verify them with it."
+    )
+    previous_secret_until: datetime | None = Field(
+        None,
+        description="After a rotation: until when notices are signed with the previous secret "
+        "too (two signatures in webhook-signature), so receivers holding either accept them.",
     )

@@ -19,7 +19,7 @@ from gateway.dispatch.pusher import new_session
 from gateway.store import keys
 from gateway.store.dependencies import DependencyStore
 from gateway.store.keys import QueueKeys
-from gateway.store.notices import NoticeStore
+from gateway.store.notices import NoticeStore, new_notify_secret
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import CancelResult, Finish
 from sdk.wire import AttemptOutcome, QueuePolicy, TaskNotice, TaskState
@@ -274,3 +274,32 @@ async def test_a_resubmitted_task_drops_its_pending_notice_and_tells_of_its_next
     assert await step(notify, now) == 0
     assert "ntc" not in (await stores.tasks.record("q", task_id) or {})
     assert receiver.got == []
+
+
+async def test_after_a_rotation_notices_carry_both_signatures_until_the_overlap_ends(
+    stores: Stores, notify: Notify, receiver: Receiver
+) -> None:
+    await setup_queue(stores)
+    old = await notify.store.secret("q")
+    assert old is not None
+    now = stores.clock.now_ms()
+    new = new_notify_secret()
+    assert await notify.store.rotate_secret("q", new, now + 60_000)
+    assert await notify.store.rotate_secret("nope", new, now) is False
+
+    await finished_task(stores, receiver.url, AttemptOutcome.SUCCEEDED, "1")
+    assert await step(notify, now) == 1
+    ((headers, body),) = receiver.got
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    for secret in (new, old):  # a receiver holding either accepts it
+        Webhook(secret).verify(body, headers)
+
+    later = now + 60_000  # the overlap is over: the new secret alone
+    stores.clock.advance(60_000)
+    await finished_task(stores, receiver.url, AttemptOutcome.SUCCEEDED, "2")
+    assert await step(notify, later) == 1
+    headers, body = receiver.got[1]
+    assert len(headers["webhook-signature"].split(" ")) == 1
+    Webhook(new).verify(body, headers)
+    with pytest.raises(Exception, match="signature"):
+        Webhook(old).verify(body, headers)

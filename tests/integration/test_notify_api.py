@@ -97,3 +97,36 @@ async def test_the_notify_secret_is_for_the_queues_producers_and_stable(redis_ur
         assert (await api.get("/v1/queues/other/notify-secret")).json()["secret"] != first.json()[
             "secret"
         ]
+
+
+async def test_an_admin_rotates_the_notify_secret_with_an_overlap(redis_url: str) -> None:
+    producer = "producer-key-0123456789"
+    settings = Settings(
+        redis_url=redis_url,
+        api_keys=[ApiKey(key=ADMIN, scopes=["admin"]), ApiKey(key=producer, scopes=["enqueue:q"])],
+    )
+    async with gateway_client(settings, ADMIN) as api:
+        await api.put("/v1/queues/q", json={})
+        first = (await api.get("/v1/queues/q/notify-secret")).json()
+        assert first["previous_secret_until"] is None
+
+        as_producer = {"authorization": f"Bearer {producer}"}
+        refused = await api.post("/v1/queues/q/notify-secret", json={}, headers=as_producer)
+        assert refused.status_code == 403  # producers read the secret; only admins rotate it
+        assert (await api.post("/v1/queues/nope/notify-secret", json={})).status_code == 404
+        bad = await api.post("/v1/queues/q/notify-secret", json={"overlap": -1})
+        assert bad.status_code == 422
+        assert [e["field"] for e in bad.json()["errors"]] == ["overlap"]
+
+        rotated = await api.post("/v1/queues/q/notify-secret", json={"overlap": 3600})
+        assert rotated.status_code == 200, rotated.text
+        second = rotated.json()
+        assert second["secret"].startswith("whsec_")
+        assert second["secret"] != first["secret"]
+        assert second["previous_secret_until"] is not None
+        shown = await api.get("/v1/queues/q/notify-secret", headers=as_producer)
+        assert shown.json() == second
+
+        at_once = (await api.post("/v1/queues/q/notify-secret", json={"overlap": 0})).json()
+        assert at_once["secret"] not in (first["secret"], second["secret"])
+        assert at_once["previous_secret_until"] is None  # the previous one stopped at once

@@ -78,3 +78,18 @@ def test_notify_is_an_enqueue_option_and_the_secret_can_be_fetched(gw: respx.Moc
     assert client.notify_secret("emails") == SECRET
     assert route.called
     client.close()
+
+
+def test_an_admin_rotates_the_notify_secret(gw: respx.MockRouter) -> None:
+    client = Client(URL, "key-0123456789abcdef")
+    until = "2030-01-02T00:00:00Z"
+    route = gw.post("/v1/queues/emails/notify-secret").respond(
+        json={"queue": "emails", "secret": SECRET, "previous_secret_until": until}
+    )
+    rotated = client.rotate_notify_secret("emails", overlap=3600)
+    assert (rotated.secret, rotated.previous_secret_until) == (
+        SECRET,
+        datetime(2030, 1, 2, tzinfo=UTC),
+    )
+    assert json.loads(route.calls.last.request.content) == {"overlap": 3600}
+    client.close()

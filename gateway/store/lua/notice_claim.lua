@@ -5,8 +5,10 @@
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] result   KEYS[4] notify
 -- ARGV[1] now ms   ARGV[2] lease ms   ARGV[3] most notices to claim
 -- ARGV[4] a fresh notify secret, kept as the queue's when it has none yet
--- Returns {'OK', the queue's notify secret, ms when the next notice is due or '', then three
---      values per claimed notice: task id, task record JSON, result JSON or ''}
+-- Returns {'OK', the queue's notify secrets to sign with now (the current one, then the
+--      previous one while its rotation's overlap lasts, separated by a space), ms when the next
+--      notice is due or '', then three values per claimed notice: task id, task record JSON,
+--      result JSON or ''}
 --   or {'NOQUEUE'} (the queue is not registered)
 if redis.call('HEXISTS', KEYS[1], 'policy') == 0 then
   return {'NOQUEUE'}
@@ -15,7 +17,12 @@ redis.call('HSETNX', KEYS[1], 'notify_secret', ARGV[4])
 local now = tonumber(ARGV[1])
 local due = now + tonumber(ARGV[2])
 local FINAL = {succeeded = true, failed = true, dead = true, cancelled = true}
-local out = {'OK', redis.call('HGET', KEYS[1], 'notify_secret'), ''}
+local signing = redis.call('HMGET', KEYS[1], 'notify_secret', 'notify_previous', 'notify_previous_until')
+local secrets = signing[1]
+if signing[2] and tonumber(signing[3] or '0') > now then
+  secrets = secrets .. ' ' .. signing[2]
+end
+local out = {'OK', secrets, ''}
 local ids = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(ids) do
   local t = load_task(KEYS[2], id)
