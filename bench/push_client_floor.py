@@ -175,23 +175,23 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    port = free_port()
-    app_dir = Path(tempfile.mkdtemp(prefix="push-client-floor-"))
-    (app_dir / "bare_app.py").write_text(BARE_APP)
-    command = [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "bare_app:app"]
-    command += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
-    server = subprocess.Popen([*command, "--loop", "uvloop", "--http", "httptools"])
     found: dict[str, list[float]] = {"aiohttp": [], "minimal": []}
-    try:
-        wait_http(f"http://127.0.0.1:{port}/", server)
-        for _ in range(args.repeat):
-            for client in found:
-                found[client].append(
-                    uvloop.run(_measure(client, port, args.requests, args.in_flight))
-                )
-    finally:
-        server.terminate()
-        server.wait(10)
+    with tempfile.TemporaryDirectory(prefix="push-client-floor-") as tmp:
+        (Path(tmp) / "bare_app.py").write_text(BARE_APP)
+        port = free_port()
+        command = [sys.executable, "-m", "uvicorn", "--app-dir", tmp, "bare_app:app"]
+        command += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
+        server = subprocess.Popen([*command, "--loop", "uvloop", "--http", "httptools"])
+        try:
+            wait_http(f"http://127.0.0.1:{port}/", server)
+            for _ in range(args.repeat):
+                for client in found:
+                    found[client].append(
+                        uvloop.run(_measure(client, port, args.requests, args.in_flight))
+                    )
+        finally:
+            server.terminate()
+            server.wait(10)
     print(f"\nclient CPU per request (µs), {args.in_flight} in flight, runs alternating\n")
     print("| client | runs | median |")
     print("| --- | --- | --: |")
