@@ -11,16 +11,22 @@ the task function               inline  callback
 returned a value                200     ``result``: the value (JSON)
 returned ``Warn(msg, result)``  200     ``result`` with ``warning``; inline: the
                                         ``jobgate-warning`` header (percent-encoded)
-raised ``Retry(delay)``         500     ``error``, retryable, ``retry_delay``; Retry-After
-raised ``Fail(reason)``         422     ``error``, not retryable
+raised ``Retry(delay)``         500*    ``error``, retryable, ``retry_delay``; Retry-After
+raised ``Fail(reason)``         422*    ``error``, not retryable
 was cancelled                   422     ``error`` "cancelled", not retryable
 was stopped by shutdown,        503     ``release``: back to the queue at once, no attempt
 policy ``requeue``                      spent (inline: busy, with Retry-After: 0)
 was stopped by shutdown,        422     ``error`` "worker shut down", not retryable
 policy ``fail``
-raised anything else            500     ``error`` with the traceback, retryable
+raised anything else            500*    ``error`` with the traceback, retryable
+returned what JSON cannot hold  422*    ``error``, not retryable
 lost its lease                  409     nothing: the task runs elsewhere now
 ==============================  ======  =================================================
+
+Starred answers are marked as the task's own failure (:attr:`Verdict.task_failure`): inline,
+the ``jobgate-task-failure: 1`` header; in a batch, the result's ``task_failure``. The gateway
+then retries by the queue's policy without counting the answer against the endpoint's circuit
+breaker (an error callback is a task's failure by itself, unmarked).
 
 A :class:`Refusal` is a task that did not run — the worker is busy or shutting down (503 with
 Retry-After, see :func:`busy`), has no such task (404), cannot call it with the payload (422) —
@@ -85,6 +91,7 @@ class Verdict:
     status: int
     final: ResultIn | ErrorIn
     release: bool = False  # report by the ``release`` callback (task handed back), not ``final``
+    task_failure: bool = False  # the task itself failed (raised): the endpoint is not to blame
 
     @property
     def retry_after(self) -> float | None:
@@ -208,7 +215,7 @@ def success(value: Any) -> Verdict:
         return Verdict(200, ResultIn(result=to_jsonable_python(value), warning=warning))
     except (PydanticSerializationError, ValidationError) as e:
         error = f"the result is not JSON-serialisable: {e}"[:_MAX_ERROR]
-        return Verdict(422, ErrorIn(error=error, retryable=False))
+        return Verdict(422, ErrorIn(error=error, retryable=False), task_failure=True)
 
 
 def failure(exc: BaseException) -> Verdict | None:
@@ -219,11 +226,12 @@ def failure(exc: BaseException) -> Verdict | None:
         return CANCELLED
     if isinstance(exc, Retry):
         error = ErrorIn(error=exc.message[:_MAX_ERROR], retryable=True, retry_delay=exc.delay)
-        return Verdict(500, error)
+        return Verdict(500, error, task_failure=True)
     if isinstance(exc, Fail):
-        return Verdict(422, ErrorIn(error=exc.reason[:_MAX_ERROR], retryable=False))
+        error = ErrorIn(error=exc.reason[:_MAX_ERROR], retryable=False)
+        return Verdict(422, error, task_failure=True)
     error = ErrorIn(error=_error(exc), traceback=_traceback(exc), retryable=True)
-    return Verdict(500, error)
+    return Verdict(500, error, task_failure=True)
 
 
 def _by_the_stop(exc: BaseException) -> bool:

@@ -7,13 +7,15 @@ shape it claims to be):
 - a **single push** — body :class:`~sdk.wire.PushBody`, ``webhook-id`` equal to the task id, the
   lease and callback in the ``jobgate-lease`` and ``jobgate-callback`` headers. It is answered
   with the one task's outcome: the status, and as body the result, an
-  :class:`~sdk.wire.ErrorIn` or a problem (Retry-After when the outcome has a delay).
+  :class:`~sdk.wire.ErrorIn` or a problem (Retry-After when the outcome has a delay; the
+  ``jobgate-task-failure`` header when the task itself failed).
 - a **batch push** (endpoints registered with ``batch_size`` above 1 receive every push so, even
   of one task) — body :class:`~sdk.wire.PushBatch`, ``webhook-id`` an id of the batch,
   ``jobgate-batch`` the number of tasks, each item carrying its own lease and callback. It is
   answered 200 with a :class:`~sdk.wire.BatchAnswer`: one :class:`~sdk.wire.BatchResult` per
   task, in the batch's order, whose ``status`` is what a single push of that task would have
-  been answered and whose ``error``/``retry_after`` carry the body and Retry-After.
+  been answered and whose ``error``/``retry_after``/``task_failure`` carry the body and the
+  headers.
 
 A request that is neither (bad JSON, missing field, missing header, a count that differs from
 the body) is answered 400 as a whole, and none of its tasks runs.
@@ -36,6 +38,7 @@ from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_TASK_FAILURE,
     HEADER_TRACEPARENT,
     HEADER_TRACESTATE,
     HEADER_WARNING,
@@ -122,6 +125,8 @@ def response_of(outcome: Outcome) -> Response:
         return Response(content, outcome.status, headers, media_type=PROBLEM_CONTENT_TYPE)
     if isinstance(outcome.final, ResultIn) and outcome.final.warning:
         headers[HEADER_WARNING] = quote(outcome.final.warning, safe=" ")
+    if outcome.task_failure:
+        headers[HEADER_TASK_FAILURE] = "1"
     return Response(outcome.body, outcome.status, headers, media_type=JSON)
 
 
@@ -139,7 +144,13 @@ def batch_result(task_id: str, outcome: Outcome) -> BatchResult:
             warning=outcome.final.warning,
         )
     else:
-        error = outcome.final
+        return BatchResult(
+            id=task_id,
+            status=outcome.status,
+            error=outcome.final,
+            retry_after=outcome.retry_after,
+            task_failure=outcome.task_failure,
+        )
     return BatchResult(
         id=task_id, status=outcome.status, error=error, retry_after=outcome.retry_after
     )

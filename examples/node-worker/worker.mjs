@@ -3,9 +3,11 @@
 //
 //   - inline (200 and the result as the JSON body) for a short task: `add`;
 //   - with 202, then callbacks (a heartbeat, then the result) for a long one: `slow`;
+//   - 500 (retried) or 422 (not retried) for a task that throws, marked with the header
+//     `jobgate-task-failure: 1` as the task's own failure: it does not count against the
+//     endpoint's circuit breaker;
 //   - 401 for a push whose signature does not verify, 404 for a task it does not know,
-//     422 (not retried) for a payload it cannot use, 400 for a batch (register it with
-//     batch_size 1, the default).
+//     400 for a batch (register it with batch_size 1, the default).
 //
 // Run: JOBGATE_WORKER_SECRET=whsec_... PORT=8002 node worker.mjs
 import http from "node:http";
@@ -44,11 +46,15 @@ const tasks = {
   } },
 };
 
-function answer(res, status, body, type = "application/json") {
+function answer(res, status, body, type = "application/json", headers = {}) {
   const text = body === undefined ? "" : JSON.stringify(body);
-  res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(text) });
+  const length = Buffer.byteLength(text);
+  res.writeHead(status, { ...headers, "content-type": type, "content-length": length });
   res.end(text);
 }
+
+// Marks an error answer as the task's own failure (docs/protocol.md, "The task's own failure").
+const TASK_FAILURE = { "jobgate-task-failure": "1" };
 
 function problem(res, status, title, detail) {
   answer(res, status, { title, status, detail }, "application/problem+json");
@@ -140,7 +146,8 @@ async function handle(req, res) {
     const ctx = { heartbeat: (progress) => callback(base, lease, "heartbeat", { progress }) };
     return answer(res, 200, await task.run(push.payload ?? {}, ctx));
   } catch (e) {
-    return answer(res, e instanceof Fail ? 422 : 500, errorBody(e));
+    const status = e instanceof Fail ? 422 : 500;
+    return answer(res, status, errorBody(e), "application/json", TASK_FAILURE);
   }
 }
 

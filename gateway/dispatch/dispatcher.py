@@ -327,6 +327,7 @@ class Dispatcher:
             delay_ms,
             warning=verdict.warning,
             failure=verdict.failure,
+            task_failure=verdict.task_failure,
         )
         # Queued for writing before any await: shutting down (cancelling this task) cannot lose
         # an answer the worker already gave. Shielded so the write's result still arrives.

@@ -28,6 +28,7 @@ from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_TASK_FAILURE,
     HEADER_WARNING,
     FailureKind,
 )
@@ -227,6 +228,7 @@ class Pusher:
                     response.headers.get("content-type", ""),
                     response.headers.get("retry-after"),
                     warning=unquote(warning)[:MAX_WARNING] if warning else None,
+                    task_failure=response.headers.get(HEADER_TASK_FAILURE, "").strip() == "1",
                 )
         except TimeoutError:
             return Answer(

@@ -15,6 +15,12 @@ other 4xx                              failed, not retried
 An error answer may carry a JSON body shaped like ``ErrorIn`` (error, traceback, retryable,
 retry_delay); a worker saying ``retryable: false`` turns a retry into a failure.
 
+An error answer (408, a 5xx but 503, a 4xx but 410 and 429) marked as the task's own failure
+— the ``jobgate-task-failure: 1`` header, or ``task_failure`` in a batch result — is read as
+above but flagged ``task_failure``, with no failure kind: the task raised and the endpoint
+answered properly, so the attempt counts as the endpoint's success, never against its circuit
+breaker. A busy answer (429, 503), a 410 and a redirect ignore the mark.
+
 A failed attempt also gets a failure kind (``FailureKind``), which a queue's redrive policy
 filters on: ``timeout`` (no answer within the push timeout, or a 408), ``5xx`` (an answer >= 500)
 and ``connection`` (no HTTP answer: refused, reset, DNS, TLS). A 5xx whose body is an ``ErrorIn``
@@ -49,6 +55,7 @@ class Answer:
     failure: str | None = None  # timeout or connection error, when status is None
     warning: str | None = None  # a success's warning (the jobgate-warning header, decoded)
     kind: FailureKind | None = None  # timeout or connection, when status is None
+    task_failure: bool = False  # the worker marked the error as the task's own
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +67,7 @@ class Verdict:
     requested_delay: float | None = None
     warning: str = ""  # succeeded, with this warning
     failure: FailureKind | None = None  # an infrastructure failure's kind (redrive filters on it)
+    task_failure: bool = False  # the task's own failure: no evidence against the endpoint
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -120,7 +128,12 @@ def _error(
                 outcome = AttemptOutcome.FAILED
     elif answer.body:
         text = f"{fallback}: {answer.body[:MAX_ERROR_TEXT].decode('utf-8', 'replace')}"
-    return Verdict(outcome, answer.status, text, traceback, delay, failure=kind)
+    task_failure = answer.task_failure and outcome is not AttemptOutcome.BUSY
+    if task_failure:
+        kind = None
+    return Verdict(
+        outcome, answer.status, text, traceback, delay, failure=kind, task_failure=task_failure
+    )
 
 
 def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
@@ -150,7 +163,16 @@ def batch_answers(answer: Answer, task_ids: Sequence[str]) -> list[Answer]:
         else:
             body = b"" if r.error is None else r.error.model_dump_json().encode()
         retry_after = None if r.retry_after is None else repr(r.retry_after)
-        answers.append(Answer(r.status, body, "application/json", retry_after, warning=r.warning))
+        answers.append(
+            Answer(
+                r.status,
+                body,
+                "application/json",
+                retry_after,
+                warning=r.warning,
+                task_failure=r.task_failure,
+            )
+        )
     return answers
 
 

@@ -134,6 +134,7 @@ class CallbackService:
             text=body.error,
             traceback=body.traceback or "",
             delay_ms=delay,
+            task_failure=True,  # the worker ran the task and reports its failure
         )
         return await self._finish(queue, finish)
 

@@ -269,6 +269,7 @@ def attempt_from_record(raw: str | bytes) -> Attempt:
         error=a.get("error"),
         traceback=a.get("tb"),
         failure=a.get("kind"),
+        task_failure=a.get("tf", False),
     )
 
 

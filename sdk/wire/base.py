@@ -33,6 +33,8 @@ HEADER_CALLBACK = "jobgate-callback"
 HEADER_ATTEMPT = "jobgate-attempt"
 HEADER_BATCH = "jobgate-batch"
 HEADER_WARNING = "jobgate-warning"  # a success answered inline with a warning (percent-encoded)
+# On an error answer: the task itself failed (it raised), the endpoint is fine. Value "1".
+HEADER_TASK_FAILURE = "jobgate-task-failure"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 HEADER_TRACEPARENT = "traceparent"  # W3C trace context: on API requests, pushes and callbacks
 HEADER_TRACESTATE = "tracestate"

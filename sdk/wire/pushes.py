@@ -88,6 +88,12 @@ class BatchResult(OutputModel):
     warning: WarningText | None = None
     error: ErrorIn | None = None
     retry_after: Seconds | None = None
+    task_failure: bool = Field(
+        False,
+        description="With an error status: the task itself failed (it raised), not the "
+        "endpoint; retried by the queue's policy without counting against the endpoint's "
+        "circuit breaker (a single push says so with the jobgate-task-failure header).",
+    )
 
 
 class BatchAnswer(OutputModel):

@@ -172,6 +172,12 @@ class Attempt(OutputModel):
         description="The kind of infrastructure failure that ended the attempt (timeout, 5xx, "
         "connection); null for a success and for failures the worker reported itself.",
     )
+    task_failure: bool = Field(
+        False,
+        description="The worker marked this failure as the task's own (it raised, or it "
+        "reported the error by callback): it did not count against the endpoint's circuit "
+        "breaker.",
+    )
 
 
 class NoticeState(StrEnum):

@@ -1,6 +1,6 @@
 """Faults that are not the endpoint's: a gateway killed mid-push must not open a healthy
-endpoint's circuit, and a hung endpoint must not get every retry. Real gateway and worker
-processes over loopback, a real Redis; SIGKILL and SIGSTOP."""
+endpoint's circuit, nor may tasks that raise, and a hung endpoint must not get every retry.
+Real gateway and worker processes over loopback, a real Redis; SIGKILL and SIGSTOP."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from .test_e2e import ECHO, until
 pytestmark = pytest.mark.e2e
 
 HOLD = "tests.e2e.worker_app.hold"
+RAISES = "tests.e2e.worker_app.raises"
 
 
 def test_a_killed_gateways_tasks_are_pushed_again_within_lease_and_a_tick(
@@ -104,3 +106,44 @@ def test_retries_leave_a_hung_endpoint_for_a_healthy_one(cluster: Cluster, tmp_p
         assert listed[hung.id].latency_ms >= 900  # the push timeouts
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
+
+
+def test_tasks_that_always_raise_never_open_the_circuit_but_unmarked_500s_do(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    client = cluster.client(cluster.gateway())
+    policy: dict[str, Any] = {
+        "max_attempts": 3,
+        "backoff": {"strategy": "constant", "base_delay": 0.05},
+        "circuit_breaker": {"failures": 3, "open_for": 60},
+    }
+    client.put_queue("e2e", **policy)
+    client.put_queue("e2e-unmarked", **policy)
+    ports = free_port(), free_port()
+    sdk_worker = client.add_endpoint("e2e", f"http://127.0.0.1:{ports[0]}/", concurrency=64)
+    crashing = client.add_endpoint("e2e-unmarked", f"http://127.0.0.1:{ports[1]}/")
+    cluster.worker(sdk_worker.secret, ports[0], tmp_path / "sdk.jsonl")
+    cluster.worker(
+        crashing.secret, ports[1], tmp_path / "crash.jsonl", app="tests.e2e.failing_app:app"
+    )
+    # Raised inline (a marked 500) and, past the 0.5 s inline window, by the error callback.
+    created = client.enqueue_batch(
+        "e2e",
+        [TaskCreate(name=RAISES) for _ in range(20)]
+        + [TaskCreate(name=RAISES, payload={"args": [0.6]}) for _ in range(3)],
+    )
+    done = [client.wait(t.id, timeout=60) for t in created]
+    (state,) = client.list_endpoints("e2e")
+    assert (state.circuit.value, state.failures) == ("closed", 0)  # 69 failed attempts
+    for t in done:
+        assert t.state is TaskState.DEAD  # every attempt spent, by the queue's policy
+        assert [(a.outcome.value, a.task_failure) for a in t.attempts] == [("error", True)] * 3
+        assert t.attempts[0].error == "ValueError: failed by design"
+
+    # An endpoint answering 500 without the mark is unwell: three in a row open its circuit.
+    client.enqueue_batch("e2e-unmarked", [TaskCreate(name=ECHO) for _ in range(3)])
+    until(
+        lambda: client.list_endpoints("e2e-unmarked")[0].circuit.value == "open",
+        timeout=30,
+        what="the unmarked endpoint's circuit to open",
+    )

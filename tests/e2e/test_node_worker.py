@@ -85,7 +85,7 @@ def test_a_task_failing_for_good_is_not_retried(setup: tuple[Cluster, str, str])
     done = client.wait(bad.id, timeout=20)
     assert done.state in (TaskState.DEAD, TaskState.FAILED)
     (attempt,) = done.attempts  # 422: failed, not retried
-    assert (attempt.outcome, attempt.http_status) == ("failed", 422)
+    assert (attempt.outcome, attempt.http_status, attempt.task_failure) == ("failed", 422, True)
     assert attempt.error == "a and b must be numbers"
 
 

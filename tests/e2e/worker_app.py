@@ -67,8 +67,15 @@ async def report(ctx: AsyncContext, rows: int, label: str = "daily") -> dict[str
     return {"rows": rows, "label": label}
 
 
+@task(queue="e2e")
+async def raises(seconds: float = 0.0) -> None:
+    """Fails by design, after ``seconds`` (past the inline window: by the error callback)."""
+    await asyncio.sleep(seconds)
+    raise ValueError("failed by design")
+
+
 worker = Worker(
-    tasks=[echo, slow, long_inline, hold, partial, report],
+    tasks=[echo, slow, long_inline, hold, partial, report, raises],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
     inline_window=float(os.environ.get("E2E_INLINE_WINDOW", "0.5")),
     heartbeat_interval=0.2,

@@ -160,6 +160,36 @@ async def test_answers_push_failures_and_busy_feed_the_health(stores: Stores) ->
     assert h.err > 0.25
 
 
+async def test_the_tasks_own_failure_is_retried_but_never_opens_the_circuit(
+    stores: Stores,
+) -> None:
+    await queue(stores, max_attempts=5)  # the breaker opens at the first failure
+    now = stores.clock.now_ms()
+    await stores.tasks.enqueue("q", [task(now) for _ in range(2)], now)
+    raised, crashed = await claim(stores, 2)
+    marked = Finish(
+        raised.task_id, raised.token, ERROR, 500, "ValueError", delay_ms=700, task_failure=True
+    )
+    done = await stores.tasks.finish("q", marked, now + 30)
+    assert (done.state, done.due_ms, done.circuit) == (TaskState.SCHEDULED, now + 730, "")
+    h = await health(stores)
+    assert (h.fails, h.circuit, h.err, h.lat) == (0, CircuitState.CLOSED, 0.0, 30)
+    attempt = (await stores.tasks.read("q", raised.task_id) or [])[4][0]
+    assert json.loads(attempt) | {"ended": 0, "started": 0} == {
+        "n": 1,
+        "ep": "ep0",
+        "started": 0,
+        "ended": 0,
+        "outcome": "error",
+        "status": 500,
+        "error": "ValueError",
+        "tf": True,
+    }
+    # The same answer unmarked is the endpoint's failure.
+    done = await end(stores, crashed, ERROR, now + 40)
+    assert done.circuit == "open"
+
+
 async def test_an_unanswered_probe_frees_the_probe(stores: Stores) -> None:
     await queue(stores)
     now = stores.clock.now_ms()

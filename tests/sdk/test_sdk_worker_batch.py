@@ -80,6 +80,7 @@ async def test_each_task_gets_the_status_a_single_push_would(
     ]
     assert results[0].result == 42
     assert results[1].error == ErrorIn(error="no such user", retryable=False)
+    assert [r.task_failure for r in results] == [False, True, False]
     assert results[2].result is None
     assert results[2].error is None
     # only the long task called back, under its own lease, to its own callback URL
@@ -99,6 +100,7 @@ async def test_retry_and_exceptions_answer_500_with_error_and_retry_after(
     assert (retried.status, retried.retry_after) == (500, 7.5)
     assert retried.error == ErrorIn(error="upstream busy", retryable=True, retry_delay=7.5)
     assert (crashed.status, crashed.retry_after) == (500, None)
+    assert (retried.task_failure, crashed.task_failure) == (True, True)
     assert crashed.error is not None
     assert crashed.error.error == "KeyError: 'missing'"
     assert "in crash" in (crashed.error.traceback or "")

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from sdk import AsyncContext, Context, Fail, Retry, TaskFunction, Worker, task
-from sdk.wire import PROBLEM_CONTENT_TYPE, ErrorIn, Problem
+from sdk.wire import HEADER_TASK_FAILURE, PROBLEM_CONTENT_TYPE, ErrorIn, Problem
 from tests.sdk.fakes import (
     OTHER_SECRET,
     FakeGateway,
@@ -123,6 +123,7 @@ async def test_retry_answers_500_with_retry_after(make_worker: MakeWorker, serve
         response = await push("retry_later")
     assert response.status_code == 500
     assert response.headers["retry-after"] == "8"
+    assert response.headers[HEADER_TASK_FAILURE] == "1"  # the task's failure, not the worker's
     error = ErrorIn.model_validate_json(response.content)
     assert error == ErrorIn(error="upstream busy", retryable=True, retry_delay=7.5)
 
@@ -132,12 +133,14 @@ async def test_fail_answers_422_not_retryable(make_worker: MakeWorker, serve: Se
         response = await push("give_up")
     assert response.status_code == 422
     assert response.json() == {"error": "no such user", "retryable": False}
+    assert response.headers[HEADER_TASK_FAILURE] == "1"
 
 
 async def test_exception_answers_500_with_traceback(make_worker: MakeWorker, serve: Serve) -> None:
     async with serve(make_worker(TASKS)) as push:
         response = await push("crash")
     assert response.status_code == 500
+    assert response.headers[HEADER_TASK_FAILURE] == "1"
     error = ErrorIn.model_validate_json(response.content)
     assert error.error == "KeyError: 'missing'"
     assert error.retryable is True
@@ -153,6 +156,7 @@ async def test_unserialisable_result_fails_without_retry(
     assert response.status_code == 422
     assert response.json()["retryable"] is False
     assert "not JSON-serialisable" in response.json()["error"]
+    assert response.headers[HEADER_TASK_FAILURE] == "1"
 
 
 async def test_nan_or_infinity_in_a_result_fails_without_retry(
@@ -207,6 +211,7 @@ async def test_unknown_task_is_404(make_worker: MakeWorker, serve: Serve) -> Non
         response = await push("no.such.task")
     assert response.status_code == 404
     assert "no.such.task" in (problem_of(response).detail or "")
+    assert HEADER_TASK_FAILURE not in response.headers  # a refusal: the task never ran
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@
 -- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)   ARGV[3] queue name
 -- ARGV[4] wake channel: told the queue name when an attempt ended (room on its endpoint) while
 --         ready tasks wait, so every gateway's dispatcher may claim, not only this one's
--- ARGV[5..] eight values per task:
+-- ARGV[5..] nine values per task:
 --   task id, lease token,
 --   outcome: succeeded | error (retryable) | failed (not retryable) | busy (429/503) |
 --            gone (410) | expired (lease ran out) | stalled (heartbeats stopped) |
@@ -19,7 +19,10 @@
 --   delay ms before the retry (error, busy, expired),
 --   failure kind: timeout | 5xx | connection | '' (none; expired and stalled are always
 --   'timeout'), stored in the attempt record (``kind``) and on the task (``fk``, the last
---   failed attempt's kind), which the redrive policy filters dead tasks on (resubmit.lua)
+--   failed attempt's kind), which the redrive policy filters dead tasks on (resubmit.lua),
+--   task failure: '1' when the worker said the task itself failed (an answer it marked so, an
+--   error callback), else '': stored in the attempt record (``tf``); an error or failure so
+--   marked is the endpoint's success for its health, never a failure for its breaker
 -- Returns, per task: {'OK', new state, due ms or '', name, version or '', attempt start ms,
 --      created ms, circuit change of its endpoint ('open', 'closed' or ''), endpoint id or ''}
 --      (the fields after the due time are for metrics) | {'NOTASK'} | {'STALE', state}
@@ -40,7 +43,7 @@ local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
 if not policy then
   local replies = {}
-  for i = 5, #ARGV, 8 do
+  for i = 5, #ARGV, 9 do
     replies[#replies + 1] = {'NOQUEUE'}
   end
   return replies
@@ -63,10 +66,14 @@ local VERDICT = {
 }
 
 -- Feed the health of the endpoint of attempt ``t`` with its end, when ``observed``; returns the
--- circuit's change, if any (see health_breaker).
-local function feed_health(t, outcome, observed)
+-- circuit's change, if any (see health_breaker). The task's own failure (``task_failed``) says
+-- the endpoint answered properly: healthy.
+local function feed_health(t, outcome, observed, task_failed)
   local h = health_of(healths, KEYS[20], t.ep)
   local verdict = VERDICT[outcome]
+  if task_failed and (outcome == 'error' or outcome == 'failed') then
+    verdict = true
+  end
   if verdict == nil or not observed then
     if t.pr and h.probe then
       h.probe = nil -- the probe told nothing: another may go
@@ -146,7 +153,7 @@ local function flush()
   end
 end
 
-local function finish_one(id, token, outcome, status, text, traceback, delay_ms, kind)
+local function finish_one(id, token, outcome, status, text, traceback, delay_ms, kind, task_failed)
   local t, refusal = current(id, token)
   if not t then
     if refusal[1] == 'NOTASK' or refusal[2] ~= 'running' then
@@ -173,7 +180,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
   local circuit = nil
   if endpoint then
     freed_by[t.ep] = (freed_by[t.ep] or 0) + 1
-    circuit = feed_health(t, outcome, observed)
+    circuit = feed_health(t, outcome, observed, task_failed)
   end
   if not observed and outcome == 'expired' then
     delay_ms = 0
@@ -190,6 +197,9 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
   end
   if outcome == 'expired' or outcome == 'stalled' then
     kind = 'timeout'
+  end
+  if task_failed and outcome ~= 'succeeded' then
+    attempt.tf = true
   end
   if outcome ~= 'succeeded' and kind ~= '' then
     attempt.kind = kind
@@ -284,10 +294,10 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
 end
 
 local replies = {}
-for i = 5, #ARGV, 8 do
+for i = 5, #ARGV, 9 do
   replies[#replies + 1] = finish_one(
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
-    ARGV[i + 7]
+    ARGV[i + 7], ARGV[i + 8] == '1'
   )
 end
 flush()

@@ -30,6 +30,9 @@ class Finish:
     # An infrastructure failure's kind (the redrive policy filters on it); expired and stalled
     # attempts are 'timeout' whatever is given.
     failure: FailureKind | None = None
+    # The worker said the task itself failed (a marked answer, an error callback): the attempt
+    # counts as the endpoint's success, never against its circuit breaker.
+    task_failure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,7 @@ def _finish_args(f: Finish) -> list[str | int]:
         f.warning if f.outcome is AttemptOutcome.SUCCEEDED else f.traceback,
         f.delay_ms,
         "" if f.failure is None else f.failure.value,
+        "1" if f.task_failure else "",
     ]
 
 
