@@ -131,14 +131,17 @@ class Pusher:
     def callback(self, lease: Lease) -> str:
         return callback_url(self._callback_base, lease)
 
-    def _signed(self, message_id: str, endpoint: EndpointRecord, body: str) -> dict[str, str]:
-        """Standard Webhooks headers, with one signature per secret in use (two during a
-        rotation's overlap window), separated by spaces as the specification allows."""
+    def signed(self, message_id: str, signing: Sequence[str], body: str) -> dict[str, str]:
+        """Standard Webhooks headers, with one signature per secret (two during a rotation's
+        overlap window), separated by spaces as the specification allows. The secrets are the
+        claim's (``Lease.secrets``): chosen by the exact time of the claim, in the script, so
+        no push claimed after a rotation's overlap ended carries the previous one. The
+        timestamp is this machine's wall clock, which the receiver's tolerance is checked
+        against."""
         seconds = int(time.time())
         now = datetime.fromtimestamp(seconds, tz=UTC)
         signatures = " ".join(
-            self._signer(secret).sign(message_id, now, body)
-            for secret in endpoint.signing_secrets(seconds * 1000)
+            self._signer(secret).sign(message_id, now, body) for secret in signing
         )
         return {
             "content-type": "application/json",
@@ -147,10 +150,10 @@ class Pusher:
             "webhook-signature": signatures,
         }
 
-    def headers(self, lease: Lease, endpoint: EndpointRecord, body: str) -> dict[str, str]:
+    def headers(self, lease: Lease, body: str) -> dict[str, str]:
         """Headers of a single push; ``webhook-id`` is the task id, the same on every attempt."""
         return {
-            **self._signed(lease.task_id, endpoint, body),
+            **self.signed(lease.task_id, lease.secrets, body),
             HEADER_ATTEMPT: str(lease.attempt),
             HEADER_LEASE: lease.token,
             HEADER_CALLBACK: self.callback(lease),
@@ -162,7 +165,7 @@ class Pusher:
         push's span is then the parent the worker sees, else the task's stored context goes as
         it is)."""
         body = push_body(lease)
-        headers = self.headers(lease, endpoint, body)
+        headers = self.headers(lease, body)
         if not self._tracing.follows(lease.traceparent):
             return await self._post(endpoint, body, headers, push_timeout)
         return await self._traced_post([lease], endpoint, body, headers, push_timeout)
@@ -173,7 +176,8 @@ class Pusher:
         """Several tasks in one POST (a ``PushBatch``); one answer per lease, in order."""
         body = batch_body(leases, self._callback_base)
         headers = {
-            **self._signed(f"batch_{secrets.token_hex(12)}", endpoint, body),
+            # One claim's leases of one endpoint: the same secrets.
+            **self.signed(f"batch_{secrets.token_hex(12)}", leases[0].secrets, body),
             HEADER_BATCH: str(len(leases)),
         }
         if any(self._tracing.follows(lease.traceparent) for lease in leases):

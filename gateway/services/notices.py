@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gateway.clock import Clock
 from gateway.errors import QueueNotFound
+from gateway.services.queues import overlap_end_ms
 from gateway.store.notices import NoticeStore, new_notify_secret
 from gateway.store.records import to_datetime
 from sdk.wire import NotifySecret, SecretRotation
@@ -29,7 +30,7 @@ class NoticeService:
     async def rotate(self, queue: str, spec: SecretRotation) -> NotifySecret:
         """A new notify secret for the queue; notices are signed with the previous one too for
         ``spec.overlap`` seconds (0: the previous one stops at once, after a leak)."""
-        until = self._clock.now_ms() + round(spec.overlap * 1000)
+        until = overlap_end_ms(spec, self._clock.now_ms())
         if not await self._notices.rotate_secret(queue, new_notify_secret(), until):
             raise QueueNotFound(queue)
         return await self.secret(queue)

@@ -32,6 +32,13 @@ def new_signing_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+def overlap_end_ms(spec: SecretRotation, now_ms: int) -> int | None:
+    """Until when a rotated secret's predecessor still signs; None for no overlap (dropped at
+    once, not kept until ``now_ms``: another gateway's clock may lag a little behind)."""
+    overlap_ms = round(spec.overlap * 1000)
+    return now_ms + overlap_ms if overlap_ms > 0 else None
+
+
 class QueueService:
     def __init__(
         self,
@@ -144,7 +151,7 @@ class QueueService:
         the new and the previous secret for ``spec.overlap`` seconds."""
         await self._queues.require(queue)
         secret = new_signing_secret()
-        until = self._clock.now_ms() + round(spec.overlap * 1000)
+        until = overlap_end_ms(spec, self._clock.now_ms())
         if not await self._queues.rotate_secret(queue, endpoint_id, secret, until):
             raise EndpointNotFound(endpoint_id)
         self._on_change(queue)

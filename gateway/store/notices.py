@@ -194,10 +194,11 @@ class NoticeStore:
         secret, until = found
         return str(secret), int(until) if until else None
 
-    async def rotate_secret(self, queue: str, secret: str, previous_until_ms: int) -> bool:
+    async def rotate_secret(self, queue: str, secret: str, previous_until_ms: int | None) -> bool:
         """Make ``secret`` the queue's notify secret; the current one signs beside it until
-        ``previous_until_ms``. False when the queue is not registered."""
+        ``previous_until_ms`` (None: dropped at once). False when the queue is not
+        registered."""
         rotated = await self._scripts.call(
-            "rotate_notify_secret", [QueueKeys.of(queue).policy], [secret, previous_until_ms]
+            "rotate_notify_secret", [QueueKeys.of(queue).policy], [secret, previous_until_ms or 0]
         )
         return bool(rotated)

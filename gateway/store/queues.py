@@ -139,14 +139,15 @@ class QueueStore:
         ]
 
     async def rotate_secret(
-        self, queue: str, endpoint_id: str, secret: str, previous_until_ms: int
+        self, queue: str, endpoint_id: str, secret: str, previous_until_ms: int | None
     ) -> bool:
         """Make ``secret`` the endpoint's, keeping the current one as the previous until
-        ``previous_until_ms``; False (nothing written) when the endpoint is not registered."""
+        ``previous_until_ms`` (None: dropped at once); False (nothing written) when the
+        endpoint is not registered."""
         rotated = await self._scripts.call(
             "rotate_secret",
             [QueueKeys.of(queue).endpoints],
-            [endpoint_id, secret, previous_until_ms],
+            [endpoint_id, secret, previous_until_ms or 0],
         )
         return bool(rotated)
 

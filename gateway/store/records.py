@@ -149,6 +149,9 @@ class Lease:
     ready_ms: int = 0  # when it became due (its run_at), for time-in-queue metrics
     started_ms: int = 0  # when this claim leased it
     version: str = ""
+    # The endpoint's signing secrets at the claim's time: the current one, and the previous one
+    # while its rotation's overlap lasts (claim.lua chooses them).
+    secrets: tuple[str, ...] = ()
 
 
 class EndpointRecord(BaseModel):
@@ -168,13 +171,6 @@ class EndpointRecord(BaseModel):
     enabled: bool = True
     disabled_reason: str | None = None
     created_ms: int
-
-    def signing_secrets(self, now_ms: int) -> list[str]:
-        """The secrets a push is signed with now: the current one, and the previous one until
-        its overlap window ends."""
-        if len(self.secrets) > 1 and self.previous_until_ms and now_ms < self.previous_until_ms:
-            return self.secrets[:2]
-        return self.secrets[:1]
 
     @field_validator("capabilities", mode="before")
     @classmethod

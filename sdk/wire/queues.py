@@ -360,7 +360,10 @@ class SecretRotation(InputModel):
         le=30 * 86_400,
         description="Seconds during which pushes are signed with both the new and the previous "
         "secret (Standard Webhooks allows several signatures), so workers can be given the new "
-        "one without refusing pushes meanwhile. 0 stops the previous one at once.",
+        "one without refusing pushes meanwhile: a push claimed before the overlap's end "
+        "(previous_secret_until, to the millisecond) carries both, one claimed after it only "
+        "the new one. 0 stops the previous one at once: no push claimed after the rotation "
+        "carries it.",
     )
 
 

@@ -16,13 +16,14 @@ from starlette.routing import Route
 
 from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import new_session
+from gateway.services.notices import NoticeService
 from gateway.store import keys
 from gateway.store.dependencies import DependencyStore
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import NoticeStore, new_notify_secret
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import CancelResult, Finish
-from sdk.wire import AttemptOutcome, QueuePolicy, TaskNotice, TaskState
+from sdk.wire import AttemptOutcome, QueuePolicy, SecretRotation, TaskNotice, TaskState
 from tests.support import serve
 
 from .conftest import Stores
@@ -303,3 +304,20 @@ async def test_after_a_rotation_notices_carry_both_signatures_until_the_overlap_
     Webhook(new).verify(body, headers)
     with pytest.raises(Exception, match="signature"):
         Webhook(old).verify(body, headers)
+
+
+async def test_no_overlap_drops_the_previous_notify_secret_at_once_for_every_clock(
+    stores: Stores, notify: Notify, receiver: Receiver
+) -> None:
+    await setup_queue(stores)
+    notices = NoticeService(NoticeStore(stores.redis, Scripts(stores.redis)), stores.clock)
+    old = (await notices.secret("q")).secret
+    await finished_task(stores, receiver.url, AttemptOutcome.SUCCEEDED, "1")  # a notice due
+    stores.clock.advance(10)
+    rotated = await notices.rotate("q", SecretRotation(overlap=0))
+    assert (rotated.secret != old, rotated.previous_secret_until) == (True, None)
+    # Delivered by another gateway whose clock is a little behind the one that rotated.
+    assert await step(notify, stores.clock.now_ms() - 5) == 1
+    ((headers, body),) = receiver.got
+    assert len(headers["webhook-signature"].split(" ")) == 1
+    Webhook(rotated.secret).verify(body, headers)

@@ -14,10 +14,14 @@
 -- the gateway, so holding one token reveals nothing of the others.
 -- The queue's rate limit is a token bucket in the queue hash (fields rl_tokens, rl_at), shared
 -- by every gateway. The per-name and per-key limits are described where they are checked.
--- Returns {'OK', settled, {id, endpoint id, record JSON, payload, checkpoint or nil}, ...}
+-- Returns {'OK', settled, {id, endpoint id, record JSON, payload, checkpoint or nil,
+--         the endpoint's signing secrets now}, ...}
 --         where settled is '1' when the claim stopped because no ready task is left that an
 --         endpoint with room can take (claiming again now would find nothing: wait for a
---         change), else 
+--         change), else ''; the signing secrets are the endpoint's current one, then its
+--         previous one while its rotation's overlap lasts (rotate_secret.lua), separated by a
+--         space: chosen here, by the claim's own time, so that no push claimed once the overlap
+--         ended carries the previous one
 --      or {'NOQUEUE'} | {'PAUSED'} | {'FULL'} (queue concurrency reached) | {'EMPTY'}
 --      or {'RATE', ms until a dispatch is allowed} (the queue's bucket is empty)
 --      or {'RATE', ms, 'held'} (every task looked at waits for a per-name or per-key bucket: a
@@ -56,6 +60,15 @@ if rate and rate ~= cjson.null then
   wanted = math.min(wanted, math.floor(tokens))
 else
   rate = nil
+end
+
+-- The secrets a push claimed now is signed with (see the header).
+local function signing_of(ep)
+  local signing = ep.secrets[1]
+  if ep.secrets[2] and type(ep.previous_until_ms) == 'number' and now < ep.previous_until_ms then
+    signing = signing .. ' ' .. ep.secrets[2]
+  end
+  return signing
 end
 
 -- Endpoints that may take a push now, and the capabilities they cover.
@@ -100,6 +113,7 @@ for i = 1, #raw, 2 do
       end
       endpoints[#endpoints + 1] = {
         id = raw[i], busy = busy, limit = limit, has = has, probing = probing, health = h,
+        signing = signing_of(ep),
       }
       local lat = health_faded(h, now)
       if lat and (fastest == nil or lat < fastest) then
@@ -323,7 +337,7 @@ while n < wanted do
     if rate then
       tokens = tokens - 1
     end
-    out[#out + 1] = {id, best.id, encoded}
+    out[#out + 1] = {id, best.id, encoded, false, false, best.signing}
   else
     redis.call('ZREM', KEYS[8], member)
   end

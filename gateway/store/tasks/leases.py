@@ -91,7 +91,7 @@ class Leasing(StoreBase):
         if status is not ClaimStatus.OK:
             return Claim(status, [])
         leases = []
-        for task_id, endpoint_id, raw, payload, checkpoint in reply[2:]:
+        for task_id, endpoint_id, raw, payload, checkpoint, signing in reply[2:]:
             record = load_record(raw)
             leases.append(
                 Lease(
@@ -111,6 +111,7 @@ class Leasing(StoreBase):
                     ready_ms=int(max(record.get("run_at", 0), record.get("created", 0))),
                     started_ms=int(record.get("started", 0)),
                     version=record.get("ver") or "",
+                    secrets=tuple(signing.split()),
                 )
             )
         return Claim(status, leases, settled=reply[1] == "1")
