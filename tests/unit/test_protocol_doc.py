@@ -21,6 +21,7 @@ from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
     HEADER_LEASE,
+    HEADER_TASK_FAILURE,
     HEADER_WARNING,
     BatchItem,
     BatchResult,
@@ -91,6 +92,7 @@ def test_every_header_field_and_callback_is_documented() -> None:
     assert set(PushBody.model_fields) <= push
     assert f"`{HEADER_BATCH}: " in DOC
     assert f"`{HEADER_WARNING}`" in DOC
+    assert f"`{HEADER_TASK_FAILURE}: 1`" in DOC
     item_fields = {"lease", "callback", "traceparent", "tracestate"}
     assert {f'"{name}"' for name in item_fields} <= set(re.findall(r'"[a-z]+"', DOC))
     assert set(BatchItem.model_fields) - set(PushBody.model_fields) == item_fields
