@@ -9,11 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from starlette.middleware import Middleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from gateway.admin.failures import handlers
 from gateway.admin.headers import SecurityHeaders
 from gateway.admin.pages import SECTIONS
 from gateway.admin.render import environment
@@ -40,4 +42,9 @@ def admin_mount(settings: Settings) -> Mount:
     ]
     for section in SECTIONS:
         routes += section(admin)
-    return Mount(PREFIX, routes=routes, middleware=[Middleware(SecurityHeaders)])
+    # Errors are answered inside the mount, so they get the security headers too.
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(ExceptionMiddleware, handlers=handlers(admin)),
+    ]
+    return Mount(PREFIX, routes=routes, middleware=middleware)
