@@ -30,10 +30,15 @@ async def _home(request: Request) -> Response:
     return RedirectResponse(f"{PREFIX}/queues", status_code=303)
 
 
-def admin_mount(settings: Settings) -> Mount:
+def session_codec(settings: Settings) -> SessionCodec:
+    """The codec of session cookies: the app factory hands it to the mount and to the sessions
+    service (which files sessions in Redis by the key fingerprints it makes)."""
     keys = [k.key for k in settings.api_keys]
     secret = settings.session_secret.get_secret_value() if settings.session_secret else None
-    codec = SessionCodec(signing_key(secret, keys), keys, settings.session_ttl)
+    return SessionCodec(signing_key(secret, keys), keys, settings.session_ttl)
+
+
+def admin_mount(settings: Settings, codec: SessionCodec) -> Mount:
     https = bool(settings.certfile) or (settings.public_url or "").startswith("https://")
     admin = Admin(codec, environment(), https=https)
     routes = [

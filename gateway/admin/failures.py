@@ -9,7 +9,6 @@ the status only: it never repeats the request's path or method, which a crafted 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,10 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.admin.web import Admin
-from gateway.errors import GatewayError, Unavailable
-from gateway.store.failures import as_gateway_error
-
-log = logging.getLogger(__name__)
+from gateway.api.problems import known_error
+from gateway.errors import Unavailable
 
 TITLES = {404: "Not found", 405: "Method not allowed"}
 DETAILS = {
@@ -48,10 +45,7 @@ def handlers(admin: Admin) -> Mapping[Any, Any]:
         return response
 
     async def on_exception(request: Request, exc: Exception) -> Response:
-        known = exc if isinstance(exc, GatewayError) else as_gateway_error(exc)
-        if known is None:
-            log.exception("unhandled error in the admin UI (%s)", request.method)
-            known = GatewayError("the gateway failed; the error is logged")
+        known = known_error(request, exc)  # logged as the API's are
         response = page(request, known.status, known.title, known.detail or known.title)
         if isinstance(known, Unavailable):
             response.headers["retry-after"] = str(known.retry_after)

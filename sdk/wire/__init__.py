@@ -111,6 +111,7 @@ from sdk.wire.operations import (
     RunningTask,
     ScheduledPage,
     ScheduledTask,
+    SessionsEnded,
     Skipped,
 )
 from sdk.wire.pushes import (
@@ -260,6 +261,7 @@ __all__ = [
     "ScheduledTask",
     "Seconds",
     "SecretRotation",
+    "SessionsEnded",
     "Skipped",
     "StallPolicy",
     "Task",

@@ -116,8 +116,8 @@ async def test_sign_in_refuses_wrong_keys_a_missing_token_and_keys_that_cannot_r
     assert wrong.status_code == 401
     assert "Unknown API key" in wrong.text
     assert "jobgate_session" not in wrong.headers.get("set-cookie", "")
-    producer = await sign_in(rig.web, PRODUCER)
-    assert producer.status_code == 403
+    producer = await sign_in(rig.web, PRODUCER)  # as an unknown key: test_admin_sessions.py
+    assert producer.status_code == 401
     assert "jobgate_session" not in producer.headers.get("set-cookie", "")
     no_token = await rig.web.post("/admin/login", data={"api_key": ADMIN})
     assert no_token.status_code == 403
