@@ -13,7 +13,9 @@ from typing import Any
 import httpx
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
+from gateway.admin.headers import HEADERS
 from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
 from gateway.store.scripts import Scripts
@@ -231,3 +233,30 @@ async def test_sign_in_attempts_wait_longer_and_longer_then_reset(redis: Redis) 
     assert await redis.pttl("jg:{signin}:addr:192.0.2.1") <= rules.window_ms + 4_000
     await store.signed_in("192.0.2.1")  # a sign-in that succeeds forgets the attempts
     assert await attempt(now) == (Verdict.GO, 0)
+
+
+async def test_a_failure_under_admin_is_a_page_with_the_security_headers(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await sign_in(rig.web, ADMIN)
+
+    async def unreachable(*args: object) -> bool:
+        raise RedisConnectionError("connection refused")
+
+    monkeypatch.setattr(SessionStore, "alive", unreachable)
+    down = await rig.web.get("/admin/queues")
+    assert down.status_code == 503
+    assert down.headers["retry-after"] == "5"
+    assert "cannot reach its Redis" in down.text
+
+    async def broken(*args: object) -> bool:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(SessionStore, "alive", broken)
+    failed = await rig.web.get("/admin/queues")
+    assert failed.status_code == 500
+    assert "secret detail" not in failed.text
+    for answer in (down, failed):
+        assert answer.headers["content-type"].startswith("text/html")
+        for name, value in HEADERS.items():
+            assert answer.headers[name] == value, name
