@@ -80,9 +80,11 @@ class SessionStore:
         await self._redis.zrem(keys.sessions(fingerprint), session_id)
 
     async def end_all(self, fingerprint: str, now_ms: int) -> int:
-        """End every session of one key; how many had not expired. One transaction."""
+        """End every session of one key (one ``DEL``); how many had not expired, counted just
+        before in the same round trip (a pipeline, not a transaction: it also runs on Redis
+        Cluster)."""
         key = keys.sessions(fingerprint)
-        async with self._redis.pipeline(transaction=True) as pipe:
+        async with self._redis.pipeline(transaction=False) as pipe:
             pipe.zcount(key, f"({now_ms}", "+inf")
             pipe.delete(key)
             ended, _ = await pipe.execute()
