@@ -233,6 +233,12 @@ async def test_sign_in_attempts_wait_longer_and_longer_then_reset(redis: Redis) 
     assert await redis.pttl("jg:{signin}:addr:192.0.2.1") <= rules.window_ms + 4_000
     await store.signed_in("192.0.2.1")  # a sign-in that succeeds forgets the attempts
     assert await attempt(now) == (Verdict.GO, 0)
+    await store.open("fingerprint", "session-1", now, 60_000)
+    left = [key async for key in redis.scan_iter("*")]
+    assert len(left) > 3
+    for key in left:  # nothing is kept for ever
+        assert key.startswith(("jg:{signin}:", "jg:sessions:")), key
+        assert 0 < await redis.pttl(key) <= rules.nonce_ms, key
 
 
 async def test_a_failure_under_admin_is_a_page_with_the_security_headers(
@@ -260,3 +266,22 @@ async def test_a_failure_under_admin_is_a_page_with_the_security_headers(
         assert answer.headers["content-type"].startswith("text/html")
         for name, value in HEADERS.items():
             assert answer.headers[name] == value, name
+
+
+async def test_a_key_keeps_its_newest_open_sessions_only(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = Scripts(redis)
+    await scripts.load()
+    store = SessionStore(redis, scripts)
+    monkeypatch.setattr("gateway.store.sessions.MAX_SESSIONS_PER_KEY", 3)
+    await store.open("fp", "ended", 0, 1_000)
+    for i in range(4):
+        await store.open("fp", f"s{i}", 2_000 + i, 60_000)
+    assert not await store.alive("fp", "ended")  # past its expiry: dropped
+    assert not await store.alive("fp", "s0")  # the oldest beyond the cap
+    assert all([await store.alive("fp", f"s{i}") for i in (1, 2, 3)])
+    await store.end("fp", "s2")
+    assert not await store.alive("fp", "s2")
+    assert await store.end_all("fp", 2_000) == 2
+    assert await redis.exists("jg:sessions:fp") == 0
