@@ -87,13 +87,14 @@ class SessionCodec:
 
     def open(self, api_key: str) -> str:
         """A session token for an API key (which the caller has authenticated)."""
-        payload = {
-            "k": self.fingerprint(api_key),
-            "s": secrets.token_urlsafe(18),
-            "e": int(self._now()) + self._ttl,
-        }
+        return self.issue(api_key)[0]
+
+    def issue(self, api_key: str) -> tuple[str, Session]:
+        """A new session of an API key: its token and what the token holds."""
+        session = Session(api_key, secrets.token_urlsafe(18), int(self._now()) + self._ttl)
+        payload = {"k": self.fingerprint(api_key), "s": session.session_id, "e": session.expires_at}
         body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-        return f"{body}.{_b64(self._mac('session', body.encode()))}"
+        return f"{body}.{_b64(self._mac('session', body.encode()))}", session
 
     def check(self, token: str | None) -> Session | None:
         """The session a token holds, or None when it is malformed, forged, expired or its key

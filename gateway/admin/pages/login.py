@@ -106,10 +106,8 @@ def routes(admin: Admin) -> list[BaseRoute]:
         if principal is None or not principal.may(Access.READ):
             return _form(admin, request, error=UNKNOWN, status=401, next_page=next_page)
         await services.sessions.signed_in(host)
-        token = admin.codec.open(key)
-        opened = admin.codec.check(token)
-        assert opened is not None  # just made
-        await services.sessions.opened(key, opened.session_id)
+        token, session = admin.codec.issue(key)
+        await services.sessions.opened(key, session.session_id)
         response = RedirectResponse(safe_next(next_page), status_code=303)
         admin.set_session(response, request, token)
         response.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
