@@ -20,7 +20,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from gateway.admin import admin_mount
+from gateway.admin import admin_mount, session_codec
 from gateway.api import OPERATIONS
 from gateway.api.access_log import AccessLog
 from gateway.api.problems import EXCEPTION_HANDLERS
@@ -48,6 +48,7 @@ from gateway.services.operations import OperationsService
 from gateway.services.pulls import PullService, PullWaiters
 from gateway.services.queues import QueueService
 from gateway.services.runs import Runs
+from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.catalog import CatalogStore
@@ -62,6 +63,7 @@ from gateway.store.queues import QueueStore
 from gateway.store.redrive import RedriveStore
 from gateway.store.replication import Durability
 from gateway.store.scripts import Scripts
+from gateway.store.sessions import SessionStore
 from gateway.store.tasks import TaskStore
 from gateway.telemetry.export import MetricsExport
 from gateway.telemetry.server_spans import ServerSpans
@@ -82,6 +84,7 @@ def create_app(
     # Pull long polls waiting for work; made here so the server can end them as soon as it is
     # told to stop, before it waits for the requests in flight (gateway/server.py).
     pull_waiters = PullWaiters()
+    codec = session_codec(settings)  # admin UI session cookies
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -207,6 +210,7 @@ def create_app(
         log_service = LogService(tasks)
         runs = Runs(job_store, task_service)
         firing = Firing(job_store, runs, clock, grace_ms=round(settings.job_misfire_grace * 1000))
+        auth = Authenticator(settings.api_keys)
         services = Services(
             queues=QueueService(
                 queues,
@@ -227,7 +231,7 @@ def create_app(
                 metrics=recorder,
             ),
             operations=OperationsService(operations_store, queues, clock, on_ready=wake),
-            auth=Authenticator(settings.api_keys),
+            auth=auth,
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,
             catalog=catalog_service,
@@ -249,6 +253,9 @@ def create_app(
             ),
             metrics=telemetry.page,
             pulls=PullService(tasks, directory, clock, pull_waiters, settings.callback_base),
+            sessions=SessionService(
+                SessionStore(redis, scripts), clock, auth, codec.fingerprint, settings.session_ttl
+            ),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -314,7 +321,7 @@ def create_app(
     if tracing.enabled:
         middleware.append(Middleware(ServerSpans, tracing=tracing))
     app = Starlette(
-        routes=[*routes(OPERATIONS), admin_mount(settings)],
+        routes=[*routes(OPERATIONS), admin_mount(settings, codec)],
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=middleware,
         lifespan=lifespan,

@@ -87,6 +87,10 @@ class Authenticator:
             for i, k in enumerate(keys)
         ]
 
+    def keys_named(self, name: str) -> list[str]:
+        """The configured keys whose principal is called ``name``."""
+        return [key.decode() for key, principal in self._keys if principal.name == name]
+
     def authenticate(self, authorization: str | None) -> Principal:
         if not authorization:
             raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")

@@ -11,6 +11,7 @@
     jobgate dlq list | resubmit                             dead letters, and retrying them
     jobgate clean QUEUE [--state S] [--older-than D]        delete finished tasks now
     jobgate jobs list | show | run | pause | resume | delete | runs | logs   jobs and runs
+    jobgate keys end-sessions NAME                          end an API key's admin UI sessions
     jobgate worker --pull --queue Q --endpoint EP M:W       a pull worker (gateway.commands.worker)
 
 Settings come from ``JOBGATE_*`` variables (see ``docs/configuration.md``); flags override them.
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from gateway.commands import jobs, queues, repair, worker
+from gateway.commands import jobs, keys, queues, repair, worker
 from gateway.commands.common import CommandError, gateway_flags
 from gateway.redis_server import ManagedRedis, RedisServerNotFound, RedisServerStartError
 from gateway.settings import ADMIN_SCOPE, ApiKey, Settings
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     queues.add_commands(commands, flags)
     repair.add_commands(commands, flags)
     jobs.add_commands(commands, flags)
+    keys.add_commands(commands, flags)
     worker.add_commands(commands)
     return parser
 

@@ -20,6 +20,7 @@ from sdk.wire import (
     ResubmitResult,
     RunningList,
     ScheduledPage,
+    SessionsEnded,
     TaskPage,
     TaskState,
 )
@@ -134,3 +135,8 @@ def clean(
         fields["states"] = [TaskState(s) for s in states]
     body = CleanRequest.model_validate(fields)
     return Call("POST", f"/v1/queues/{segment(queue)}/clean", reads(CleanResult), body=body)
+
+
+def end_key_sessions(key_name: str) -> Call[SessionsEnded]:
+    """``DELETE /v1/keys/{key_name}/sessions``: end every admin UI session of an API key."""
+    return Call("DELETE", f"/v1/keys/{segment(key_name)}/sessions", reads(SessionsEnded))

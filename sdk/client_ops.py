@@ -20,6 +20,7 @@ from sdk.wire import (
     ResubmitResult,
     RunningList,
     ScheduledPage,
+    SessionsEnded,
     TaskPage,
     TaskState,
 )
@@ -91,6 +92,11 @@ class OperatorMethods:
         least ``older_than`` seconds ago, at most ``limit`` of them."""
         return self._send(api_ops.clean(queue, states, name, older_than, limit))
 
+    def end_sessions(self, key_name: str) -> SessionsEnded:
+        """End every admin UI session opened with the API key named ``key_name`` (its name in
+        ``JOBGATE_API_KEYS``), on every gateway; the key stays valid."""
+        return self._send(api_ops.end_key_sessions(key_name))
+
 
 class AsyncOperatorMethods:
     """The asyncio twin of :class:`OperatorMethods`, for :class:`~sdk.client.AsyncClient`."""
@@ -141,3 +147,6 @@ class AsyncOperatorMethods:
         limit: int = 10_000,
     ) -> CleanResult:
         return await self._send(api_ops.clean(queue, states, name, older_than, limit))
+
+    async def end_sessions(self, key_name: str) -> SessionsEnded:
+        return await self._send(api_ops.end_key_sessions(key_name))

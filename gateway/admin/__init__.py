@@ -9,11 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from starlette.middleware import Middleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from gateway.admin.failures import handlers
 from gateway.admin.headers import SecurityHeaders
 from gateway.admin.pages import SECTIONS
 from gateway.admin.render import environment
@@ -28,10 +30,15 @@ async def _home(request: Request) -> Response:
     return RedirectResponse(f"{PREFIX}/queues", status_code=303)
 
 
-def admin_mount(settings: Settings) -> Mount:
+def session_codec(settings: Settings) -> SessionCodec:
+    """The codec of session cookies: the app factory hands it to the mount and to the sessions
+    service (which files sessions in Redis by the key fingerprints it makes)."""
     keys = [k.key for k in settings.api_keys]
     secret = settings.session_secret.get_secret_value() if settings.session_secret else None
-    codec = SessionCodec(signing_key(secret, keys), keys, settings.session_ttl)
+    return SessionCodec(signing_key(secret, keys), keys, settings.session_ttl)
+
+
+def admin_mount(settings: Settings, codec: SessionCodec) -> Mount:
     https = bool(settings.certfile) or (settings.public_url or "").startswith("https://")
     admin = Admin(codec, environment(), https=https)
     routes = [
@@ -40,4 +47,9 @@ def admin_mount(settings: Settings) -> Mount:
     ]
     for section in SECTIONS:
         routes += section(admin)
-    return Mount(PREFIX, routes=routes, middleware=[Middleware(SecurityHeaders)])
+    # Errors are answered inside the mount, so they get the security headers too.
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(ExceptionMiddleware, handlers=handlers(admin)),
+    ]
+    return Mount(PREFIX, routes=routes, middleware=middleware)

@@ -1,19 +1,21 @@
-"""Admin UI sessions and CSRF tokens: signed, expiring, and stateless.
+"""Admin UI session cookies and CSRF tokens: signed and expiring.
 
 A session is a cookie holding ``<payload>.<signature>`` (both base64url): the payload names the
 API key it was opened with (by an HMAC fingerprint, never the key itself), a random session id
-and an expiry time; the signature is an HMAC-SHA256 of the payload. Nothing is stored on the
-server, so any gateway that shares the signing key accepts a session another one opened (several
-gateways behind one load balancer), and a session ends with its expiry, with its API key being
-removed from ``JOBGATE_API_KEYS``, or with the signing key changing.
+and an expiry time; the signature is an HMAC-SHA256 of the payload. Any gateway that shares the
+signing key accepts a session another one opened (several gateways behind one load balancer).
+A session ends with its expiry, with its API key being removed from ``JOBGATE_API_KEYS``, with
+the signing key changing, or when its id leaves Redis (sign-out, or every session of its key
+ended: ``gateway.services.sessions``); this module checks all but the last.
 
 The signing key is ``JOBGATE_SESSION_SECRET`` when set, else derived from the configured API
 keys (so gateways with the same keys agree without more configuration; changing the keys signs
 everyone out).
 
 CSRF: every form of a signed-in page carries ``csrf_token(session)``, an HMAC of the session id,
-which a POST must send back (form field or header). The sign-in form, which has no session yet,
-is tied the same way to a random nonce kept in a short-lived cookie (double submit, signed).
+which a POST must send back (form field or header); it dies with its session. The sign-in form,
+which has no session yet, is tied the same way to a random nonce kept in a short-lived cookie
+(double submit, signed); an attempt spends the nonce (``gateway.services.sessions``).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class SessionCodec:
         self._key = key
         self._ttl = ttl_seconds
         self._now = now
-        self._keys = {self._fingerprint(k): k for k in api_keys}
+        self._keys = {self.fingerprint(k): k for k in api_keys}
 
     @property
     def ttl(self) -> int:
@@ -79,18 +81,20 @@ class SessionCodec:
     def _mac(self, purpose: str, data: bytes) -> bytes:
         return hmac.new(self._key, purpose.encode() + b"\0" + data, hashlib.sha256).digest()
 
-    def _fingerprint(self, api_key: str) -> str:
+    def fingerprint(self, api_key: str) -> str:
+        """The key's HMAC fingerprint: what a session names it by, here and in Redis."""
         return _b64(self._mac("key", api_key.encode())[:18])
 
     def open(self, api_key: str) -> str:
         """A session token for an API key (which the caller has authenticated)."""
-        payload = {
-            "k": self._fingerprint(api_key),
-            "s": secrets.token_urlsafe(18),
-            "e": int(self._now()) + self._ttl,
-        }
+        return self.issue(api_key)[0]
+
+    def issue(self, api_key: str) -> tuple[str, Session]:
+        """A new session of an API key: its token and what the token holds."""
+        session = Session(api_key, secrets.token_urlsafe(18), int(self._now()) + self._ttl)
+        payload = {"k": self.fingerprint(api_key), "s": session.session_id, "e": session.expires_at}
         body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-        return f"{body}.{_b64(self._mac('session', body.encode()))}"
+        return f"{body}.{_b64(self._mac('session', body.encode()))}", session
 
     def check(self, token: str | None) -> Session | None:
         """The session a token holds, or None when it is malformed, forged, expired or its key

@@ -4,8 +4,10 @@ errors shown as pages.
 A page is an async function of a :class:`Visit` (the request, the services, the signed-in
 principal, the form of a POST) returning a response; :meth:`Admin.page` wraps it:
 
-- no valid session: a redirect to the sign-in page (for an htmx request, ``HX-Redirect``);
-- a key whose scopes do not cover reading everything: 403 (sign-in refuses such keys anyway);
+- no valid session: a redirect to the sign-in page (for an htmx request, ``HX-Redirect``). A
+  session is valid while its cookie is (signed, not expired), its key is still configured and
+  may still read everything, and its id is still open in Redis (one round trip, nothing
+  cached, so a sign-out or a revocation applies at the next request on every gateway);
 - a POST without this session's CSRF token (form field ``csrf`` or header ``X-CSRF-Token``):
   403, before anything runs;
 - a POST to a page that changes something, by a key without the ``admin`` scope: 403;
@@ -172,18 +174,12 @@ class Admin:
 
         async def endpoint(request: Request) -> Response:
             services: Services = request.state.services
-            session = self.codec.check(request.cookies.get(SESSION_COOKIE))
-            principal = None
-            if session is not None:
-                try:
-                    principal = services.auth.authenticate(f"Bearer {session.api_key}")
-                except Unauthorized:
-                    principal = None
-            if session is None or principal is None:
+            found = await self.visitor(request, services)
+            if found is None:
                 return self._to_sign_in(request)
+            session, principal = found
             visit = Visit(self, request, services, principal, session)
             try:
-                principal.require(Access.READ)
                 if request.method == "POST":
                     visit.form = await read_form(request, services.max_body_bytes)
                     given = visit.form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)
@@ -203,6 +199,23 @@ class Admin:
 
         endpoint.__name__ = handler.__name__
         return endpoint
+
+    async def visitor(
+        self, request: Request, services: Services
+    ) -> tuple[Session, Principal] | None:
+        """The request's session and who opened it, or None when it has no valid session."""
+        session = self.codec.check(request.cookies.get(SESSION_COOKIE))
+        if session is None:
+            return None
+        try:
+            principal = services.auth.authenticate(f"Bearer {session.api_key}")
+        except Unauthorized:
+            return None  # the key was removed
+        if not principal.may(Access.READ):
+            return None  # the key lost its scope
+        if not await services.sessions.alive(session.api_key, session.session_id):
+            return None  # signed out, or ended by an admin
+        return session, principal
 
     def _to_sign_in(self, request: Request) -> Response:
         target = request.url.path

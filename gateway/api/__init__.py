@@ -7,6 +7,7 @@ from gateway.api import (
     catalog,
     health,
     jobs,
+    keys,
     logs,
     metrics,
     notices,
@@ -29,4 +30,5 @@ OPERATIONS: list[Operation] = [
     *health.OPERATIONS,
     *metrics.OPERATIONS,
     *pulls.OPERATIONS,
+    *keys.OPERATIONS,
 ]

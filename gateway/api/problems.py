@@ -58,13 +58,21 @@ async def on_http_exception(request: Request, exc: Exception) -> Response:
     )
 
 
-async def on_unexpected(request: Request, exc: Exception) -> Response:
+def known_error(request: Request, exc: Exception) -> GatewayError:
+    """What a client is told of an exception no route handled: a Redis failure as such (logged
+    as a warning), anything else as an internal error (logged with its traceback)."""
+    if isinstance(exc, GatewayError):
+        return exc
     known = as_gateway_error(exc)
     if known is not None:
         log.warning("%s %s: %s", request.method, request.url.path, exc)
-        return gateway_problem(known)
+        return known
     log.exception("unhandled error in %s %s", request.method, request.url.path)
-    return problem_response(500, "Internal error", "the gateway failed; the error is logged")
+    return GatewayError("the gateway failed; the error is logged")
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    return gateway_problem(known_error(request, exc))
 
 
 EXCEPTION_HANDLERS = {

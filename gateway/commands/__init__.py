@@ -9,4 +9,5 @@ API user; ``gateway.cli`` registers them next to ``serve``, ``dev`` and ``openap
 - :mod:`~gateway.commands.queues`: ``queues`` and ``tasks``;
 - :mod:`~gateway.commands.repair`: ``dlq list``, ``dlq resubmit`` and ``clean``.
 - :mod:`~gateway.commands.jobs`: ``jobs list|show|run|pause|resume|delete|runs|logs``.
+- :mod:`~gateway.commands.keys`: ``keys end-sessions``.
 """

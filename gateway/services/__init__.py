@@ -15,6 +15,7 @@ from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
 from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
+from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
 from gateway.store.idempotency import IdempotencyStore
 from gateway.telemetry.setup import PrometheusPage
@@ -35,5 +36,6 @@ class Services:
     logs: LogService
     jobs: JobService
     pulls: PullService
+    sessions: SessionService
     readiness: Readiness | None = None
     metrics: PrometheusPage | None = None  # GET /metrics; None when metrics are off

@@ -99,6 +99,19 @@ Global job keys (one command each, outside any script):
   hint: the job hash is the truth, and the hint is kept never later than it
   (``gateway.store.jobs.JobStore.hint``).
 
+Admin UI sessions and sign-in (see ``gateway.store.sessions``):
+
+- ``jg:sessions:<fingerprint>`` (ZSET): the open sessions of one API key, session id → expiry ms
+  (Redis time). ``<fingerprint>`` is the HMAC fingerprint the session cookie carries, never
+  the key. A session is valid only while its id is here: signing out removes it, ending every
+  session of a key deletes the whole set. It expires with its newest session.
+- ``jg:{signin}:nonce:<sha256>`` (STR): a sign-in form's nonce (by its hash) that an attempt
+  has spent: a form can be sent once. Kept as long as the form's cookie lives.
+- ``jg:{signin}:addr:<address>`` (HASH): sign-in attempts of one client address (an IPv6
+  address by its /64): ``n`` counted, ``until`` (ms) no attempt is taken before. Forgotten a
+  window after its last attempt, deleted by a sign-in that succeeds. Both ``{signin}`` keys
+  share a hash tag, so one script changes them (``lua/sign_in_attempt.lua``).
+
 Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work),
 ``jg:done:<id>`` (published when a task reaches a final state) and ``jg:due:wake`` (message: a
 due time in ms that just became the earliest of ``jg:due``, so sleeping recoverers wake),
@@ -149,6 +162,19 @@ class JobKeys:
 
     def all(self) -> tuple[str, ...]:
         return (self.job, self.runs, self.run)
+
+
+def sessions(fingerprint: str) -> str:
+    """The open admin UI sessions of the API key with this fingerprint."""
+    return f"jg:sessions:{fingerprint}"
+
+
+def sign_in_nonce(digest: str) -> str:
+    return f"jg:{{signin}}:nonce:{digest}"
+
+
+def sign_in_address(address: str) -> str:
+    return f"jg:{{signin}}:addr:{address}"
 
 
 def task_index(task_id: str) -> str:

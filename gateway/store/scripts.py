@@ -73,6 +73,8 @@ ScriptName = Literal[
     "end_run",
     "settle_run",
     "delete_run",
+    "open_session",
+    "sign_in_attempt",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -112,6 +112,7 @@ from sdk.wire.operations import (
     RunningTask,
     ScheduledPage,
     ScheduledTask,
+    SessionsEnded,
     Skipped,
 )
 from sdk.wire.pushes import (
@@ -262,6 +263,7 @@ __all__ = [
     "ScheduledTask",
     "Seconds",
     "SecretRotation",
+    "SessionsEnded",
     "Skipped",
     "StallPolicy",
     "Task",

@@ -157,3 +157,10 @@ class LogPage(OutputModel):
         description="Cursor of the next page; null when no stored line follows (a running task "
         "may log more: ask again with cursor = first_line + the number of items).",
     )
+
+
+class SessionsEnded(OutputModel):
+    """Answer of ``DELETE /v1/keys/{key_name}/sessions``."""
+
+    key_name: str = Field(description="The API key's name (its 'name' in JOBGATE_API_KEYS).")
+    ended: int = Field(description="Admin UI sessions of the key that were open and are ended.")

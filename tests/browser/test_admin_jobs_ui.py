@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 from gateway.redis_server import free_port
 from tests.e2e.conftest import ROOT, Cluster
 
-from .conftest import screenshot, sign_in
+from .conftest import READER, screenshot, sign_in
 
 REPORT = "tests.e2e.worker_app.report"
 SLOW = "tests.e2e.worker_app.slow"
@@ -128,3 +128,22 @@ def test_operator_creates_a_job_from_the_catalog_form_runs_it_and_stops_a_run(
     expect(page.locator("[data-job]")).to_have_count(2)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page is {width}px wide on a 390px screen"
+
+
+def test_a_read_only_key_gets_no_job_or_run_form(
+    page: Page, gateway: str, client: httpx.Client
+) -> None:
+    assert client.put("/v1/queues/mail", json={}).status_code == 201
+    body = {"title": "Cleanup", "task": {"queue": "mail", "name": "cleanup"}}
+    job = client.post("/v1/jobs", json=body).json()
+    sign_in(page, gateway, READER, "/admin/jobs")
+    for path in (
+        "/admin/jobs/new",
+        f"/admin/jobs/{job['id']}/edit",
+        f"/admin/jobs/{job['id']}/runs/new",
+    ):
+        page.goto(gateway + path)
+        expect(page.locator("[data-readonly]")).to_contain_text("read-only")
+        expect(page.locator("main form")).to_have_count(0)
+        expect(page.locator("main button")).to_have_count(0)
+        expect(page.locator("main input, main select, main textarea")).to_have_count(0)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.admin.headers import CONTENT_SECURITY_POLICY
+from gateway.admin.headers import CONTENT_SECURITY_POLICY, HEADERS
 from gateway.app import create_app
 from gateway.redis_server import free_port
 from gateway.settings import ApiKey, Settings
@@ -116,12 +116,34 @@ async def test_sign_in_refuses_wrong_keys_a_missing_token_and_keys_that_cannot_r
     assert wrong.status_code == 401
     assert "Unknown API key" in wrong.text
     assert "jobgate_session" not in wrong.headers.get("set-cookie", "")
-    producer = await sign_in(rig.web, PRODUCER)
-    assert producer.status_code == 403
+    producer = await sign_in(rig.web, PRODUCER)  # as an unknown key: test_admin_sessions.py
+    assert producer.status_code == 401
     assert "jobgate_session" not in producer.headers.get("set-cookie", "")
     no_token = await rig.web.post("/admin/login", data={"api_key": ADMIN})
     assert no_token.status_code == 403
     assert "jobgate_session" not in no_token.headers.get("set-cookie", "")
+
+
+async def test_every_admin_answer_carries_the_security_headers_and_no_echo(rig: Rig) -> None:
+    marker = "echo-me-%3Cb%3E"
+    answers = {
+        "unknown page": await rig.web.get(f"/admin/{marker}"),
+        "wrong method": await rig.web.get(f"/admin/logout?{marker}"),
+        "missing static file": await rig.web.get(f"/admin/static/{marker}.css"),
+        "unknown page, signed out POST": await rig.web.post(f"/admin/{marker}/x"),
+    }
+    await sign_in(rig.web, ADMIN)
+    answers["unknown page, signed in"] = await rig.web.get(f"/admin/{marker}")
+    answers["a page's own error"] = await rig.web.get(f"/admin/tasks/{marker}")
+    for what, answer in answers.items():
+        assert answer.status_code in (400, 404, 405), what
+        for name, value in HEADERS.items():
+            assert answer.headers.get(name) == value, (what, name)
+        assert "echo-me" not in answer.text, what
+        assert "<b>" not in answer.text, what
+        assert answer.headers["content-type"].startswith("text/html"), what
+    assert answers["wrong method"].status_code == 405
+    assert answers["wrong method"].headers["allow"] == "POST"
 
 
 async def test_a_post_without_the_csrf_token_changes_nothing(rig: Rig) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gateway.admin.session import SessionCodec, signing_key
 from gateway.admin.web import safe_next
+from gateway.services.sessions import address_group
 
 KEY = "admin-key-0123456789"
 OTHER = "other-key-0123456789"
@@ -109,3 +110,13 @@ def test_after_sign_in_only_admin_pages_are_targets() -> None:
         "/admin/x?u=https://evil",
     ):
         assert safe_next(outside) == "/admin/queues", outside
+
+
+def test_sign_in_attempts_are_counted_per_ipv4_address_or_ipv6_slash_64() -> None:
+    assert address_group("192.0.2.7") == "192.0.2.7"
+    assert address_group("2001:db8:1:2:aaaa::1") == address_group("2001:db8:1:2:bbbb::9")
+    assert address_group("2001:db8:1:2::1") == "2001:db8:1:2::/64"
+    assert address_group("2001:db8:1:3::1") != address_group("2001:db8:1:2::1")
+    assert address_group("::ffff:192.0.2.7") == "192.0.2.7"
+    assert address_group("") == ""  # no client address (a Unix socket)
+    assert address_group("x" * 500) == "x" * 100

@@ -1,6 +1,14 @@
-"""Signing in with an API key, and out."""
+"""Signing in with an API key, and out.
+
+A sign-in form can be sent once (its nonce is spent by the attempt), and attempts from one
+client address are slowed down after a few (``gateway.services.sessions``): past
+them the form answers 429 with ``Retry-After`` without looking at the key. A key that exists
+but may not read everything gets the very answer an unknown key gets.
+"""
 
 from __future__ import annotations
+
+import contextlib
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -10,7 +18,6 @@ from gateway.admin.render import CSRF_FIELD
 from gateway.admin.web import (
     LOGIN_COOKIE,
     PREFIX,
-    SESSION_COOKIE,
     Admin,
     Visit,
     read_form,
@@ -19,8 +26,11 @@ from gateway.admin.web import (
 from gateway.auth import Access
 from gateway.errors import GatewayError, Unauthorized
 from gateway.services import Services
+from gateway.services.sessions import retry_after
 
 LOGIN_COOKIE_SECONDS = 3600
+EXPIRED = "The form expired or did not come from this page; sign in again."
+UNKNOWN = "Unknown API key."
 
 
 def _form(
@@ -58,7 +68,7 @@ def _form(
 
 def routes(admin: Admin) -> list[BaseRoute]:
     async def sign_in_form(request: Request) -> Response:
-        if admin.codec.check(request.cookies.get(SESSION_COOKIE)) is not None:
+        if await admin.visitor(request, request.state.services) is not None:
             return RedirectResponse(safe_next(request.query_params.get("next")), 303)
         return _form(admin, request)
 
@@ -69,34 +79,42 @@ def routes(admin: Admin) -> list[BaseRoute]:
         except GatewayError as e:
             return _form(admin, request, error=e.detail, status=e.status)
         next_page = form.get("next")
-        if not admin.codec.login_ok(request.cookies.get(LOGIN_COOKIE), form.get(CSRF_FIELD)):
-            return _form(
+        nonce = request.cookies.get(LOGIN_COOKIE)
+        if nonce is None or not admin.codec.login_ok(nonce, form.get(CSRF_FIELD)):
+            return _form(admin, request, error=EXPIRED, status=403, next_page=next_page)
+        host = request.client.host if request.client else ""
+        attempt = await services.sessions.attempt(nonce, host)
+        if attempt.spent:
+            return _form(admin, request, error=EXPIRED, status=403, next_page=next_page)
+        if attempt.waits:
+            wait = retry_after(attempt)
+            response = _form(
                 admin,
                 request,
-                error="The form expired or did not come from this page; sign in again.",
-                status=403,
+                error=f"Too many sign-in attempts from your address: try again in {wait} s.",
+                status=429,
                 next_page=next_page,
             )
+            response.headers["retry-after"] = str(wait)
+            return response
         key = (form.get("api_key") or "").strip()
-        try:
+        principal = None
+        with contextlib.suppress(Unauthorized):
             principal = services.auth.authenticate(f"Bearer {key}")
-        except Unauthorized:
-            return _form(admin, request, error="Unknown API key.", status=401, next_page=next_page)
-        if not principal.may(Access.READ):
-            return _form(
-                admin,
-                request,
-                error="This key may not read everything; the admin UI needs the 'read' or "
-                "'admin' scope.",
-                status=403,
-                next_page=next_page,
-            )
-        response = RedirectResponse(safe_next(form.get("next")), status_code=303)
-        admin.set_session(response, request, admin.codec.open(key))
+        # A key that may not read everything is answered exactly as an unknown one, so the
+        # answer does not tell that a narrower key is real.
+        if principal is None or not principal.may(Access.READ):
+            return _form(admin, request, error=UNKNOWN, status=401, next_page=next_page)
+        await services.sessions.signed_in(host)
+        token, session = admin.codec.issue(key)
+        await services.sessions.opened(key, session.session_id)
+        response = RedirectResponse(safe_next(next_page), status_code=303)
+        admin.set_session(response, request, token)
         response.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
         return response
 
     async def sign_out(visit: Visit) -> Response:
+        await visit.services.sessions.end(visit.session.api_key, visit.session.session_id)
         response = RedirectResponse(f"{PREFIX}/login", status_code=303)
         admin.end_session(response, visit.request)
         return response
