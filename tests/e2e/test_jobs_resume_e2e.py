@@ -37,8 +37,9 @@ class Setup:
     """A survivor gateway with a worker, and a victim gateway that pauses after each claim."""
 
     def __init__(self, cluster: Cluster, tmp_path: Path) -> None:
-        settings = {"JOBGATE_JOBS_INTERVAL": "0.05", "JOBGATE_JOB_RESUME_AFTER": RESUME_AFTER}
-        survivor = cluster.gateway(**settings)
+        survivor = cluster.gateway(
+            JOBGATE_JOBS_INTERVAL="0.05", JOBGATE_JOB_RESUME_AFTER=RESUME_AFTER
+        )
         client = cluster.client(survivor)
         client.put_queue("e2e")
         port = free_port()
@@ -47,7 +48,10 @@ class Setup:
         cluster.worker(endpoint.secret, port, self.pushes)
         self.log = tmp_path / "victim.log"
         self.victim_url = cluster.gateway(
-            log=self.log, JOBGATE_TEST_PAUSE_AFTER_CLAIM_MS="600000", **settings
+            log=self.log,
+            JOBGATE_JOBS_INTERVAL="0.05",
+            JOBGATE_JOB_RESUME_AFTER=RESUME_AFTER,
+            JOBGATE_TEST_PAUSE_AFTER_CLAIM_MS="600000",
         )
         self.victim = cluster.procs[-1]
         self.api = cluster.api(0)  # the survivor
