@@ -145,7 +145,8 @@ class Settings(BaseSettings):
         30.0,
         ge=0,
         description="Seconds late a job's fire time may still be fired on its own; fire times "
-        "missed by more (every gateway was down) are coalesced into one run.",
+        "missed by more (every gateway was down) are coalesced into one run, and those within "
+        "it still get a run each.",
     )
     job_resume_after: float = Field(
         30.0,
