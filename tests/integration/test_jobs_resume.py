@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from gateway.store.keys import JobKeys
+from gateway.errors import FieldProblem, ValidationFailed
+from gateway.store.keys import JOBS_DUE, JobKeys
 from sdk.wire import RunCreate, RunStatus, TaskState
 
 from .test_jobs_firing import SECOND, START, Env, Q, at, env, every
@@ -129,3 +130,24 @@ async def test_a_pending_run_stored_by_an_older_version_is_resumed(env: Env) -> 
     assert (await env.step()).resumed == 1
     assert (await env.tasks.record(Q, run_id) or {}).get("state") == TaskState.QUEUED
     assert await env.redis.exists(k.pending) == 0
+
+
+async def test_a_run_whose_task_is_refused_for_good_fails_instead_of_waiting(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = await env.jobs.create(every(minutes=1).model_copy(update={"schedule": None}))
+    with monkeypatch.context() as m:
+        m.setattr(env.task_service, "enqueue", stopped)
+        with pytest.raises(ConnectionError):
+            await env.jobs.run_now(job.id, RunCreate(), "alice")
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ValidationFailed([FieldProblem("payload.days", "is required")])
+
+    monkeypatch.setattr(env.task_service, "enqueue", refused)  # e.g. the task's schema changed
+    env.clock.advance(env.store.resume_ms)
+    assert (await env.step()).resumed == 1
+    (run,) = (await env.jobs.runs_page(job.id, None, None, 10)).items
+    assert (run.status, run.message) == (RunStatus.FAILURE, "payload.days: is required")
+    assert (await env.store.get(job.id)).pending == ()  # type: ignore[union-attr]
+    assert await env.redis.zscore(JOBS_DUE, job.id) is None  # nothing left to do
