@@ -151,3 +151,25 @@ async def test_a_run_whose_task_is_refused_for_good_fails_instead_of_waiting(
     assert (run.status, run.message) == (RunStatus.FAILURE, "payload.days: is required")
     assert (await env.store.get(job.id)).pending == ()  # type: ignore[union-attr]
     assert await env.redis.zscore(JOBS_DUE, job.id) is None  # nothing left to do
+
+
+async def test_a_pending_run_keeps_its_record_past_the_runs_kept(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env.store.runs_kept = 1
+    job = await env.jobs.create(every(seconds=5, overlap="allow"))
+    with monkeypatch.context() as m:
+        m.setattr(env.task_service, "enqueue", stopped)
+        for _ in range(2):
+            env.clock.advance(5 * SECOND)
+            assert (await env.step()).errors == 1
+    stored = await env.store.get(job.id)
+    assert stored is not None
+    begun = [run_id for run_id, _ in stored.pending]
+    assert len(begun) == 2
+    env.clock.advance(env.store.resume_ms)
+    report = await env.step()
+    assert (report.resumed, report.fired) == (2, 6)  # then +15 s ... +40 s
+    for run_id in begun:
+        assert (await env.tasks.record(Q, run_id) or {}).get("state") == TaskState.QUEUED
+    assert len((await env.jobs.runs_page(job.id, None, None, 10)).items) == 1  # kept: the last

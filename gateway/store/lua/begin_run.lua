@@ -55,12 +55,17 @@ else
   redis.call('HSET', KEYS[1], 'last', id)
   redis.call('ZADD', KEYS[4], int(now), id)
   redis.call('HINCRBY', KEYS[1], 'count', 1)
+  -- Drop the oldest records past the runs kept, but not a pending run's: its task is made from
+  -- its record (it is dropped at a later run, once its task exists).
+  adopt_pending_field(KEYS[1], KEYS[4])
   local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[9])
   if extra > 0 then
     for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, extra - 1)) do
-      redis.call('HDEL', KEYS[3], old)
+      if not redis.call('ZSCORE', KEYS[4], old) then
+        redis.call('HDEL', KEYS[3], old)
+        redis.call('ZREM', KEYS[2], old)
+      end
     end
-    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
   end
 end
 return {'OK', job_due(KEYS[1], KEYS[4], now, tonumber(ARGV[10]), tonumber(ARGV[11]))}
