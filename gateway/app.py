@@ -206,9 +206,16 @@ def create_app(
             tracing=tracing,
             metrics=recorder,
         )
-        job_store = JobStore(redis, scripts, runs_kept=settings.job_runs_kept)
+        job_store = JobStore(
+            redis,
+            scripts,
+            runs_kept=settings.job_runs_kept,
+            resume_ms=round(settings.job_resume_after * 1000),
+        )
         log_service = LogService(tasks)
-        runs = Runs(job_store, task_service)
+        runs = Runs(
+            job_store, task_service, pause_after_claim_ms=settings.test_pause_after_claim_ms
+        )
         firing = Firing(job_store, runs, clock, grace_ms=round(settings.job_misfire_grace * 1000))
         auth = Authenticator(settings.api_keys)
         services = Services(

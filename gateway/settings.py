@@ -145,7 +145,15 @@ class Settings(BaseSettings):
         30.0,
         ge=0,
         description="Seconds late a job's fire time may still be fired on its own; fire times "
-        "missed by more (every gateway was down) are coalesced into one run.",
+        "missed by more (every gateway was down) are coalesced into one run, and those within "
+        "it still get a run each.",
+    )
+    job_resume_after: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Seconds after a run was begun that any gateway enqueues its task if the "
+        "gateway that claimed it has not (it stopped in between).",
     )
     job_runs_kept: int = Field(
         1000, ge=1, description="Run records kept per job (the oldest are dropped)."
@@ -225,6 +233,14 @@ class Settings(BaseSettings):
         le=100_000,
         description="Task names (and versions) per queue that metrics tell apart besides those "
         "in the task catalog; further names are recorded as 'other'.",
+    )
+    test_pause_after_claim_ms: int = Field(
+        0,
+        ge=0,
+        le=600_000,
+        description="For tests only: milliseconds the gateway waits between claiming a job's "
+        "firing (or recording a run now) and enqueuing its task, logging a warning first, so a "
+        "test can kill it there. 0 (always, outside tests) waits not at all.",
     )
 
     @field_validator("redis_url")

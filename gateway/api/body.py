@@ -27,10 +27,37 @@ T = TypeVar("T")
 _CONSTANTS = (b"NaN", b"Infinity")
 
 
-def field_problems(error: ValidationError, prefix: str = "") -> list[FieldProblem]:
+TAG = "kind"
+"""The field that tells the members of a union apart in the API's JSON (a job's ``schedule``)."""
+
+
+def field_path(loc: tuple[int | str, ...], document: Any) -> str:
+    """Where in ``document`` an error at pydantic's ``loc`` is, as the field's dotted JSON path.
+
+    pydantic puts the tag of a discriminated union's member into ``loc`` (``schedule.crontab.
+    timezone``, ``schedule.interval``); the JSON has no such level, so the tag is left out
+    (``schedule.timezone``, ``schedule``): every field is named by where it is in the body.
+    """
+    parts = []
+    node = document
+    for part in loc:
+        if isinstance(node, dict) and part not in node and node.get(TAG) == part:
+            continue  # the union's tag, not a field
+        parts.append(str(part))
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return ".".join(parts)
+
+
+def field_problems(error: ValidationError, document: Any, prefix: str = "") -> list[FieldProblem]:
+    """A problem per error, naming its field by its path in ``document`` (what was validated)."""
     problems = []
     for e in error.errors(include_url=False):
-        path = ".".join(str(part) for part in e["loc"])
+        path = field_path(e["loc"], document)
         problems.append(
             FieldProblem(prefix + path if path else prefix.rstrip(".") or "body", e["msg"])
         )
@@ -71,7 +98,7 @@ def parse_model(model: type[M], body: bytes) -> M:
     except ValidationError as e:
         if any(err["type"] == "json_invalid" for err in e.errors()):
             raise InvalidRequest(f"the body is not valid JSON: {e.errors()[0]['msg']}") from e
-        raise ValidationFailed(field_problems(e)) from e
+        raise ValidationFailed(field_problems(e, from_json(body))) from e
 
 
 def parse_value(adapter: TypeAdapter[T], name: str, value: Any) -> T:
@@ -80,7 +107,7 @@ def parse_value(adapter: TypeAdapter[T], name: str, value: Any) -> T:
     try:
         return adapter.validate_json(json.dumps(value), strict=True)
     except ValidationError as e:
-        raise ValidationFailed(field_problems(e, f"{name}.")) from e
+        raise ValidationFailed(field_problems(e, value, f"{name}.")) from e
 
 
 async def read_model(request: Request, model: type[M], limit: int) -> tuple[M, bytes]:

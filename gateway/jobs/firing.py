@@ -4,14 +4,17 @@
 all on one Redis. Each step reads the jobs whose due time has come from one sorted set (no scan
 of the jobs), and for each:
 
-1. finishes the enqueue of a run whose gateway stopped half-way (``Runs.resume``);
+1. finishes the enqueue of every run whose gateway stopped half-way (``Runs.resume``): the
+   runs of the job's pending set begun more than ``resume_ms`` ago;
 2. releases a firing held by the ``queue_one`` overlap policy once the previous run ended;
 3. fires a due fire time. The claim is ``begin_run``, keyed by the job and the fire time: of
    several gateways that read the same firing, exactly one makes its run.
 
 Missed fire times: a fire time reached within ``misfire_grace_ms`` fires on its own (a loaded
 gateway catches up one run per fire time); fire times missed by more than that -- every gateway
-was down -- are coalesced into one run, made at once, for the latest of them.
+was down -- are coalesced into one run, made at once, for the latest of them. So after an
+outage a job makes one run for all the fire times older than the grace, then one run for each
+fire time within it.
 
 Tests drive :meth:`Firing.step` with a :class:`~gateway.clock.ManualClock`; nothing sleeps.
 """
@@ -140,9 +143,10 @@ class Firing:
             if job is None:
                 await self._store.hint(job_id, None)
                 return report
-            if job.pending is not None and now >= job.pending[1] + self._store.resume_ms:
-                await self._runs.resume(job, now)
-                report += FiringReport(resumed=1)
+            stale = [run_id for run_id, at in job.pending if now >= at + self._store.resume_ms]
+            if stale:
+                await self._runs.resume(job.id, stale, now)
+                report += FiringReport(resumed=len(stale))
                 continue
             if job.held_ms is not None and not await self._runs.active(job):
                 request = RunRequest(SYSTEM, kind="release", fire_ms=job.held_ms)

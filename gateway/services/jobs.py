@@ -198,14 +198,13 @@ class JobService:
         """Runs newest first. With ``status``, up to :data:`FILTER_SCAN` runs are read per
         call: a page may be short and still have a next cursor."""
         job = await self._require(job_id)
-        pending = job.pending[0] if job.pending else None
         offset = _offset(cursor)
         items: list[Run] = []
         step = limit if status is None else max(limit, 200)
         scanned = 0
         while True:
             rows, more = await self._store.runs(job_id, offset, step)
-            views = await self._runs.views(job_id, rows, pending=pending)
+            views = await self._runs.views(job_id, rows, pending=job.pending_ids)
             taken = 0
             for view in views:
                 taken += 1
@@ -228,8 +227,7 @@ class JobService:
         record = await self._store.run(job_id, run_id)
         if record is None:
             raise RunNotFound(job_id, run_id)
-        pending = job.pending[0] if job.pending else None
-        (view,) = await self._runs.views(job_id, [(run_id, record)], pending=pending)
+        (view,) = await self._runs.views(job_id, [(run_id, record)], pending=job.pending_ids)
         return view
 
     async def run_now(self, job_id: str, body: RunCreate, started_by: str) -> Run:

@@ -2,11 +2,15 @@
 
 A run is a task, enqueued through the task service into the job's queue with the run's id as
 its task id, plus a run record in the job's keys (who started it, title, note, the args
-snapshot, the fire time). Making one is three steps: ``begin_run`` claims the firing and stores
-the record with a pending mark, the task is enqueued, ``end_run`` clears the mark. When a
-gateway stops between the first two, the job's due time (``resume_ms`` later) brings it back to
-the firing loop of some gateway, which enqueues the task from the record (a task that exists
-already counts as done): a claimed firing always ends as exactly one task.
+snapshot, the fire time). Making one is three steps: ``begin_run`` claims the firing, stores
+the record and puts the run in the job's pending set (one script), the task is enqueued,
+``end_run`` takes the run out of the set. The task lives in its queue's keys, on another
+Redis Cluster slot than the job's, so the enqueue cannot share a script with either. When a
+gateway stops between the first two steps, the job's due time (``resume_ms`` after the oldest
+pending run began) brings it back to the firing loop of some gateway, which enqueues the task
+of every pending run that old from its record. The task id is the run id, fixed at the claim,
+so a task that exists already counts as done and two gateways resuming the same run make one
+task: a claimed firing, or a run now, always ends as exactly one task.
 
 A run's status is read from its task (``run_status``); once final it is also kept in the run
 record, which outlives the task's retention.
@@ -14,19 +18,23 @@ record, which outlives the task's retention.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 from ulid import ULID
 
-from gateway.errors import QueueNotFound, TaskExists
+from gateway.errors import GatewayError, InvalidRequest, QueueNotFound, TaskExists
 from gateway.services.tasks import TaskService
 from gateway.store.jobs import Begun, JobStore, StoredJob
 from gateway.store.records import to_datetime, to_ms
 from sdk.wire import LAST_SUCCESSFUL_RUN, Run, RunStatus, RunSummary, TaskCreate, TaskState
+
+logger = logging.getLogger(__name__)
 
 SYSTEM = "system"
 """``started_by`` of the runs the schedule makes."""
@@ -129,9 +137,14 @@ class RunRequest:
 class Runs:
     """Makes runs (``start``, ``resume``) and reads them (``views``)."""
 
-    def __init__(self, store: JobStore, tasks: TaskService) -> None:
+    def __init__(
+        self, store: JobStore, tasks: TaskService, *, pause_after_claim_ms: int = 0
+    ) -> None:
         self._store = store
         self._tasks = tasks
+        # Tests only (JOBGATE_TEST_PAUSE_AFTER_CLAIM_MS): a window between the claim and the
+        # enqueue in which a test kills the gateway.
+        self._pause_after_claim_ms = pause_after_claim_ms
 
     async def start(
         self, job: StoredJob, request: RunRequest, now_ms: int
@@ -173,42 +186,52 @@ class Runs:
         )
         if begun is not Begun.OK or request.action != "run":
             return begun, None
+        if self._pause_after_claim_ms:
+            logger.warning(
+                "test pause: run %s of job %s claimed; its enqueue waits %d ms",
+                run_id,
+                job.id,
+                self._pause_after_claim_ms,
+            )
+            await asyncio.sleep(self._pause_after_claim_ms / 1000)
         await self._enqueue(job.id, run_id, record, now_ms)
         return begun, run_id
 
-    async def resume(self, job: StoredJob, now_ms: int) -> None:
-        """Finish the enqueue of a run whose gateway stopped after beginning it."""
-        if job.pending is None:
-            return
-        run_id, _ = job.pending
-        record = await self._store.run(job.id, run_id)
-        if record is None:
-            await self._store.end_run(job.id, run_id, now_ms)
-            return
-        await self._enqueue(job.id, run_id, record, now_ms)
+    async def resume(self, job_id: str, run_ids: Sequence[str], now_ms: int) -> None:
+        """Finish the enqueue of runs whose gateway stopped after beginning them."""
+        records = await self._store.run_records([(job_id, run_id) for run_id in run_ids])
+        for run_id in run_ids:
+            record = records.get((job_id, run_id))
+            if record is None:  # deleted meanwhile
+                await self._store.end_run(job_id, run_id, now_ms)
+            else:
+                await self._enqueue(job_id, run_id, record, now_ms)
 
     async def _enqueue(self, job_id: str, run_id: str, record: dict[str, Any], now_ms: int) -> None:
+        """Enqueue the run's task, then take the run out of the pending set. A refusal that
+        another try would meet again (the queue is gone, the args no longer fit) fails the run;
+        anything else (Redis unreachable) leaves it pending, to be resumed."""
         queue = record["queue"]
-        spec = TaskCreate.model_validate(
-            {
-                "id": run_id,
-                "name": record["name"],
-                "payload": record.get("args"),
-                "run_at": to_datetime(record["run_at"]) if record.get("run_at") else None,
-                # Completion callbacks: a task's notify URL, once tasks have one.
-                **(
-                    {"notify": record["notify"]}
-                    if record.get("notify") and "notify" in TaskCreate.model_fields
-                    else {}
-                ),
-            }
-        )
         try:
+            spec = TaskCreate.model_validate(
+                {
+                    "id": run_id,
+                    "name": record["name"],
+                    "payload": record.get("args"),
+                    "run_at": to_datetime(record["run_at"]) if record.get("run_at") else None,
+                    # Completion callbacks: a task's notify URL, once tasks have one.
+                    **(
+                        {"notify": record["notify"]}
+                        if record.get("notify") and "notify" in TaskCreate.model_fields
+                        else {}
+                    ),
+                }
+            )
             await self._tasks.enqueue(queue, [spec], batch=False)
         except TaskExists:
             pass  # a resumed enqueue that had been done
-        except QueueNotFound as e:
-            failed = dict(record, status=RunStatus.FAILURE.value, message=e.detail)
+        except (QueueNotFound, InvalidRequest, ValidationError) as e:
+            failed = dict(record, status=RunStatus.FAILURE.value, message=_reason(e))
             await self._store.settle_run(job_id, run_id, failed)
         await self._store.end_run(job_id, run_id, now_ms)
 
@@ -225,7 +248,7 @@ class Runs:
         offset = 0
         while offset < TEMPLATE_SCAN:
             runs, more = await self._store.runs(job_id, offset, 100)
-            for run in await self.views(job_id, runs, pending=None):
+            for run in await self.views(job_id, runs, pending=frozenset()):
                 if run.status in (RunStatus.SUCCESS, RunStatus.WARNING):
                     return run.started_at or run.created_at
             if not more:
@@ -234,21 +257,25 @@ class Runs:
         return None
 
     async def views(
-        self, job_id: str, runs: Sequence[tuple[str, dict[str, Any]]], *, pending: str | None
+        self,
+        job_id: str,
+        runs: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        pending: frozenset[str],
     ) -> list[Run]:
-        """The runs of one job as the API shows them."""
-        return await self._views([(job_id, run_id, record, pending) for run_id, record in runs])
+        """The runs of one job as the API shows them (``pending``: the job's pending runs)."""
+        return await self._views(
+            [(job_id, run_id, record, run_id in pending) for run_id, record in runs]
+        )
 
-    async def _views(
-        self, runs: Sequence[tuple[str, str, dict[str, Any], str | None]]
-    ) -> list[Run]:
-        """Runs ``(job id, run id, record, the job's pending run)`` as the API shows them, their
+    async def _views(self, runs: Sequence[tuple[str, str, dict[str, Any], bool]]) -> list[Run]:
+        """Runs ``(job id, run id, record, whether it is pending)`` as the API shows them, their
         tasks read in one round trip; keeps the final status of finished ones in their
         records."""
         tasks = await self._store.task_records([(r["queue"], run_id) for _, run_id, r, _ in runs])
         views = []
         for (job_id, run_id, record, pending), (task, _) in zip(runs, tasks, strict=True):
-            view = run_view(job_id, run_id, record, task, run_id == pending)
+            view = run_view(job_id, run_id, record, task, pending)
             if task is not None and view.status.finished and "status" not in record:
                 kept = settled(record, task, view.status, view.message)
                 await self._store.settle_run(job_id, run_id, kept)
@@ -264,7 +291,7 @@ class Runs:
         newest = [(job.id, job.last) for job in jobs if job.last is not None]
         records = await self._store.run_records(newest)
         found = [
-            (job.id, job.last, record, job.pending[0] if job.pending else None)
+            (job.id, job.last, record, job.last in job.pending_ids)
             for job in jobs
             if job.last is not None and (record := records.get((job.id, job.last))) is not None
         ]
@@ -275,6 +302,12 @@ class Runs:
         """Whether the job's newest run is pending or running."""
         summary = await self.summary(job)
         return summary is not None and not summary.status.finished
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, GatewayError):
+        return error.detail or str(error)
+    return f"its task cannot be made: {error}"
 
 
 def _summary(view: Run | None) -> RunSummary | None:

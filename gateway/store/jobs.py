@@ -3,7 +3,9 @@
 Every key of one job carries the hash tag ``{job:<id>}`` (``keys.JobKeys``), so each change of
 a job is one script on one Redis Cluster slot: ``save_job`` (create, replace), ``begin_run``
 (claim a firing or record a manual run), ``end_run`` (its task is enqueued), ``settle_run``,
-``delete_run``. A run's task lives in its queue's keys, like any task.
+``delete_run``. A run's task lives in its queue's keys, like any task, so enqueuing it is a
+script of its own: between ``begin_run`` and ``end_run`` the run waits in the job's pending set,
+from which any gateway resumes it (``StoredJob.pending``).
 
 Two global sorted sets sit outside the scripts: ``jg:jobs`` (listing order) and
 ``jg:jobs:due``, the firing loop's index. The due index is a hint of each job's ``due`` field:
@@ -45,30 +47,37 @@ class StoredJob:
     next_ms: int | None
     held_ms: int | None
     last: str | None
-    pending: tuple[str, int] | None
+    pending: tuple[tuple[str, int], ...]
+    """Runs begun whose task is not known to be enqueued yet: (run id, ms begun), oldest
+    first."""
     count: int
     skipped: int
     due_ms: int | None
+
+    @property
+    def pending_ids(self) -> frozenset[str]:
+        return frozenset(run_id for run_id, _ in self.pending)
 
 
 def _int(raw: str | None) -> int | None:
     return None if raw is None or raw == "" else int(raw)
 
 
-def _job(job_id: str, raw: dict[str, str]) -> StoredJob | None:
+def _job(job_id: str, raw: dict[str, str], pending: list[tuple[str, float]]) -> StoredJob | None:
     if "def" not in raw:
         return None
-    pending = None
+    begun = {run_id: int(at) for run_id, at in pending}
     if raw.get("pending"):
+        # Written by an older version; the next job script moves it into the pending set.
         run_id, _, at = raw["pending"].partition(" ")
-        pending = (run_id, int(at))
+        begun.setdefault(run_id, int(at))
     return StoredJob(
         id=job_id,
         definition=json.loads(raw["def"]),
         next_ms=_int(raw.get("next")),
         held_ms=_int(raw.get("held")),
         last=raw.get("last") or None,
-        pending=pending,
+        pending=tuple(sorted(begun.items(), key=lambda item: (item[1], item[0]))),
         count=int(raw.get("count", 0)),
         skipped=int(raw.get("skipped", 0)),
         due_ms=_int(raw.get("due")),
@@ -80,7 +89,7 @@ class JobStore:
 
     ``recheck_ms``: how soon the loop looks again at a job holding a firing (overlap
     ``queue_one``) to see whether the running run ended. ``resume_ms``: how long after a run was
-    begun another gateway may finish its enqueue (the first one stopped half-way).
+    begun any gateway may finish its enqueue (the one that began it stopped half-way).
     """
 
     def __init__(
@@ -105,9 +114,10 @@ class JobStore:
     ) -> bool:
         """Create (``create``) or replace a job; False when it exists (create) or does not
         (replace)."""
+        k = JobKeys.of(job_id)
         reply = await self._scripts.call(
             "save_job",
-            [JobKeys.of(job_id).job],
+            [k.job, k.pending],
             [
                 now_ms,
                 definition,
@@ -125,15 +135,20 @@ class JobStore:
         return True
 
     async def get(self, job_id: str) -> StoredJob | None:
-        raw = cast(dict[str, str], await self._redis.hgetall(JobKeys.of(job_id).job))
-        return _job(job_id, raw)
+        (found,) = await self.get_many([job_id])
+        return found
 
     async def get_many(self, job_ids: Sequence[str]) -> list[StoredJob | None]:
         async with self._redis.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
-                pipe.hgetall(JobKeys.of(job_id).job)
+                k = JobKeys.of(job_id)
+                pipe.hgetall(k.job)
+                pipe.zrange(k.pending, 0, -1, withscores=True)
             found = await pipe.execute()
-        return [_job(job_id, raw) for job_id, raw in zip(job_ids, found, strict=True)]
+        return [
+            _job(job_id, raw, pending)
+            for job_id, raw, pending in zip(job_ids, found[::2], found[1::2], strict=True)
+        ]
 
     async def page(self, offset: int, limit: int) -> tuple[list[str], bool]:
         """Job ids in creation order, from ``offset``; and whether more follow."""
@@ -208,7 +223,7 @@ class JobStore:
         k = JobKeys.of(job_id)
         reply = await self._scripts.call(
             "begin_run",
-            [k.job, k.runs, k.run],
+            [k.job, k.runs, k.run, k.pending],
             [
                 now_ms,
                 kind,
@@ -229,10 +244,12 @@ class JobStore:
         return begun
 
     async def end_run(self, job_id: str, run_id: str, now_ms: int) -> None:
-        """The run's task is enqueued: clear the job's pending mark."""
+        """The run's task is enqueued (or the run failed for good): it leaves the job's
+        pending set."""
+        k = JobKeys.of(job_id)
         reply = await self._scripts.call(
             "end_run",
-            [JobKeys.of(job_id).job],
+            [k.job, k.pending],
             [now_ms, run_id, self.recheck_ms, self.resume_ms],
         )
         if reply[0] == "OK":

@@ -84,9 +84,14 @@ key                   type   content
 ====================  =====  ======================================================================
 ``job``               HASH   ``def`` (definition JSON), ``next`` (next fire ms), ``held`` (fire ms
                              of a firing held behind a running run), ``last`` (newest run id),
-                             ``pending`` (``"<run id> <ms>"``: a run whose task is being enqueued),
                              ``count`` (runs made), ``skipped``, ``due`` (when the firing loop
-                             must look at the job: next, held re-check or pending resume)
+                             must look at the job: next, held re-check or the oldest pending
+                             run's resume). Written by older versions: ``pending``
+                             (``"<run id> <ms>"``), moved into ``pending`` below by the next
+                             script that touches the job
+``pending``           ZSET   run id → ms it was begun: runs whose firing (or run now) is claimed
+                             and whose task is not known to be enqueued yet; each is resumed
+                             (enqueued from its record) until its task exists
 ``runs``              ZSET   run id → created ms
 ``run``               HASH   run id → run record JSON (job, title, note, by, queue, args, fire
                              time; the final status once seen)
@@ -152,16 +157,17 @@ class JobKeys:
     """The keys of one job, all under its hash tag."""
 
     job: str
+    pending: str
     runs: str
     run: str
 
     @classmethod
     def of(cls, job_id: str) -> JobKeys:
         p = f"jg:{{job:{job_id}}}:"
-        return cls(job=p + "job", runs=p + "runs", run=p + "run")
+        return cls(job=p + "job", pending=p + "pending", runs=p + "runs", run=p + "run")
 
     def all(self) -> tuple[str, ...]:
-        return (self.job, self.runs, self.run)
+        return (self.job, self.pending, self.runs, self.run)
 
 
 def sessions(fingerprint: str) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -56,7 +57,9 @@ class Cluster:
         self.clients.append(made)
         return made
 
-    def gateway(self, **env: str) -> str:
+    def gateway(self, log: Path | None = None, **env: str) -> str:
+        """Start a gateway process with ``env`` on top of the test's settings; ``log``: a file
+        that gets its log lines (standard error), else they go to the test's."""
         port = free_port()
         environ = {
             **os.environ,
@@ -68,7 +71,10 @@ class Cluster:
             "JOBGATE_LOG_LEVEL": "warning",
             **env,
         }
-        proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve"], env=environ, cwd=ROOT)
+        with open(log, "ab") if log else contextlib.nullcontext() as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway", "serve"], env=environ, cwd=ROOT, stderr=stderr
+            )
         self.procs.append(proc)
         cert = env.get("JOBGATE_CERTFILE")  # TLS: https, trusting that certificate
         url = f"{'https' if cert else 'http'}://127.0.0.1:{port}"

@@ -53,6 +53,7 @@ class Env:
     tasks: TaskStore
     jobs: JobService
     runs: Runs
+    task_service: TaskService
 
     def firing(self, grace_ms: int = 30_000) -> Firing:
         return Firing(self.store, self.runs, self.clock, grace_ms=grace_ms)
@@ -122,6 +123,7 @@ async def env(redis_url: str) -> AsyncIterator[Env]:
         tasks,
         JobService(store, runs, queues, task_service, clock, LogService(tasks)),
         runs,
+        task_service,
     )
     await redis.aclose()
 
@@ -264,7 +266,7 @@ async def test_a_run_begun_by_a_gateway_that_stopped_is_enqueued_by_another(env:
     report = await env.step()
     assert report.resumed == 1
     assert (await env.tasks.record(Q, run_id) or {}).get("state") == TaskState.QUEUED
-    assert (await env.store.get(job.id)).pending is None  # type: ignore[union-attr]
+    assert (await env.store.get(job.id)).pending == ()  # type: ignore[union-attr]
     assert (await env.step()).resumed == 0
 
 

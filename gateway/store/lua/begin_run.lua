@@ -1,9 +1,10 @@
 -- Claim one firing of a job (or a manual run) and record the run it makes. The claim is keyed
 -- by the job and the fire time: of several gateways that read the same due firing, one finds
 -- ``next`` (or ``held``) still equal to the fire time it read and makes the run; the others
--- find it moved on and change nothing. The run's task is enqueued next, by the caller; until
--- end_run clears ``pending``, another gateway may redo that enqueue after the resume delay.
--- KEYS[1] job hash   KEYS[2] runs (ZSET)   KEYS[3] run records (HASH)
+-- find it moved on and change nothing. The run enters the job's pending set here, in the same
+-- step as the claim; its task is enqueued next, by the caller, and end_run takes it out of the
+-- set. Until then, another gateway redoes that enqueue after the resume delay.
+-- KEYS[1] job hash   KEYS[2] runs (ZSET)   KEYS[3] run records (HASH)   KEYS[4] pending (ZSET)
 -- ARGV[1] now ms   ARGV[2] kind: 'fire' (a due fire time) | 'release' (a held firing) | 'manual'
 -- ARGV[3] fire ms the caller read (fire: next; release: held; manual: '')
 -- ARGV[4] newest run id the caller read ('' none): its overlap decision is about that run
@@ -51,14 +52,20 @@ else
   local id = ARGV[7]
   redis.call('HSET', KEYS[3], id, ARGV[8])
   redis.call('ZADD', KEYS[2], int(now), id)
-  redis.call('HSET', KEYS[1], 'last', id, 'pending', id .. ' ' .. int(now))
+  redis.call('HSET', KEYS[1], 'last', id)
+  redis.call('ZADD', KEYS[4], int(now), id)
   redis.call('HINCRBY', KEYS[1], 'count', 1)
+  -- Drop the oldest records past the runs kept, but not a pending run's: its task is made from
+  -- its record (it is dropped at a later run, once its task exists).
+  adopt_pending_field(KEYS[1], KEYS[4])
   local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[9])
   if extra > 0 then
     for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, extra - 1)) do
-      redis.call('HDEL', KEYS[3], old)
+      if not redis.call('ZSCORE', KEYS[4], old) then
+        redis.call('HDEL', KEYS[3], old)
+        redis.call('ZREM', KEYS[2], old)
+      end
     end
-    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
   end
 end
-return {'OK', job_due(KEYS[1], now, tonumber(ARGV[10]), tonumber(ARGV[11]))}
+return {'OK', job_due(KEYS[1], KEYS[4], now, tonumber(ARGV[10]), tonumber(ARGV[11]))}

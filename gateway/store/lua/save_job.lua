@@ -1,5 +1,5 @@
 -- Create a job, or replace its definition, and set its next fire time.
--- KEYS[1] job hash
+-- KEYS[1] job hash   KEYS[2] pending runs (ZSET)
 -- ARGV[1] now ms   ARGV[2] definition JSON   ARGV[3] next fire ms, or '' for none
 -- ARGV[4] 'create' | 'replace'   ARGV[5] held re-check ms   ARGV[6] pending resume ms
 -- Returns {'OK', due ms or ''} | {'EXISTS'} (create) | {'NOJOB'} (replace)
@@ -17,4 +17,4 @@ if ARGV[3] == '' then
 else
   redis.call('HSET', KEYS[1], 'next', ARGV[3])
 end
-return {'OK', job_due(KEYS[1], now, tonumber(ARGV[5]), tonumber(ARGV[6]))}
+return {'OK', job_due(KEYS[1], KEYS[2], now, tonumber(ARGV[5]), tonumber(ARGV[6]))}
