@@ -259,6 +259,20 @@ async def test_a_claim_that_took_the_last_ready_task_is_settled(stores: Stores) 
     assert (len(claim.leases), claim.settled) == (1, True)
 
 
+async def test_a_claim_that_took_as_many_as_it_asked_and_left_none_is_settled(
+    stores: Stores,
+) -> None:
+    """A pull poll for one task that took the last one must not hand a wake-up on (or a
+    dispatcher claim again) only to find nothing."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    await stores.tasks.enqueue("q", [new_task(now) for _ in range(2)], now)
+    first = await stores.tasks.claim("q", 1, seed(), now)
+    assert (len(first.leases), first.settled) == (1, False)
+    second = await stores.tasks.claim("q", 1, seed(), now)
+    assert (len(second.leases), second.settled) == (1, True)
+
+
 async def test_duplicate_ids_are_refused_across_queues(stores: Stores) -> None:
     await setup_queue(stores)
     await stores.queues.put("other", QueuePolicy(), stores.clock.now_ms())
