@@ -99,7 +99,8 @@ Global job keys (one command each, outside any script):
   hint: the job hash is the truth, and the hint is kept never later than it
   (``gateway.store.jobs.JobStore.hint``).
 
-Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work),
+Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work, then, from the
+enqueue script, a space and how many tasks became ready),
 ``jg:done:<id>`` (published when a task reaches a final state) and ``jg:due:wake`` (message: a
 due time in ms that just became the earliest of ``jg:due``, so sleeping recoverers wake),
 ``jg:notify:wake`` and ``jg:jobs:wake`` (a due time in ms of a completion callback or a job
