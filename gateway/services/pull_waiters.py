@@ -39,13 +39,14 @@ from collections.abc import Iterator
 class _Poll:
     """One long poll's place in its line."""
 
-    __slots__ = ("active", "max_tasks", "owes", "woken")
+    __slots__ = ("active", "max_tasks", "owes", "queued", "woken")
 
     def __init__(self, max_tasks: int) -> None:
         self.max_tasks = max_tasks
         self.woken = asyncio.Event()
-        self.active = True  # awake: it will claim (or is claiming) before it sleeps again
-        self.owes = True  # awake, and no claim has answered since: others count on it
+        self.active = False  # awake: it will claim (or is claiming) before it sleeps again
+        self.owes = False  # awake, and no claim has answered since: others count on it
+        self.queued = False  # asleep in the line's idle queue
 
 
 class _Line:
@@ -56,18 +57,28 @@ class _Line:
     def __init__(self) -> None:
         self.idle: deque[_Poll] = deque()  # waiting for a wake-up, in turn order
         self.active = 0  # polls awake: claiming, or woken and about to claim
-        self.polls = 0  # polls in the line, idle or not
+        self.polls = 0  # polls in the line, whatever they do
         self.unserved = 0  # wake-ups that found too few idle polls (only ever grows)
+
+    def rise(self, poll: _Poll) -> None:
+        """``poll`` is awake: it will claim before it sleeps again."""
+        poll.active = poll.owes = True
+        self.active += 1
+
+    def rest(self, poll: _Poll) -> None:
+        """``poll`` will not claim again before a wake-up, a timer, or ever."""
+        if poll.active:
+            poll.active = poll.owes = False
+            self.active -= 1
 
     def wake(self, budget: int) -> None:
         """Wake idle polls, front first, until their ``max_tasks`` cover ``budget`` tasks; a
         budget left over is counted as unserved (the polls awake claim again for it)."""
         while budget > 0 and self.idle:
             poll = self.idle.popleft()
+            poll.queued = False
             poll.woken.set()
-            poll.active = True
-            poll.owes = True
-            self.active += 1
+            self.rise(poll)
             budget -= poll.max_tasks
         if budget > 0:
             self.unserved += 1
@@ -81,17 +92,19 @@ class Turn:
         self._poll = poll
         self._mark = line.unserved
         self._claimed = False  # has claimed once: sleeps at the front of the line from then on
+        line.polls += 1
+        line.rise(poll)
 
     def claiming(self) -> None:
         """Call just before each claim."""
         self._mark = self._line.unserved
 
     def took(self, *, more: bool) -> None:
-        """The claim leased tasks; ``more``: it did not say nothing else is ready
-        (``settled``). Hands a wake-up on when no other poll of the line is awake to see the
-        rest."""
-        self._poll.owes = False
-        if more and self._line.active == 1:
+        """The claim leased tasks (the poll answers with them); ``more``: it did not say
+        nothing else is ready (``settled``). Hands a wake-up on when no other poll of the line
+        is awake to see the rest."""
+        self._line.rest(self._poll)
+        if more and not self._line.active:
             self._line.wake(1)
 
     async def wait(self, timeout: float) -> None:
@@ -101,47 +114,42 @@ class Turn:
         if line.unserved != self._mark:
             return
         poll.woken.clear()
-        poll.active = poll.owes = False
-        line.active -= 1
+        line.rest(poll)
         if self._claimed:
             line.idle.appendleft(poll)
         else:
             line.idle.append(poll)
+        poll.queued = True
         self._claimed = True
         try:
             await asyncio.wait_for(poll.woken.wait(), timeout)
         except TimeoutError:
             pass
         finally:
-            if not poll.active:  # not woken: timed out or cancelled
-                with contextlib.suppress(ValueError):
-                    line.idle.remove(poll)
-                poll.active = poll.owes = True
-                line.active += 1
+            if poll.queued:  # not woken: timed out or cancelled
+                line.idle.remove(poll)
+                poll.queued = False
+        if not poll.active:  # timed out: it claims again of its own accord
+            line.rise(poll)
 
     async def sleep(self, timeout: float, until: asyncio.Event) -> None:
         """Sleep out of line (no wake-up is for it: a rate limit it must wait out) until
         ``until`` is set or ``timeout`` seconds pass."""
-        line, poll = self._line, self._poll
-        line.active -= 1
-        poll.active = poll.owes = False
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(until.wait(), timeout)
-        finally:
-            poll.active = poll.owes = True
-            line.active += 1
+        self._line.rest(self._poll)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(until.wait(), timeout)
+        self._line.rise(self._poll)
 
     def leave(self) -> None:
         """The poll answers (:meth:`PullWaiters.turn` calls this)."""
         line, poll = self._line, self._poll
-        if poll.active:
-            line.active -= 1
-        else:
-            with contextlib.suppress(ValueError):
-                line.idle.remove(poll)
+        owed = poll.owes
+        line.rest(poll)
+        if poll.queued:
+            line.idle.remove(poll)
+            poll.queued = False
         line.polls -= 1
-        if poll.owes:  # awake, and gone without a claim's answer: the wake-up goes on
+        if owed:  # awake, and gone without a claim's answer: the wake-up goes on
             line.wake(poll.max_tasks)
 
 
@@ -179,8 +187,6 @@ class PullWaiters:
         """A place at the back of the line of ``queue``'s pull endpoint ``endpoint_id``, for a
         poll leasing up to ``max_tasks`` tasks; awake at first (it claims before it waits)."""
         line = self._lines.setdefault(queue, {}).setdefault(endpoint_id, _Line())
-        line.polls += 1
-        line.active += 1
         turn = Turn(line, _Poll(max_tasks))
         try:
             yield turn

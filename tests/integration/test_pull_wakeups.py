@@ -13,7 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
+from gateway.store.keys import QueueKeys
 from gateway.store.tasks import Claim, TaskStore
 from tests.integration.test_pull_api import gateway, lease, pull_queue, settings_for
 from tests.support import until
@@ -57,10 +59,10 @@ async def leased_ids(polls: list[asyncio.Task[httpx.Response]]) -> list[str]:
     return ids
 
 
-async def enqueue_batch(api: httpx.AsyncClient, n: int) -> list[str]:
+async def enqueue_batch(api: httpx.AsyncClient, n: int, **spec: Any) -> list[str]:
     r = await api.post(
         "/v1/queues/mail-out/tasks/batch",
-        json={"tasks": [{"name": "send", "payload": {"args": [i]}} for i in range(n)]},
+        json={"tasks": [{"name": "send", "payload": {"args": [i]}, **spec} for i in range(n)]},
     )
     assert r.status_code == 201, r.text
     return [t["id"] for t in r.json()["tasks"]]
@@ -112,3 +114,65 @@ async def test_polls_waiting_for_batches_smaller_than_their_number_claim_about_o
     assert sorted(leased) == sorted(enqueued)
     print(f"\n{len(pull_claims)} claims for {len(enqueued)} tasks in batches of {batch}")
     assert len(pull_claims) <= 1.5 * len(enqueued)
+
+
+async def test_polls_on_two_gateways_get_each_task_once_and_none_is_left_ready(
+    redis_url: str, pull_claims: list[str]
+) -> None:
+    per_gateway = 40
+    async with (
+        Redis.from_url(redis_url) as redis,
+        gateway(settings_for(redis_url)) as (api, app),
+        gateway(settings_for(redis_url)) as (other, other_app),
+    ):
+        endpoint_id = await pull_queue(api, policy=ROOMY, concurrency=1000)
+        polls = start_polls(api, endpoint_id, per_gateway)
+        polls += start_polls(other, endpoint_id, per_gateway)
+
+        def waiting() -> int:
+            lines = app.state.pull_waiters, other_app.state.pull_waiters
+            return sum(waiters.waiting("mail-out") for waiters in lines)
+
+        await until(lambda: waiting() == 2 * per_gateway, timeout=60)
+        pull_claims.clear()
+        enqueued = []
+        for _ in range(20):
+            enqueued += await enqueue_one(other)
+        enqueued += await enqueue_batch(api, 20)
+        enqueued += await enqueue_batch(other, 20)
+        # 60 tasks, 80 polls: every task leased well before any poll's wait ends, none left
+        # ready, the other 20 polls still waiting.
+        await until(lambda: answered(polls) == 60, timeout=20)
+        assert await redis.zcard(QueueKeys.of("mail-out").ready) == 0
+        await until(lambda: waiting() == 20, timeout=20)
+        for _ in range(20):
+            enqueued += await enqueue_one(api if len(enqueued) % 2 else other)
+        leased = await asyncio.wait_for(leased_ids(polls), 20)
+    assert sorted(leased) == sorted(enqueued)
+    print(f"\n{len(pull_claims)} claims for {len(enqueued)} tasks, polls on two gateways")
+    # Each gateway hands out its own wake-ups: a task announced to both may cost two claims.
+    assert len(pull_claims) <= 2.5 * len(enqueued)
+
+
+async def test_a_wake_up_that_does_not_say_how_many_is_handed_on_until_all_are_leased(
+    redis_url: str, pull_claims: list[str]
+) -> None:
+    """Scheduled tasks made ready by the recoverer are announced without a number: one poll
+    wakes, takes its fill, and hands the wake-up on while the claim says more are ready."""
+    async with gateway(settings_for(redis_url, recover_interval=0.05)) as (api, app):
+        endpoint_id = await pull_queue(api, policy=ROOMY, concurrency=1000)
+        polls = start_polls(api, endpoint_id, 10, max_tasks=4)
+        await until(lambda: app.state.pull_waiters.waiting("mail-out") == 10, timeout=60)
+        pull_claims.clear()
+        enqueued = await enqueue_batch(api, 20, delay=0.5)
+        await until(lambda: answered(polls) == 5, timeout=20)
+        assert app.state.pull_waiters.waiting("mail-out") == 5
+        leased = []
+        for poll in polls:
+            if poll.done():
+                leased += [t["id"] for t in (await poll).json()["tasks"]]
+            else:
+                poll.cancel()
+    assert sorted(leased) == sorted(enqueued)
+    print(f"\n{len(pull_claims)} claims for 20 tasks, 4 a poll, announced without a number")
+    assert len(pull_claims) <= 8
