@@ -15,7 +15,9 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.pubsub import Notifier
 from gateway.store.tasks import Claim, TaskStore
 from tests.integration.test_pull_api import gateway, lease, pull_queue, settings_for
 from tests.support import until
@@ -176,3 +178,17 @@ async def test_a_wake_up_that_does_not_say_how_many_is_handed_on_until_all_are_l
     assert sorted(leased) == sorted(enqueued)
     print(f"\n{len(pull_claims)} claims for 20 tasks, 4 a poll, announced without a number")
     assert len(pull_claims) <= 8
+
+
+async def test_the_notifier_reads_how_many_tasks_a_wake_message_announces(redis_url: str) -> None:
+    heard: list[tuple[str, int | None]] = []
+    async with Redis.from_url(redis_url, decode_responses=True) as redis:
+        notifier = Notifier(redis, on_wake=lambda queue, ready: heard.append((queue, ready)))
+        await notifier.start()
+        try:
+            for message in ("mail-out 12", "mail-out", "mail-out x"):
+                await redis.publish(keys.WAKE_CHANNEL, message)
+            await until(lambda: len(heard) == 3, what="three wake-ups")
+        finally:
+            await notifier.stop()
+    assert heard == [("mail-out", 12), ("mail-out", None), ("mail-out", None)]
