@@ -13,10 +13,10 @@ When nothing can be leased and the request may wait, it waits in its endpoint's 
 pub/sub, on any gateway; an attempt's end freeing room while tasks wait; a policy or endpoint
 change), so an idle long poll sends no Redis command while it waits, and a wake-up wakes as many
 polls as there are new tasks, oldest first (that module says how none is missed). An empty
-queue waits for a wake-up alone; a full one, or one without room on the
-endpoint, re-checks at most every :data:`RECHECK` seconds (room freed through another gateway
-sends no wake-up); a rate-limited one at the time the bucket allows. Closing the waiters (the
-gateway shutting down) ends every wait at once: each poll answers with what it has.
+queue waits for a wake-up alone; a full one, or one without room on the endpoint, also
+re-checks at most every :data:`RECHECK` seconds (for a message lost on the way); a
+rate-limited one at the time the bucket allows. Closing the waiters (the gateway shutting
+down) ends every wait at once: each poll answers with what it has.
 """
 
 from __future__ import annotations
