@@ -45,7 +45,8 @@ from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
-from gateway.services.pulls import PullService, PullWaiters
+from gateway.services.pull_waiters import PullWaiters
+from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
 from gateway.services.runs import Runs
 from gateway.services.sessions import SessionService
@@ -124,10 +125,11 @@ def create_app(
             metrics=recorder,
         )
 
-        def wake(queue: str) -> None:
-            """There may be ready work on ``queue``: for the dispatcher and the pull polls."""
+        def wake(queue: str, ready: int | None = None) -> None:
+            """There may be ready work on ``queue``: for the dispatcher and the pull polls.
+            ``ready``: how many tasks became ready, when known (the polls to wake)."""
             dispatcher.wake(queue)
-            pull_waiters.wake(queue)
+            pull_waiters.wake(queue, ready)
 
         catalog_store = CatalogStore(redis, scripts)
         catalog = Catalog(catalog_store)
@@ -232,7 +234,9 @@ def create_app(
                 tasks,
                 queues,
                 clock,
-                on_finished=wake,
+                # The dispatcher only: pull polls hear of room freed while tasks wait from the
+                # finish script's jg:wake, and a poll waiting for new tasks needs no wake-up.
+                on_finished=dispatcher.wake,
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
                 metrics=recorder,

@@ -8,30 +8,30 @@ lease's expiry work as for an accepted push, and the worker reports through the 
 fenced by the lease token. The answer is the body a batch push would carry (``PushBatch``, made
 by the pusher's own functions), so a pull worker reads what a push worker reads.
 
-When nothing can be leased and the request may wait, it waits on :class:`PullWaiters` — the
-wake-ups the dispatcher gets (an enqueue here or, over pub/sub, on another gateway; a finished
-attempt; a policy or endpoint change) — so an idle long poll sends no Redis command while it
-waits. An empty queue waits for a wake-up alone; a full one, or one without room on the
-endpoint, re-checks at most every :data:`RECHECK` seconds (room freed through another gateway
-sends no wake-up); a rate-limited one at the time the bucket allows. Closing the waiters (the
-gateway shutting down) ends every wait at once: each poll answers with what it has.
+When nothing can be leased and the request may wait, it waits in its endpoint's line of
+:class:`~gateway.services.pull_waiters.PullWaiters` for a wake-up (an enqueue here or, over
+pub/sub, on any gateway; an attempt's end freeing room while tasks wait; a policy or endpoint
+change), so an idle long poll sends no Redis command while it waits, and a wake-up wakes as many
+polls as there are new tasks, oldest first (that module says how none is missed). An empty
+queue waits for a wake-up alone; a full one, or one without room on the endpoint, also
+re-checks at most every :data:`RECHECK` seconds (for a message lost on the way); a
+rate-limited one at the time the bucket allows. Closing the waiters (the gateway shutting
+down) ends every wait at once: each poll answers with what it has.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import secrets
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 from gateway.clock import Clock
 from gateway.directory import Directory
 from gateway.dispatch.pusher import batch_body
 from gateway.errors import EndpointNotFound, FieldProblem, QueueNotFound, ValidationFailed
+from gateway.services.pull_waiters import PullWaiters, Turn
 from gateway.store.records import Lease
-from gateway.store.tasks import ClaimStatus, TaskStore
+from gateway.store.tasks import Claim, ClaimStatus, TaskStore
 from sdk.wire import LeaseRequest
 
 RECHECK = 1.0
@@ -40,48 +40,6 @@ RECHECK = 1.0
 
 async def _never() -> bool:
     return False
-
-
-class PullWaiters:
-    """The long polls waiting for work, by queue: woken where the dispatcher is woken."""
-
-    def __init__(self) -> None:
-        self._waiting: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
-        self.closed = asyncio.Event()
-
-    def waiting(self, queue: str) -> int:
-        """Polls of ``queue`` watching for a wake-up now."""
-        return len(self._waiting.get(queue, ()))
-
-    def wake(self, queue: str) -> None:
-        """There may be work on ``queue`` (new tasks, or room freed)."""
-        for event in self._waiting.get(queue, ()):
-            event.set()
-
-    def wake_all(self) -> None:
-        """There may be work anywhere (wake-ups may have been lost)."""
-        for events in self._waiting.values():
-            for event in events:
-                event.set()
-
-    def close(self) -> None:
-        """End every wait now and any later one at once (the gateway is shutting down)."""
-        self.closed.set()
-        self.wake_all()
-
-    @contextlib.contextmanager
-    def watch(self, queue: str) -> Iterator[asyncio.Event]:
-        """An event set by the next wake-up of ``queue``. Watch first, then claim, so a task
-        enqueued between the two is not missed."""
-        event = asyncio.Event()
-        self._waiting[queue].add(event)
-        try:
-            yield event
-        finally:
-            events = self._waiting[queue]
-            events.discard(event)
-            if not events:
-                del self._waiting[queue]
 
 
 class PullService:
@@ -108,13 +66,13 @@ class PullService:
         poll nobody reads any more (its tasks would sit leased until their lease ran out)."""
         await self._check_endpoint(queue, request.endpoint_id)
         deadline = time.monotonic() + request.wait
-        with self._waiters.watch(queue) as woken:
+        with self._waiters.turn(queue, request.endpoint_id, request.max_tasks) as turn:
             first = True
             while True:
                 if not first and await gone():
                     return batch_body([], self._callback_base)
                 first = False
-                woken.clear()
+                turn.claiming()
                 claim = await self._tasks.claim(
                     queue,
                     request.max_tasks,
@@ -123,6 +81,7 @@ class PullService:
                     endpoint_id=request.endpoint_id,
                 )
                 if claim.leases:
+                    turn.took(more=not claim.settled)
                     await self._accept(queue, claim.leases)
                     return batch_body(claim.leases, self._callback_base)
                 if claim.status is ClaimStatus.NOQUEUE:
@@ -130,28 +89,20 @@ class PullService:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._waiters.closed.is_set():
                     return batch_body([], self._callback_base)
-                await self._pause(claim.status, claim.retry_at_ms, left, woken, held=claim.held)
+                await self._pause(claim, left, turn)
 
-    async def _pause(
-        self,
-        status: ClaimStatus,
-        retry_at_ms: int | None,
-        left: float,
-        woken: asyncio.Event,
-        *,
-        held: bool = False,
-    ) -> None:
+    async def _pause(self, claim: Claim, left: float, turn: Turn) -> None:
         """Wait, sending nothing to Redis, until the claim may go otherwise (module docstring)."""
         timeout = left
-        awaited = woken
-        if retry_at_ms is not None:
-            timeout = min(timeout, max(0, retry_at_ms - self._clock.now_ms()) / 1000)
-        if status is ClaimStatus.RATE and not held:
-            awaited = self._waiters.closed  # the bucket refills at its own pace
-        elif status is not ClaimStatus.EMPTY:
+        if claim.retry_at_ms is not None:
+            timeout = min(timeout, max(0, claim.retry_at_ms - self._clock.now_ms()) / 1000)
+        if claim.status is ClaimStatus.RATE and not claim.held:
+            # The queue's bucket refills at its own pace: no wake-up is for this poll.
+            await turn.sleep(timeout, self._waiters.closed)
+            return
+        if claim.status is not ClaimStatus.EMPTY:
             timeout = min(timeout, RECHECK)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(awaited.wait(), timeout)
+        await turn.wait(timeout)
 
     async def _check_endpoint(self, queue: str, endpoint_id: str) -> None:
         view = await self._directory.view(queue, endpoint_id)

@@ -137,7 +137,7 @@ class TaskService:
         notifier: Notifier,
         dependencies: DependencyStore,
         *,
-        on_ready: Callable[[str], None],
+        on_ready: Callable[[str, int], None],
         catalog: CatalogService | None = None,
         allow_private_urls: bool = False,
         tracing: Tracing | None = None,
@@ -209,11 +209,12 @@ class TaskService:
         keyed = view.policy.key_rate_limit
         if not self._tracing.enabled:
             new = [_new_task(spec, now, located, queue, keyed, trace) for spec in specs]
-            stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
+            enqueued = await self._tasks.enqueue_batch(queue, new, now, client_ids=bool(seen))
         else:
             untraced = [_new_task(spec, now, located, queue, keyed) for spec in specs]
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
-                stored = await self._tasks.enqueue(queue, new, now, client_ids=bool(seen))
+                enqueued = await self._tasks.enqueue_batch(queue, new, now, client_ids=bool(seen))
+        stored = enqueued.stored
         self._metrics.enqueued(queue, (n.name for n, s in zip(new, stored, strict=True) if s.state))
         links = [
             (n.id, q, d)
@@ -223,8 +224,11 @@ class TaskService:
         ]
         if links:
             await self._dependencies.link(queue, links, now)
-        if any(s.state is TaskState.QUEUED for s in stored):
-            self._on_ready(queue)
+        ready = sum(s.state is TaskState.QUEUED for s in stored)
+        if ready:
+            # Pub/sub tells the pull polls of every gateway, this one's too, when the script
+            # announced the tasks: counting them here as well would wake twice as many.
+            self._on_ready(queue, 0 if enqueued.announced else ready)
         views = []
         for spec, n, s in zip(specs, new, stored, strict=True):
             if s.duplicate_of is not None:

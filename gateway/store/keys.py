@@ -117,7 +117,8 @@ Admin UI sessions and sign-in (see ``gateway.store.sessions``):
   window after its last attempt, deleted by a sign-in that succeeds. Both ``{signin}`` keys
   share a hash tag, so one script changes them (``lua/sign_in_attempt.lua``).
 
-Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work),
+Pub/sub channels: ``jg:wake`` (message: a queue name that has new ready work, then, from the
+enqueue script, a space and how many tasks became ready),
 ``jg:done:<id>`` (published when a task reaches a final state) and ``jg:due:wake`` (message: a
 due time in ms that just became the earliest of ``jg:due``, so sleeping recoverers wake),
 ``jg:notify:wake`` and ``jg:jobs:wake`` (a due time in ms of a completion callback or a job

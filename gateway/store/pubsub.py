@@ -2,14 +2,17 @@
 time, and long-polls on finish.
 
 One pub/sub connection per gateway process. ``jg:wake`` carries queue names that got ready work
-(published by the enqueue and promote scripts, possibly from another gateway); ``jg:due:wake``
-carries a due time that became the earliest of the due index; ``jg:changed`` carries a queue
-whose policy or endpoints changed (:meth:`Notifier.changed`, so every gateway forgets its
-cached view and its paused or idle dispatcher loop looks again at once); ``jg:done:<id>`` is
-published when a task ends, and subscribed only while someone waits for that task.
+(published by the enqueue and promote scripts, possibly from another gateway), followed by a
+space and how many tasks became ready when the publisher knows (the enqueue script does);
+``jg:due:wake`` carries a due time that became the earliest of the due index; ``jg:changed``
+carries a queue whose policy or endpoints changed (:meth:`Notifier.changed`, so every gateway
+forgets its cached view and its paused or idle dispatcher loop looks again at once);
+``jg:done:<id>`` is published when a task ends, and subscribed only while someone waits for
+that task.
 
 Messages sent while the connection is broken are lost, so once it is back ``on_reconnect`` is
-called: the gateway then wakes every dispatcher loop and its recoverer once.
+called: the gateway then wakes every dispatcher loop, every waiting pull poll and its recoverer
+once.
 
 After a break the connection is made anew through the client, not retried on the same node: on
 a Redis Cluster the pub/sub connection is on one node (the one serving ``jg:wake``'s slot when it
@@ -48,7 +51,7 @@ class Notifier:
     def __init__(
         self,
         redis: Redis,
-        on_wake: Callable[[str], None],
+        on_wake: Callable[[str, int | None], None],
         *,
         on_due: Callable[[int], None] = lambda due_ms: None,
         on_notice: Callable[[int], None] = lambda due_ms: None,
@@ -156,7 +159,7 @@ class Notifier:
                 continue
             channel = message["channel"]
             if channel == keys.WAKE_CHANNEL:
-                self._on_wake(message["data"])
+                self._on_wake(*_wake_message(message["data"]))
             elif channel == keys.CHANGED_CHANNEL:
                 self._on_change(message["data"])
             elif channel in (keys.DUE_CHANNEL, keys.NOTICE_CHANNEL, keys.JOBS_CHANNEL):
@@ -173,3 +176,9 @@ class Notifier:
             elif channel.startswith(keys.DONE_CHANNEL_PREFIX):
                 for event in self._waiters.get(channel.removeprefix(keys.DONE_CHANNEL_PREFIX), ()):
                     event.set()
+
+
+def _wake_message(data: str) -> tuple[str, int | None]:
+    """A ``jg:wake`` message's queue, and how many tasks became ready if it says."""
+    queue, _, ready = data.partition(" ")
+    return queue, int(ready) if ready.isdigit() else None

@@ -18,7 +18,7 @@ async def test_the_notifier_hears_publishes_from_every_node(
 ) -> None:
     client = await connect(cluster_url)
     woken: list[str] = []
-    notifier = Notifier(client, on_wake=woken.append)
+    notifier = Notifier(client, on_wake=lambda queue, _: woken.append(queue))
     await notifier.start()
     try:
         for port in redis_cluster:  # primaries and replicas alike

@@ -123,7 +123,7 @@ async def test_a_notifier_alone_finds_a_live_node_when_its_node_is_killed(
     ports = own_cluster.ports
     client = await connect(own_cluster.url)
     woken: list[str] = []
-    notifier = Notifier(client, on_wake=woken.append)
+    notifier = Notifier(client, on_wake=lambda queue, _: woken.append(queue))
     await notifier.start()
     try:
         listening = await until(

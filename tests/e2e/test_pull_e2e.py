@@ -1,10 +1,13 @@
 """A pull worker process (``jobgate worker --pull``) against real gateway processes: tasks run
 with heartbeats, checkpoints and logs to success; a worker SIGKILLed mid-task loses the lease,
 and the task is leased again (with its checkpoint) once the lease expires; SIGTERM with the
-``requeue`` policy hands running tasks back at once."""
+``requeue`` policy hands running tasks back at once. Many long polls on two gateway processes
+get each task once, at about one claim per task per gateway."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +16,9 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+import httpx
+from redis.asyncio import Redis
 
 from sdk import Client
 from sdk.wire import Task, TaskState
@@ -148,3 +154,65 @@ def test_a_waiting_pull_worker_wakes_on_an_enqueue_through_another_gateway(
     assert other.wait(second, 30).state is TaskState.SUCCEEDED
     # Woken over pub/sub, not at the end of its 50 s poll.
     assert time.monotonic() - enqueued < 5
+
+
+async def test_polls_on_two_gateway_processes_get_each_task_once_at_about_a_claim_each(
+    cluster: Cluster,
+) -> None:
+    gateways = [cluster.gateway(JOBGATE_API_KEYS=KEYS) for _ in range(2)]
+    client = cluster.client(gateways[0])
+    client.put_queue(QUEUE, max_concurrency=1000)
+    endpoint_id = client.add_endpoint(QUEUE, pull=True, concurrency=1000).id
+    per_gateway, tasks = 40, 80
+    claims: list[str] = []  # the pull claims Redis ran: EVALSHA naming the endpoint
+
+    async def watch(redis: Redis) -> None:
+        async with redis.monitor() as monitor:
+            async for info in monitor.listen():
+                command = info["command"]
+                if command.startswith("EVALSHA") and endpoint_id in command:
+                    claims.append(command)
+
+    async with (
+        Redis.from_url(cluster.redis_url, decode_responses=True) as redis,
+        httpx.AsyncClient(headers={"authorization": f"Bearer {WORKER_KEY}"}, timeout=70) as http,
+    ):
+        watching = asyncio.create_task(watch(redis))
+        try:
+            await asyncio.sleep(0.2)  # MONITOR is on before the first poll
+            polls = [
+                asyncio.create_task(
+                    http.post(
+                        f"{url}/v1/queues/{QUEUE}/leases",
+                        json={"endpoint_id": endpoint_id, "wait": 50},
+                    )
+                )
+                for url in gateways
+                for _ in range(per_gateway)
+            ]
+            # Every poll has claimed once (the queue is empty) and waits.
+            deadline = time.monotonic() + 30
+            while len(claims) < 2 * per_gateway:
+                assert time.monotonic() < deadline, f"{len(claims)} polls claimed"
+                await asyncio.sleep(0.05)
+            claims.clear()
+            producer = httpx.AsyncClient(
+                base_url=gateways[1], headers={"authorization": f"Bearer {ADMIN}"}, timeout=70
+            )
+            async with producer:
+                enqueued = []
+                for _ in range(tasks):
+                    r = await producer.post(
+                        f"/v1/queues/{QUEUE}/tasks", json={"name": "steps", "payload": {}}
+                    )
+                    assert r.status_code == 201, r.text
+                    enqueued.append(r.json()["id"])
+            answers = await asyncio.wait_for(asyncio.gather(*polls), 30)
+        finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watching
+    leased = [t["id"] for r in answers for t in r.json()["tasks"]]
+    assert sorted(leased) == sorted(enqueued)
+    print(f"\n{len(claims)} claims for {tasks} tasks, polls on two gateway processes")
+    assert len(claims) <= 2.5 * tasks

@@ -128,7 +128,7 @@ async def test_the_running_loop_promotes_and_expires_on_time(
         interval=interval,
         on_ready=lambda q: promoted_at.append(clock.now_ms()),
     )
-    notifier = Notifier(stores.redis, on_wake=lambda q: None, on_due=rec.notice)
+    notifier = Notifier(stores.redis, on_wake=lambda q, n: None, on_due=rec.notice)
     await notifier.start()
     running = asyncio.create_task(rec.run())
     try:
@@ -342,7 +342,7 @@ async def test_an_earlier_due_time_wakes_other_gateways_over_pub_sub(
     stores: Stores, other_gateway: Stores
 ) -> None:
     noticed: list[int] = []
-    notifier = Notifier(stores.redis, on_wake=lambda q: None, on_due=noticed.append)
+    notifier = Notifier(stores.redis, on_wake=lambda q, n: None, on_due=noticed.append)
     await notifier.start()
     try:
         await make_queue(other_gateway)

@@ -110,9 +110,9 @@ async def env(redis_url: str) -> AsyncIterator[Env]:
         queues,
         Directory(queues),
         clock,
-        Notifier(redis, on_wake=lambda q: None),
+        Notifier(redis, on_wake=lambda q, n: None),
         DependencyStore(redis, scripts),
-        on_ready=lambda q: None,
+        on_ready=lambda q, n: None,
     )
     store = JobStore(redis, scripts)
     runs = Runs(store, task_service)

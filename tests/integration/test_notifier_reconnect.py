@@ -20,7 +20,9 @@ async def test_a_killed_pubsub_connection_subscribes_again(redis_url: str) -> No
         woken: list[str] = []
         reconnects: list[None] = []
         notifier = Notifier(
-            redis, on_wake=woken.append, on_reconnect=lambda: reconnects.append(None)
+            redis,
+            on_wake=lambda queue, _: woken.append(queue),
+            on_reconnect=lambda: reconnects.append(None),
         )
         await notifier.start()
         try:

@@ -42,9 +42,14 @@ def gateway(settings: Settings) -> Any:
     return gateway_app(settings, ADMIN, timeout=30)
 
 
-async def pull_queue(api: httpx.AsyncClient, queue: str = "mail-out", **endpoint: Any) -> str:
-    """A queue with one pull endpoint; its id."""
-    (await api.put(f"/v1/queues/{queue}", json={})).raise_for_status()
+async def pull_queue(
+    api: httpx.AsyncClient,
+    queue: str = "mail-out",
+    policy: dict[str, Any] | None = None,
+    **endpoint: Any,
+) -> str:
+    """A queue (with ``policy``) and one pull endpoint; its id."""
+    (await api.put(f"/v1/queues/{queue}", json=policy or {})).raise_for_status()
     r = await api.post(f"/v1/queues/{queue}/endpoints", json={"pull": True, **endpoint})
     assert r.status_code == 201, r.text
     return str(r.json()["id"])

@@ -9,10 +9,12 @@ import pytest
 from ulid import ULID
 
 from gateway.errors import QueueNotEmpty, QueueNotFound, TaskExists
+from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.records import EndpointRecord, NewTask
 from gateway.store.tasks import CancelResult, ClaimStatus, Fence, Finish
 from sdk.wire import AttemptOutcome, Backoff, BackoffStrategy, QueuePolicy, TaskState
+from tests.support import until
 
 from .conftest import Stores
 
@@ -257,6 +259,46 @@ async def test_a_claim_that_took_the_last_ready_task_is_settled(stores: Stores) 
     await stores.tasks.enqueue("q", [new_task(now)], now)
     claim = await stores.tasks.claim("q", 10, seed(), now)
     assert (len(claim.leases), claim.settled) == (1, True)
+
+
+async def test_a_claim_that_took_as_many_as_it_asked_and_left_none_is_settled(
+    stores: Stores,
+) -> None:
+    """A pull poll for one task that took the last one must not hand a wake-up on (or a
+    dispatcher claim again) only to find nothing."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    await stores.tasks.enqueue("q", [new_task(now) for _ in range(2)], now)
+    first = await stores.tasks.claim("q", 1, seed(), now)
+    assert (len(first.leases), first.settled) == (1, False)
+    second = await stores.tasks.claim("q", 1, seed(), now)
+    assert (len(second.leases), second.settled) == (1, True)
+
+
+async def test_an_enqueue_into_an_empty_ready_set_announces_how_many_became_ready(
+    stores: Stores,
+) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    async with stores.redis.pubsub() as pubsub:
+        await pubsub.subscribe(keys.WAKE_CHANNEL)
+        first = await stores.tasks.enqueue_batch("q", [new_task(now) for _ in range(3)], now)
+        scheduled = new_task(now, run_at=now + 60_000)
+        second = await stores.tasks.enqueue_batch("q", [new_task(now), scheduled], now)
+        await stores.redis.publish(keys.WAKE_CHANNEL, "marker")
+        heard: list[str] = []
+
+        async def marker_heard() -> bool:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+            if message is not None:
+                heard.append(message["data"])
+            return "marker" in heard
+
+        await until(marker_heard, what="the marker")
+    assert (first.announced, second.announced) == (True, False)
+    assert [s.state for s in second.stored] == [TaskState.QUEUED, TaskState.SCHEDULED]
+    # The second enqueue found tasks ready already: no message (the polls awake see them).
+    assert heard == ["q 3", "marker"]
 
 
 async def test_duplicate_ids_are_refused_across_queues(stores: Stores) -> None:

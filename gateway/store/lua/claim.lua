@@ -16,12 +16,12 @@
 -- by every gateway. The per-name and per-key limits are described where they are checked.
 -- Returns {'OK', settled, {id, endpoint id, record JSON, payload, checkpoint or nil,
 --         the endpoint's signing secrets now}, ...}
---         where settled is '1' when the claim stopped because no ready task is left that an
---         endpoint with room can take (claiming again now would find nothing: wait for a
---         change), else ''; the signing secrets are the endpoint's current one, then its
---         previous one while its rotation's overlap lasts (rotate_secret.lua), separated by a
---         space: chosen here, by the claim's own time, so that no push claimed once the overlap
---         ended carries the previous one
+--         where settled is '1' when no ready task is left that an endpoint with room can take,
+--         whether the claim stopped for that or took all it wanted (claiming again now would
+--         find nothing: wait for a change), else ''; the signing secrets are the endpoint's
+--         current one, then its previous one while its rotation's overlap lasts
+--         (rotate_secret.lua), separated by a space: chosen here, by the claim's own time, so
+--         that no push claimed once the overlap ended carries the previous one
 --      or {'NOQUEUE'} | {'PAUSED'} | {'FULL'} (queue concurrency reached) | {'EMPTY'}
 --      or {'RATE', ms until a dispatch is allowed} (the queue's bucket is empty)
 --      or {'RATE', ms, 'held'} (every task looked at waits for a per-name or per-key bucket: a
@@ -265,8 +265,8 @@ local out = {'OK', ''}
 local n = 0
 local taken, records, leased, stalled, ids = {}, {}, {}, {}, {}
 local added = {}  -- endpoint id -> pushes added
-while n < wanted do
-  -- The best ready task some endpoint with room can take.
+-- The prefix of the best ready task some endpoint with room can take, or nil.
+local function best_head()
   local best_prefix, best_key = nil, nil
   for prefix, member in pairs(heads) do
     if member then
@@ -282,6 +282,10 @@ while n < wanted do
       end
     end
   end
+  return best_prefix
+end
+while n < wanted do
+  local best_prefix = best_head()
   if best_prefix == nil then
     out[2] = '1'
     break
@@ -341,6 +345,11 @@ while n < wanted do
   else
     redis.call('ZREM', KEYS[8], member)
   end
+end
+-- Took all it wanted: settled too when nothing it could take is left (the heads are already
+-- past the last task taken), so a caller does not claim again only to find nothing.
+if n == wanted and best_head() == nil then
+  out[2] = '1'
 end
 if n > 0 then
   redis.call('ZREM', KEYS[8], unpack(taken))

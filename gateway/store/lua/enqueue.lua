@@ -8,8 +8,9 @@
 --           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
 --           {queue, id}), payload JSON
 -- Returns {'OK', one entry per task...}: the state it was stored in, or 'dup:<id>' when its
---      dedup or singleton key matched task <id> (nothing stored for it); then 'NOTICE' when
---      a completion callback notice was recorded (a dependency had failed already)
+--      dedup or singleton key matched task <id> (nothing stored for it); then 'WOKE' when the
+--      wake channel was told (the ready set was empty), then 'NOTICE' when a completion
+--      callback notice was recorded (a dependency had failed already)
 --   or {'NOQUEUE'} | {'EXISTS', id} | {'NOGROUP', task index, group} | {'NODEP', index, id}
 -- Dependencies in other queues are recorded in ``links`` ("<id> <queue> <dependency>", scored
 -- by now): the caller registers them there, then removes the entry.
@@ -198,8 +199,14 @@ for _, s in ipairs(stored) do
   end
 end
 
-if was_empty and redis.call('ZCARD', KEYS[4]) > 0 then
-  redis.call('PUBLISH', ARGV[3], queue)
+-- Told once the ready set stops being empty: '<queue> <tasks now ready>' (they are all new),
+-- so each gateway wakes as many pull polls as there are tasks.
+if was_empty then
+  local ready = redis.call('ZCARD', KEYS[4])
+  if ready > 0 then
+    redis.call('PUBLISH', ARGV[3], queue .. ' ' .. ready)
+    out[#out + 1] = 'WOKE'
+  end
 end
 if Q.noticed then
   out[#out + 1] = 'NOTICE'

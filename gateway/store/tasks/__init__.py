@@ -12,7 +12,7 @@ The Redis client must decode responses (``decode_responses=True``).
 from __future__ import annotations
 
 from gateway.store.tasks.due import DueIndexing
-from gateway.store.tasks.enqueue import Enqueuing, Stored
+from gateway.store.tasks.enqueue import Enqueued, Enqueuing, Stored
 from gateway.store.tasks.finish import CancelResult, Finish, Finished, Finishing
 from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
 from gateway.store.tasks.reads import Reading
@@ -23,6 +23,7 @@ __all__ = [
     "CancelResult",
     "Claim",
     "ClaimStatus",
+    "Enqueued",
     "Expired",
     "Fence",
     "Finish",

@@ -50,6 +50,15 @@ class Stored:
     duplicate_of: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """How an enqueue went: each task's :class:`Stored`, and whether the script told the wake
+    channel of its new ready tasks (then every gateway, this one included, hears of them)."""
+
+    stored: list[Stored]
+    announced: bool
+
+
 def _stored(entry: str) -> Stored:
     if entry.startswith("dup:"):
         return Stored(None, entry.removeprefix("dup:"))
@@ -62,6 +71,12 @@ class Enqueuing(StoreBase):
     async def enqueue(
         self, queue: str, tasks: Sequence[NewTask], now_ms: int, *, client_ids: bool = False
     ) -> list[Stored]:
+        """:meth:`enqueue_batch`, each task's outcome only."""
+        return (await self.enqueue_batch(queue, tasks, now_ms, client_ids=client_ids)).stored
+
+    async def enqueue_batch(
+        self, queue: str, tasks: Sequence[NewTask], now_ms: int, *, client_ids: bool = False
+    ) -> Enqueued:
         """Store tasks atomically; raises QueueNotFound or TaskExists and then stores nothing.
 
         The id index lives outside the queue's slot. Ids the gateway made are unique, so their
@@ -81,9 +96,9 @@ class Enqueuing(StoreBase):
             indexed = index
             reply, confirmed = await self._store(queue, script_keys, args, index)
         if reply[0] == "OK":
-            entries = reply[1:]
-            if len(entries) > len(tasks):  # a completion callback notice was recorded
-                entries.pop()
+            entries = reply[1 : len(tasks) + 1]
+            markers = reply[len(tasks) + 1 :]
+            if "NOTICE" in markers:  # a completion callback notice was recorded
                 await mark_noticed(self._redis, queue, now_ms)
             stored = [_stored(entry) for entry in entries]
             unused = [
@@ -93,7 +108,7 @@ class Enqueuing(StoreBase):
                 await self._redis.delete(*unused)
             if confirmed is not None:
                 self._durability.confirm(confirmed)
-            return stored
+            return Enqueued(stored, "WOKE" in markers)
         if indexed:
             await self._redis.delete(*indexed)
         if reply[0] == "NOQUEUE":
