@@ -18,6 +18,7 @@ its subclasses), as :mod:`sdk.errors` documents.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,7 +26,15 @@ from typing import Protocol
 import aiohttp
 import httpx
 
-__all__ = ["AioSession", "Answer", "HttpxSession", "Reply", "Session", "open_session"]
+__all__ = [
+    "AioSession",
+    "Answer",
+    "HttpxSession",
+    "Reply",
+    "Session",
+    "open_session",
+    "transport_error",
+]
 
 Params = Mapping[str, str | int | float]
 
@@ -94,20 +103,11 @@ class AioSession:
         self._headers = dict(headers or {})
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self._pool_size, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(limit=self._pool_size)
         self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
         return self._session
-
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        timeout = self._timeouts.get(seconds)
-        if timeout is None:
-            timeout = aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=seconds)
-            if len(self._timeouts) < 64:  # a few distinct values: the client's, plus waits
-                self._timeouts[seconds] = timeout
-        return timeout
 
     async def request(
         self,
@@ -127,7 +127,7 @@ class AioSession:
                 params=params,
                 data=content,
                 headers=headers,
-                timeout=self._timeout(timeout),
+                timeout=_timeout(timeout),
                 allow_redirects=False,
             ) as response:
                 body = await response.read()
@@ -174,6 +174,13 @@ class HttpxSession:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+@functools.lru_cache(maxsize=64)  # a few values: a client's timeout, plus its long-polls' waits
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    """httpx's meaning of a timeout: for getting a connection (from the pool, or a new one) and
+    for each read; no bound on the whole request."""
+    return aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=seconds)
 
 
 def open_session(
