@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 from urllib.parse import quote
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from sdk.errors import ApiError, TaskTimeout
+from sdk.sessions import Answer, Params
 from sdk.wire import (
     BatchCreate,
     BatchCreated,
@@ -55,8 +55,6 @@ M = TypeVar("M", bound=BaseModel)
 MAX_WAIT = 60.0
 """The longest long-poll the gateway accepts on ``GET /v1/tasks/{id}?wait=``."""
 
-Params = Mapping[str, str | int | float]
-
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
@@ -69,7 +67,7 @@ class Call(Generic[T]):
 
     method: str
     path: str
-    read: Callable[[httpx.Response], T]
+    read: Callable[[Answer], T]
     params: Params | None = None
     body: BaseModel | None = None
     wait: float = 0.0
@@ -84,7 +82,7 @@ class Call(Generic[T]):
         cleared = {k: None for k in self.body.model_fields_set if getattr(self.body, k) is None}
         return json.dumps({**data, **cleared}, separators=(",", ":")).encode()
 
-    def answer(self, response: httpx.Response) -> T:
+    def answer(self, response: Answer) -> T:
         """The parsed answer, or :class:`ApiError` for a non-2xx status."""
         if not response.is_success:
             raise ApiError(response.status_code, problem_of(response))
@@ -95,7 +93,7 @@ Plan: TypeAlias = Generator[Call[Any], Any, T]
 """A multi-request operation: yields calls, is sent each call's answer, returns the result."""
 
 
-def problem_of(response: httpx.Response) -> Problem:
+def problem_of(response: Answer) -> Problem:
     """The problem document of an error answer; made up from the status for non-JSON bodies."""
     try:
         return Problem.model_validate_json(response.content)
@@ -113,16 +111,16 @@ def problem_of(response: httpx.Response) -> Problem:
     )
 
 
-def reads(model: type[M]) -> Callable[[httpx.Response], M]:
+def reads(model: type[M]) -> Callable[[Answer], M]:
     """The reader of an answer whose JSON body is one ``model``."""
 
-    def read(response: httpx.Response) -> M:
+    def read(response: Answer) -> M:
         return model.model_validate_json(response.content)
 
     return read
 
 
-def nothing(response: httpx.Response) -> None:
+def nothing(response: Answer) -> None:
     """The reader of an answer without a body (``204``)."""
     return None
 

@@ -13,7 +13,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
-from sdk.api import Call, Params, nothing, reads, segment
+from sdk.api import Call, nothing, reads, segment
+from sdk.sessions import Params
 from sdk.wire import (
     FireTimes,
     Job,

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sdk.api import Call, Params, reads, segment
+from sdk.api import Call, reads, segment
+from sdk.sessions import Params
 from sdk.wire import (
     CleanRequest,
     CleanResult,

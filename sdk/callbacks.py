@@ -21,6 +21,7 @@ from pydantic import BaseModel, JsonValue
 
 from sdk.api import problem_of
 from sdk.errors import ApiError, LeaseLost
+from sdk.sessions import Answer, Session
 from sdk.wire import (
     HEADER_LEASE,
     CheckpointIn,
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 FINAL_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 """Pauses between tries of the final callback when the gateway cannot be reached."""
+DEFAULT_TIMEOUT = 10.0
+"""Seconds a callback may wait for a connection, and for each read of the answer."""
 
 _STALE = frozenset({403, 409})
 # The problem titles of the gateway's 404s for a callback whose task is gone (gateway/errors.py).
@@ -49,13 +52,15 @@ class CallbackChannel:
 
     def __init__(
         self,
-        http: httpx.AsyncClient,
+        http: Session,
         base_url: str,
         lease: str,
         lease_expires_at: datetime,
         final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self._http = http
+        self.timeout = timeout
         self._base = base_url.rstrip("/")
         self._lease = lease
         self._final_retry_delays = tuple(final_retry_delays)
@@ -63,17 +68,19 @@ class CallbackChannel:
         self.lost = False
         self.trace_headers: dict[str, str] = {}  # the attempt's span context (traceparent)
 
-    async def _post(self, kind: str, body: BaseModel | None) -> httpx.Response:
+    async def _post(self, kind: str, body: BaseModel | None) -> Answer:
         if self.lost:
             raise LeaseLost("the lease is stale: the task was dispatched again")
-        response = await self._http.post(
+        response = await self._http.request(
+            "POST",
             f"{self._base}/{kind}",
-            content=b"{}" if body is None else body.model_dump_json(exclude_none=True),
+            content=b"{}" if body is None else body.model_dump_json(exclude_none=True).encode(),
             headers={
                 HEADER_LEASE: self._lease,
                 "content-type": "application/json",
                 **self.trace_headers,
             },
+            timeout=self.timeout,
         )
         if response.status_code in _STALE:
             self.lost = True

@@ -4,6 +4,8 @@ Both execute the request specs of :mod:`sdk.api`; they differ only in how a requ
 The operator methods (dead letters, running and scheduled tasks, cleaning) come from the mixins
 of :mod:`sdk.client_ops`, the jobs and runs methods from those of :mod:`sdk.client_jobs`.
 Every error answer raises :class:`~sdk.errors.ApiError`; network failures are httpx's own.
+:class:`Client` sends with httpx (blocking, its own pool); :class:`AsyncClient` with aiohttp
+(:mod:`sdk.sessions` says why).
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
-from httpx_aiohttp import AiohttpTransport
 from pydantic import JsonValue
 
 from sdk import api
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
+from sdk.sessions import open_session
 from sdk.telemetry.tracing import current_headers
 from sdk.wire import (
     BatchItem,
@@ -309,7 +311,12 @@ class Client(_Base, OperatorMethods, JobMethods):
 
 
 class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
-    """The asyncio twin of :class:`Client`: the same methods, awaitable."""
+    """The asyncio twin of :class:`Client`: the same methods, awaitable.
+
+    It sends over aiohttp (one session and keep-alive pool per client, opened on first use);
+    ``transport``, an httpx transport, makes it send through httpx over that instead (tests
+    mount an app with ``httpx.ASGITransport``).
+    """
 
     def __init__(
         self,
@@ -320,15 +327,7 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(url, api_key, timeout)
-        if transport is None:
-            # httpx's own async pool collapsed under concurrency when measured (about 55
-            # requests/s with 64 in flight, against 1,235 over aiohttp): bench/RESULTS.md.
-            transport = AiohttpTransport(
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=100)
-            )
-        self._http = httpx.AsyncClient(
-            base_url=self.url, headers=self._headers, transport=transport
-        )
+        self._http = open_session(transport, self._headers)
 
     @classmethod
     def from_env(cls, *, timeout: float = DEFAULT_TIMEOUT) -> AsyncClient:
@@ -336,7 +335,9 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         return cls(url, api_key, timeout=timeout)
 
     async def _send(self, call: api.Call[T]) -> T:
-        response = await self._http.request(call.method, call.path, **self._request_args(call))
+        response = await self._http.request(
+            call.method, self.url + call.path, **self._request_args(call)
+        )
         return call.answer(response)
 
     async def _drive(self, plan: api.Plan[T]) -> T:

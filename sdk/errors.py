@@ -13,8 +13,10 @@
         └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
                           task deleted while it ran): stop quietly
 
-Network failures are httpx's own exceptions (``httpx.TransportError`` and its subclasses); the
-SDK does not wrap them.
+Network failures are httpx's exceptions (``httpx.TransportError`` and its subclasses): httpx's
+own from :class:`~sdk.client.Client`, and aiohttp's failures raised as their httpx counterparts
+(``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ...) by the async clients
+(:func:`sdk.sessions.transport_error`).
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from sdk.attempt import Attempt
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
 from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
+from sdk.sessions import Session, open_session
 from sdk.tasks import TaskFunction
 from sdk.telemetry.metrics import WorkerMetrics
 from sdk.wire import PushBody, TaskArgs
@@ -138,7 +139,7 @@ class Runner:
         self._callback_timeout = callback_timeout
         self._final_retry_delays = tuple(final_retry_delays)
         self._transport = transport
-        self._http: httpx.AsyncClient | None = None
+        self._http: Session | None = None
         self._attempts: set[Attempt] = set()
         self._idle = asyncio.Event()  # set while no attempt runs or awaits its report
         self._idle.set()
@@ -273,6 +274,7 @@ class Runner:
             delivery.lease,
             delivery.push.lease_expires_at,
             self._final_retry_delays,
+            self._callback_timeout,
         )
 
     async def _wait_inline(self, attempts: list[Attempt]) -> None:
@@ -315,10 +317,9 @@ class Runner:
 
         supervisor.add_done_callback(done)
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> Session:
         if self._http is None:
-            timeout = httpx.Timeout(self._callback_timeout)
-            self._http = httpx.AsyncClient(timeout=timeout, transport=self._transport)
+            self._http = open_session(self._transport)
         return self._http
 
 

@@ -85,7 +85,8 @@ class Worker:
     rest; ``"requeue"`` stops them and hands them back to the queue at once, without spending
     an attempt; ``"fail"`` stops them and fails them, not retried.
     ``callback_timeout``, ``final_retry_delays``: how callbacks are sent and the final one
-    retried. ``transport``: the callback client's transport (tests, proxies).
+    retried; callbacks go over aiohttp (:mod:`sdk.sessions`). ``transport``: an httpx
+    transport to send them through instead (tests mount a fake gateway in process).
     ``meter_provider``: where the worker's metrics go (:mod:`sdk.telemetry.metrics`); by
     default the application's global OpenTelemetry provider, a no-op unless it set one.
     """

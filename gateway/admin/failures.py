@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.admin.web import Admin
-from gateway.api.problems import known_error
+from gateway.api.problems import known_error, on_disconnect
 from gateway.errors import Unavailable
 
 TITLES = {404: "Not found", 405: "Method not allowed"}
@@ -51,4 +51,8 @@ def handlers(admin: Admin) -> Mapping[Any, Any]:
             response.headers["retry-after"] = str(known.retry_after)
         return response
 
-    return {HTTPException: on_http_exception, Exception: on_exception}
+    return {
+        HTTPException: on_http_exception,
+        ClientDisconnect: on_disconnect,  # nobody is left to read a page
+        Exception: on_exception,
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.errors import GatewayError, Unavailable, ValidationFailed
@@ -58,6 +58,14 @@ async def on_http_exception(request: Request, exc: Exception) -> Response:
     )
 
 
+async def on_disconnect(request: Request, exc: Exception) -> Response:
+    """The client went away before its request's body was read (a worker stopped mid-callback):
+    nothing failed here, so no traceback. Status 499 ("client closed request") is for the
+    access log; nobody is left to read it."""
+    log.info("client disconnected during %s %s", request.method, request.url.path)
+    return problem_response(499, "Client closed request", "the client disconnected")
+
+
 def known_error(request: Request, exc: Exception) -> GatewayError:
     """What a client is told of an exception no route handled: a Redis failure as such (logged
     as a warning), anything else as an internal error (logged with its traceback)."""
@@ -78,5 +86,6 @@ async def on_unexpected(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS = {
     GatewayError: on_gateway_error,
     HTTPException: on_http_exception,
+    ClientDisconnect: on_disconnect,
     Exception: on_unexpected,
 }

@@ -69,7 +69,10 @@ Global keys (one command each, outside any script):
   task, a lease expiry, a stall deadline, an undelivered notice, a dependency to link again, a
   dedup window or finished task to sweep). The recoverer reads it with one command; written by
   plain commands and single-key scripts (``lower_due.lua``, ``settle_due.lua``) only.
-- ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name.
+- ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name. The
+  sweep deletes it right after its task, in a second step (it lies outside the queue's slot);
+  as a backstop for a gateway that dies between the two, it is written with an expiry of
+  ``INDEX_TTL_MS`` after the task's ``run_at`` (:func:`task_index_ttl_ms`).
 - ``jg:notify`` (ZSET): queue → ms when its earliest completion callback notice is due, so the
   delivery loop finds queues with work in one command. Written right after the script that
   recorded a notice, and rebuilt from every queue's ``notify`` by a slow rescan.
@@ -186,6 +189,17 @@ def sign_in_address(address: str) -> str:
 
 def task_index(task_id: str) -> str:
     return f"jg:idx:{task_id}"
+
+
+INDEX_TTL_MS = 730 * 86_400_000
+"""How long a task's index entry lives after the task's ``run_at``: two years, the longest
+retention a policy allows (365 days) plus a year for the task's own run (attempts, backoff,
+dependencies). A backstop only: the sweep deletes the entry with its task."""
+
+
+def task_index_ttl_ms(run_at_ms: int, now_ms: int) -> int:
+    """The expiry (ms from now) of a new task's index entry."""
+    return max(run_at_ms - now_ms, 0) + INDEX_TTL_MS
 
 
 def idempotency(digest: str) -> str:

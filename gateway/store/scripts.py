@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 ScriptName = Literal[
     "enqueue",
+    "index",
     "claim",
     "accept",
     "heartbeat",

@@ -45,6 +45,9 @@ class FakeGateway:
     status: dict[str, int] = field(default_factory=dict)
     title: dict[str, str] = field(default_factory=dict)  # problem titles of refusals, by kind
     calls: list[Callback] = field(default_factory=list)
+    delay: float = 0.0  # seconds before each answer
+    # When set, each heartbeat that reports progress waits for the barrier's other parties.
+    hold: asyncio.Barrier | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def kinds(self) -> list[str]:
@@ -61,18 +64,29 @@ class FakeGateway:
                 await self._changed.wait()
         return self.of(kind)
 
+    async def first_of(self, *kinds: str, within: float = 5.0) -> Callback:
+        """The first callback of any of ``kinds``, once there is one (fails after ``within`` s)."""
+        async with asyncio.timeout(within):
+            while not (found := [call for call in self.calls if call.kind in kinds]):
+                self._changed.clear()
+                await self._changed.wait()
+        return found[0]
+
     async def _callback(self, request: Request) -> Response:
         kind = request.path_params["kind"]
-        self.calls.append(
-            Callback(
-                request.path_params["task_id"],
-                kind,
-                request.headers.get(HEADER_LEASE),
-                json.loads(await request.body()),
-                request.headers.get("traceparent"),
-            )
+        call = Callback(
+            request.path_params["task_id"],
+            kind,
+            request.headers.get(HEADER_LEASE),
+            json.loads(await request.body()),
+            request.headers.get("traceparent"),
         )
+        self.calls.append(call)
         self._changed.set()
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.hold is not None and kind == "heartbeat" and call.body.get("progress"):
+            await self.hold.wait()
         status = self.status.get(kind, 200)
         if status != 200:
             title = self.title.get(kind, "refused")

@@ -12,6 +12,7 @@ import pytest
 from sdk.attempt import MIN_HEARTBEAT_INTERVAL, Attempt
 from sdk.callbacks import CallbackChannel
 from sdk.errors import ApiError, LeaseLost
+from sdk.sessions import HttpxSession
 from sdk.tasks import task
 from sdk.wire import ErrorIn, PushBody, ResultIn
 
@@ -31,7 +32,7 @@ def channel_with(
             raise answer
         return answer
 
-    http = httpx.AsyncClient(transport=httpx.MockTransport(handle))
+    http = HttpxSession(httpx.MockTransport(handle))
     return CallbackChannel(http, BASE, "L1", EXPIRES, final_retry_delays=(0, 0, 0)), seen
 
 
@@ -72,7 +73,7 @@ async def test_final_callback_survives_cancellation_of_its_caller() -> None:
         delivered.set()
         return httpx.Response(200, json={"state": "succeeded"})
 
-    http = httpx.AsyncClient(transport=httpx.MockTransport(handle))
+    http = HttpxSession(httpx.MockTransport(handle))
     channel = CallbackChannel(http, BASE, "L1", EXPIRES)
     sender = asyncio.create_task(channel.finish(ResultIn(result=1)))
     await asyncio.sleep(0)  # let it start sending
