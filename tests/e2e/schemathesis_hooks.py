@@ -9,6 +9,7 @@ that depend on the world rather than on the request, each written in openapi.yam
 - an endpoint URL, or a task's notify URL, resolves to an address the gateway may push to
   (here: loopback);
 - an ``Idempotency-Key`` reused with another body is refused (422): each request gets its own;
+- a batch gives a task id at most once: a repeated id is dropped (the gateway makes one);
 - an endpoint's task list names each task once, and each schema is a usable JSON Schema: the
   names are made unique and every schema becomes ``{}`` (any payload), which also keeps the
   task catalog from refusing the payloads of the enqueues generated after it.
@@ -114,8 +115,14 @@ def map_case(context: Any, case: Any) -> Any:
         _valid_task(body)
         if case.path.startswith("/v1/jobs"):
             _valid_job(body, case.path)
+        ids: set[str] = set()
         for task in body.get("tasks") or []:
             _valid_task(task)
+            if isinstance(task, dict) and task.get("id") is not None:
+                if str(task["id"]).upper() in ids:
+                    task.pop("id")
+                else:
+                    ids.add(str(task["id"]).upper())
         if isinstance(body.get("tasks"), list):
             _valid_catalog(body["tasks"])
     return case
