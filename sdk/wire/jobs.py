@@ -53,7 +53,8 @@ class OverlapPolicy(StrEnum):
 
 
 class CrontabSchedule(InputModel):
-    """Cron fields as in crontab(5) (each must parse: APScheduler's CronTrigger reads them);
+    """Cron fields as in crontab(5) (each must parse, 422 otherwise: APScheduler's CronTrigger
+    reads them, and the pattern only bounds their characters);
     ``day_of_week`` numbers count from Sunday (0 or 7) and names (``mon``-``sun``) work too.
     Times are wall-clock times in ``timezone``, a name of the IANA timezone database."""
 

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from sdk.wire.base import (
     DAY,
@@ -46,7 +47,7 @@ class Backoff(InputModel):
     @model_validator(mode="after")
     def _cap_not_below_base(self) -> Self:
         if self.max_delay < self.base_delay:
-            raise ValueError("max_delay must be at least base_delay")
+            raise PydanticCustomError("ordered", "max_delay must be at least base_delay")
         return self
 
 
@@ -92,7 +93,7 @@ class CircuitBreaker(InputModel):
     @model_validator(mode="after")
     def _cap_not_below_first(self) -> Self:
         if self.max_open_for < self.open_for:
-            raise ValueError("max_open_for must be at least open_for")
+            raise PydanticCustomError("ordered", "max_open_for must be at least open_for")
         return self
 
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from gateway.api.openapi import build_openapi
 from gateway.ssrf import parse_endpoint_url
-from sdk.wire import CrontabSchedule, EndpointTasks
+from sdk.wire import CrontabSchedule, EndpointTasks, QueuePolicyPatch
 from sdk.wire.timezones import timezones
 
 SCHEMAS = build_openapi()["components"]["schemas"]
@@ -90,3 +90,22 @@ def test_an_endpoint_task_list_is_unique_and_names_both_places_of_a_repeated_nam
     error = refused.value.errors()[0]
     assert error["loc"] == ("tasks",)
     assert error["msg"] == "task name 'a' is listed twice: tasks.0.name and tasks.2.name"
+
+
+@pytest.mark.parametrize(
+    ("section", "given", "low", "high"),
+    [
+        ("backoff", {"max_delay": 0.5}, "base_delay", "max_delay"),
+        ("circuit_breaker", {"max_open_for": 1}, "open_for", "max_open_for"),
+    ],
+)
+def test_a_rule_between_two_fields_is_in_the_description_and_refused_plainly(
+    section: str, given: dict[str, Any], low: str, high: str
+) -> None:
+    """JSON Schema cannot compare two fields: the description says it (a field left out takes
+    its default, in a PATCH too), and the refusal states the rule without pydantic's prefix."""
+    rule = f"{high} must be at least {low}"
+    assert rule in SCHEMAS["QueuePolicyPatch"]["properties"][section]["description"]
+    with pytest.raises(ValidationError) as refused:
+        QueuePolicyPatch.model_validate({section: given})
+    assert refused.value.errors()[0]["msg"] == rule
