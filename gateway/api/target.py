@@ -21,7 +21,7 @@ FRAGMENT = b"#"
 
 def has_fragment(scope: Scope) -> bool:
     """Whether the request target, as the server handed it, holds a ``#``."""
-    return FRAGMENT in scope.get("raw_path", b"") or FRAGMENT in scope["query_string"]
+    return FRAGMENT in (scope.get("raw_path") or b"") or FRAGMENT in scope["query_string"]
 
 
 class RefuseFragments:
