@@ -1,7 +1,9 @@
-"""Schemathesis hooks for ``test_schemathesis.py`` (loaded through ``SCHEMATHESIS_HOOKS``).
+"""Schemathesis hooks for ``test_contract.py`` (loaded through ``SCHEMATHESIS_HOOKS``).
 
-They touch only generated *valid* requests, and only for rules a JSON Schema cannot state or
-that depend on the world rather than on the request, each written in openapi.yaml's words:
+The run keeps ``positive_data_acceptance`` on: a generated *valid* request the gateway refuses
+fails it. So these hooks touch only valid requests, and only for rules a JSON Schema cannot
+state or that depend on the world rather than on the request, each written in openapi.yaml's
+words (a rule the schema can state belongs in the schema, not here):
 
 - ``max_delay`` at least ``base_delay``, ``max_open_for`` at least ``open_for`` (a relation
   between two numbers);
