@@ -25,6 +25,7 @@ from gateway.api import OPERATIONS
 from gateway.api.access_log import AccessLog
 from gateway.api.problems import EXCEPTION_HANDLERS
 from gateway.api.routing import routes
+from gateway.api.target import RefuseFragments
 from gateway.auth import Authenticator
 from gateway.catalog import Catalog
 from gateway.clock import RedisClock
@@ -329,6 +330,7 @@ def create_app(
             tracing.shutdown()
 
     middleware = [Middleware(AccessLog)] if settings.access_log else []
+    middleware.append(Middleware(RefuseFragments))
     if tracing.enabled:
         middleware.append(Middleware(ServerSpans, tracing=tracing))
     app = Starlette(

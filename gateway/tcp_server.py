@@ -17,6 +17,7 @@ from pathlib import Path
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 GRACE_SECONDS = 3.0
 """How long requests in flight may run on once the server is told to stop (Hypercorn's
@@ -26,6 +27,25 @@ requests to this server."""
 
 class StartupFailed(Exception):
     """The app's lifespan startup failed; uvicorn has already logged the traceback."""
+
+
+class _Protocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, but a fragment in the target reaches the app.
+
+    httptools' URL parser drops a fragment, so ``PUT /v1/queues/a#b`` would reach the app as
+    ``PUT /v1/queues/a``. When the target holds a ``#``, the scope gets it split at its first
+    ``?`` as h11-based servers split it, ``#`` kept, and the app refuses it
+    (:mod:`gateway.api.target`). Other targets are left as uvicorn made them.
+    """
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        # The request's ASGI task is made above but first runs when this parser callback
+        # returns to the loop, so it sees the scope as changed here.
+        if b"#" in self.url and "raw_path" in self.scope:
+            raw_path, _, query = self.url.partition(b"?")
+            self.scope["raw_path"] = raw_path
+            self.scope["query_string"] = query
 
 
 class _Server(uvicorn.Server):
@@ -49,7 +69,7 @@ async def serve_tcp(
     config = uvicorn.Config(
         app,
         loop="none",  # the running loop: the caller chose it (uvloop, gateway.server.run)
-        http="httptools",
+        http=_Protocol,  # httptools, a fragment kept
         ws="none",
         lifespan="on",
         log_config=None,  # log through the logging tree the caller set up

@@ -8,10 +8,8 @@ shown on the form again, with everything typed kept; nothing is saved until all 
 
 from __future__ import annotations
 
-import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,12 +23,6 @@ INTERVAL_FIELDS = ("weeks", "days", "hours", "minutes", "seconds")
 SCHEDULE_KINDS = ("none", "crontab", "interval")
 OVERLAPS = tuple(p.value for p in OverlapPolicy)
 TASK_SEPARATOR = "/"  # neither queue nor task names may hold it
-
-
-@cache
-def timezones() -> tuple[str, ...]:
-    """Every IANA timezone name, for the form's suggestions."""
-    return tuple(sorted(zoneinfo.available_timezones()))
 
 
 def task_key(queue: str, name: str) -> str:

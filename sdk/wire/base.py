@@ -150,8 +150,17 @@ Json = Annotated[JsonValue, AfterValidator(_finite)]
 """Any JSON value (a payload, a result, a checkpoint), finite numbers only."""
 Label = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")]
 Seconds = Annotated[float, Field(ge=0, le=365 * DAY)]
-WebUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")]
-"""A URL the gateway will POST to (an endpoint, a completion callback); checked against SSRF."""
+# An http(s) URL with a host (a name, or an IPv6 address in brackets), a port of 0-65535 if any,
+# no credentials (no '@' before the path) and no fragment: what gateway.ssrf.parse_endpoint_url
+# takes. Whether the host resolves, and to allowed addresses, depends on the world.
+WEB_URL_PATTERN = (
+    r"^https?://([^\s/?#@\[\]:]+|\[[0-9A-Fa-f:.]+\])"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5]?[0-9]{1,4}))?"
+    r"([/?][^\s#]*)?$"
+)
+WebUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=WEB_URL_PATTERN)]
+"""A URL the gateway will POST to (an endpoint, a completion callback); checked against SSRF:
+its host must resolve to addresses the gateway may push to (docs/security.md), else 422."""
 PositiveSeconds = Annotated[float, Field(gt=0, le=365 * DAY)]
 
 

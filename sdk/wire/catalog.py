@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from sdk.wire.base import InputModel, Json, OutputModel, TaskName
 
@@ -54,17 +55,28 @@ class CatalogTask(InputModel):
 
 
 def _unique_names(tasks: list[CatalogTask]) -> list[CatalogTask]:
-    seen: set[str] = set()
-    for task in tasks:
-        if task.name in seen:
-            raise ValueError(f"task name '{task.name}' is listed twice")
-        seen.add(task.name)
+    first: dict[str, int] = {}
+    for i, task in enumerate(tasks):
+        if task.name in first:
+            raise PydanticCustomError(
+                "duplicate_task_name",
+                "task name '{name}' is listed twice: tasks.{first}.name and tasks.{again}.name",
+                {"name": task.name, "first": first[task.name], "again": i},
+            )
+        first[task.name] = i
     return tasks
 
 
 CatalogTasks = Annotated[
     list[CatalogTask],
-    Field(max_length=MAX_CATALOG_TASKS, description="Each name once; at most 500."),
+    Field(
+        max_length=MAX_CATALOG_TASKS,
+        # uniqueItems says what JSON Schema can: no two tasks alike. That no two share a name
+        # (with different schemas) it cannot say: the description does, and 422 refuses it.
+        description="Each task name at most once (422 naming both places otherwise); at most "
+        "500 tasks.",
+        json_schema_extra={"uniqueItems": True},
+    ),
     AfterValidator(_unique_names),
 ]
 

@@ -8,8 +8,6 @@ status is read from its task's state (see :class:`RunStatus`). ``docs/jobs.md`` 
 
 from __future__ import annotations
 
-import functools
-import zoneinfo
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal, Self
@@ -23,32 +21,27 @@ from sdk.wire.base import (
     QueueName,
     TaskName,
     Timestamp,
+    WebUrl,
 )
+from sdk.wire.timezones import add_pattern, check_timezone
 
 LAST_SUCCESSFUL_RUN = "{{ last_successful_run }}"
 """The one template default args may hold: a string value exactly equal to it becomes the start
 time of the job's last successful run (RFC 3339), or null when there is none."""
 
 
-@functools.cache
-def _zones() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
-
-
-def _check_timezone(name: str) -> str:
-    if name not in _zones():
-        raise ValueError("must be an IANA timezone name, e.g. 'Europe/Berlin' or 'UTC'")
-    return name
-
-
-TimezoneName = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_check_timezone)]
+TimezoneName = Annotated[
+    str,
+    AfterValidator(check_timezone),
+    # The pattern is made when a schema is asked for, not when the SDK is imported.
+    Field(json_schema_extra=add_pattern),
+]
 CronField = Annotated[
     str,
     Field(min_length=1, max_length=100, pattern=r"^[0-9A-Za-z*/,\- ]+$"),
 ]
 Title = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=10_000)]
-NotifyUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s]+$")]
 
 
 class OverlapPolicy(StrEnum):
@@ -60,7 +53,8 @@ class OverlapPolicy(StrEnum):
 
 
 class CrontabSchedule(InputModel):
-    """Cron fields as in crontab(5) (each must parse: APScheduler's CronTrigger reads them);
+    """Cron fields as in crontab(5) (each must parse, 422 otherwise: APScheduler's CronTrigger
+    reads them, and the pattern only bounds their characters);
     ``day_of_week`` numbers count from Sunday (0 or 7) and names (``mon``-``sun``) work too.
     Times are wall-clock times in ``timezone``, a name of the IANA timezone database."""
 
@@ -70,7 +64,11 @@ class CrontabSchedule(InputModel):
     day_of_week: CronField = "*"
     day_of_month: CronField = "*"
     month_of_year: CronField = "*"
-    timezone: TimezoneName = "UTC"
+    timezone: TimezoneName = Field(
+        "UTC",
+        description="A zone of the IANA tz database (2026f), e.g. 'Europe/Berlin', 'UTC' or "
+        "'US/Eastern'; the pattern admits exactly the accepted names.",
+    )
 
 
 _INTERVAL_UNITS = {
@@ -144,7 +142,7 @@ class JobCreate(InputModel):
     schedule: Schedule | None = Field(None, description="None: manual runs only.")
     active: bool = Field(True, description="An inactive job does not fire; it can run now.")
     overlap: OverlapPolicy = OverlapPolicy.SKIP
-    notify: NotifyUrl | None = Field(
+    notify: WebUrl | None = Field(
         None, description="URL told of each run's final state (signed like a push)."
     )
 
@@ -160,7 +158,7 @@ class JobPatch(InputModel):
     schedule: Schedule | None = None
     active: bool | None = None
     overlap: OverlapPolicy | None = None
-    notify: NotifyUrl | None = None
+    notify: WebUrl | None = None
 
 
 class RunStatus(StrEnum):

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from sdk.wire.base import (
     DAY,
@@ -16,6 +17,7 @@ from sdk.wire.base import (
     PositiveSeconds,
     Seconds,
     TaskName,
+    WebUrl,
 )
 from sdk.wire.catalog import CatalogTasks
 from sdk.wire.tasks import FailureKind, TaskState
@@ -36,12 +38,16 @@ class Backoff(InputModel):
 
     strategy: BackoffStrategy = BackoffStrategy.EXPONENTIAL_JITTER
     base_delay: Seconds = 1.0
-    max_delay: Seconds = Field(300.0, description="At least base_delay.")
+    max_delay: Seconds = Field(
+        300.0,
+        description="At least base_delay, which is 1 when not given (422 otherwise: a rule "
+        "between two fields that JSON Schema cannot state).",
+    )
 
     @model_validator(mode="after")
     def _cap_not_below_base(self) -> Self:
         if self.max_delay < self.base_delay:
-            raise ValueError("max_delay must be at least base_delay")
+            raise PydanticCustomError("ordered", "max_delay must be at least base_delay")
         return self
 
 
@@ -78,12 +84,16 @@ class CircuitBreaker(InputModel):
 
     failures: int = Field(5, ge=1, le=10_000, description="Failed pushes in a row that open it.")
     open_for: PositiveSeconds = Field(5.0, description="First pause.")
-    max_open_for: PositiveSeconds = Field(300.0, description="Longest pause; at least open_for.")
+    max_open_for: PositiveSeconds = Field(
+        300.0,
+        description="Longest pause; at least open_for, which is 5 when not given (422 "
+        "otherwise: a rule between two fields that JSON Schema cannot state).",
+    )
 
     @model_validator(mode="after")
     def _cap_not_below_first(self) -> Self:
         if self.max_open_for < self.open_for:
-            raise ValueError("max_open_for must be at least open_for")
+            raise PydanticCustomError("ordered", "max_open_for must be at least open_for")
         return self
 
 
@@ -220,7 +230,11 @@ class QueuePolicyPatch(InputModel):
 
     lease_timeout: PositiveSeconds | None = None
     max_attempts: int | None = Field(None, ge=1, le=1000)
-    backoff: Backoff | None = None
+    backoff: Backoff | None = Field(
+        None,
+        description="Replaces the queue's backoff whole: its fields not given take their "
+        "defaults, and max_delay must be at least base_delay.",
+    )
     push_timeout: PositiveSeconds | None = Field(None, le=900)
     max_run_time: PositiveSeconds | None = None
     max_concurrency: int | None = Field(None, ge=1, le=100_000)
@@ -245,7 +259,11 @@ class QueuePolicyPatch(InputModel):
     remove_key_rate_limit: bool | None = Field(
         None, description="true drops the per-key rate limit; not with a key_rate_limit."
     )
-    circuit_breaker: CircuitBreaker | None = None
+    circuit_breaker: CircuitBreaker | None = Field(
+        None,
+        description="Replaces the queue's circuit breaker whole: its fields not given take "
+        "their defaults, and max_open_for must be at least open_for.",
+    )
     dedup_window: Seconds | None = None
     max_heartbeat_interval: PositiveSeconds | None = None
     stall_policy: StallPolicy | None = None
@@ -279,7 +297,7 @@ class EndpointCreate(InputModel):
     gateway POSTs tasks to) or a pull one (``pull: true``, no ``url``: its workers lease tasks
     with ``POST /v1/queues/{queue}/leases``)."""
 
-    url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://")] | None = Field(
+    url: WebUrl | None = Field(
         None, description="Where tasks are pushed. Required unless pull; forbidden if pull."
     )
     pull: bool = Field(

@@ -57,7 +57,11 @@ class TaskCreate(InputModel):
         }
     )
 
-    id: TaskId | None = Field(None, description="A ULID; the gateway makes one when absent.")
+    id: TaskId | None = Field(
+        None,
+        description="A ULID; the gateway makes one when absent. In a batch, each id at most "
+        "once (422 otherwise).",
+    )
     name: TaskName
     payload: Json = None
     priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="Higher runs first.")
@@ -97,7 +101,7 @@ class TaskCreate(InputModel):
         default_factory=list,
         max_length=100,
         description="Run only after each of these tasks (of any queue) has succeeded; if one "
-        "fails or is cancelled, this task fails.",
+        "fails or is cancelled, this task fails. An id of no existing task is refused (422).",
     )
     group: GroupName | None = Field(None, description="Join this group of the queue.")
     after_group: GroupName | None = Field(
@@ -131,7 +135,12 @@ class TaskCreate(InputModel):
 class BatchCreate(InputModel):
     """Body of ``POST /v1/queues/{queue}/tasks/batch``: all or none are stored."""
 
-    tasks: list[TaskCreate] = Field(min_length=1, max_length=1000)
+    tasks: list[TaskCreate] = Field(
+        min_length=1,
+        max_length=1000,
+        description="At most 1000 tasks; a client-given id at most once among them (422 "
+        "naming the repeat otherwise).",
+    )
 
 
 class AttemptOutcome(StrEnum):

@@ -17,6 +17,7 @@ from gateway.admin.web import PREFIX, Admin, Visit, checked
 from gateway.errors import ValidationFailed
 from gateway.services.jobs import JobService
 from sdk.wire import CatalogEntry, Job, JobPatch, RunCreate, RunStatus, TaskId
+from sdk.wire.timezones import timezones
 
 PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 25
@@ -118,7 +119,7 @@ async def _form_page(
         cron_fields=jobform.CRON_FIELDS,
         interval_fields=jobform.INTERVAL_FIELDS,
         overlaps=jobform.OVERLAPS,
-        timezones=jobform.timezones(),
+        timezones=timezones(),
         task_key=jobform.task_key,
     )
 
