@@ -258,6 +258,7 @@ class Dispatcher:
         checks: list[asyncio.Task[None]] = []
         failed: list[Exception] = []
         timer: asyncio.TimerHandle | None = None
+        ended = False  # the push is over: a check still running must leave the timeout alone
 
         def arm(at_ms: int, deadline: asyncio.Timeout) -> None:
             nonlocal timer
@@ -271,8 +272,11 @@ class Dispatcher:
             try:
                 found = await self._tasks.lease_expiries(leases[0].queue, keys)
             except Exception as e:  # the push is cut, and ends with this error
-                failed.append(e)
-                deadline.reschedule(loop.time())
+                if not ended:
+                    failed.append(e)
+                    deadline.reschedule(loop.time())
+                return
+            if ended:  # the push ended while this read ran (a cancellation Redis absorbed)
                 return
             current = [at for at in found if at]
             if not current or min(current) <= at_ms:
@@ -286,6 +290,7 @@ class Dispatcher:
                 try:
                     return await push
                 finally:
+                    ended = True
                     if timer is not None:
                         timer.cancel()
                     for task in checks:

@@ -6,6 +6,7 @@ answer past the lease."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import time
@@ -370,6 +371,47 @@ async def test_a_push_whose_lease_cannot_be_read_is_cut_and_left_to_expire(
     assert (await record(stores, new.id))["state"] == "running"
     assert (await health(stores)).fails == 0
     assert "Redis went away" in caplog.text
+
+
+async def test_a_lease_read_that_ends_after_its_push_changes_nothing(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The push is answered while the lease is being read, and the read then fails without
+    heeding its cancellation (redis-py can absorb one mid-command): the push's answer stands,
+    and the late read touches no finished timeout (it raised RuntimeError in a task nobody
+    awaited)."""
+    await queue(stores, push_timeout=30, lease_timeout=0.5)
+    pusher = SilentPusher()
+    pusher.answer = asyncio.get_running_loop().create_future()
+    clock = WallClock()
+    dispatcher = Dispatcher(stores.tasks, Directory(stores.queues), pusher, clock)  # type: ignore[arg-type]
+    late_reads: list[BaseException | None] = []
+
+    async def absorbing(*args: object) -> list[int | None]:
+        assert pusher.answer is not None
+        pusher.answer.set_result(Answer(200, b"1", "application/json"))
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.2)
+        raise ConnectionError("read after the push ended")
+
+    monkeypatch.setattr(stores.tasks, "lease_expiries", absorbing)
+    loop = asyncio.get_running_loop()
+    spawn = loop.create_task
+
+    def watched(coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        job = spawn(coro, **kwargs)
+        job.add_done_callback(lambda t: late_reads.append(None if t.cancelled() else t.exception()))
+        return job
+
+    monkeypatch.setattr(loop, "create_task", watched)
+    new = task(clock.now_ms())
+    await stores.tasks.enqueue("q", [new], clock.now_ms())
+    await dispatcher.claim("q")
+    done = await until(lambda: _state(stores, new.id, "succeeded"), timeout=5)
+    assert done["state"] == "succeeded"
+    await until(lambda: _true(bool(late_reads)), timeout=5)
+    await dispatcher.stop()
+    assert [e for e in late_reads if e is not None] == []
 
 
 async def _true(value: bool) -> bool | None:
