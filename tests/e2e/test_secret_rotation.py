@@ -10,9 +10,9 @@ import pytest
 from standardwebhooks import Webhook
 
 from gateway.dispatch.pusher import Pusher
-from gateway.redis_server import free_port
 from gateway.store.records import EndpointRecord
 from sdk import TaskState
+from tests.support import free_port
 
 from .conftest import Cluster
 
