@@ -8,6 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
+# The suite runs in this many pytest-xdist workers (tests/conftest.py says how it is split);
+# PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 3
 DEV_ARGS ?=
 BENCH_ARGS ?=
 # The benchmark's own extra (Dramatiq, taskiq, py-spy), installed by `make bench` only.
@@ -21,7 +24,8 @@ help:
 	@echo
 	@echo "  dev           run a local gateway with its own Redis (data in .jobgate/);"
 	@echo "                prints the URL and an admin API key. Extra flags: DEV_ARGS=..."
-	@echo "  test          lint, then the test suite (needs redis-server). Extra: PYTEST_ARGS=..."
+	@echo "  test          lint, then the test suite in PYTEST_WORKERS=$(PYTEST_WORKERS) parallel workers"
+	@echo "                (needs redis-server). Extra: PYTEST_ARGS=..."
 	@echo "  lint          ruff check, ruff format --check, mypy --strict on gateway and sdk"
 	@echo "  bench         Jobgate against Dramatiq and taskiq, then idle cost (bench/run.sh);"
 	@echo "                installs the [bench] extra. Flags: BENCH_ARGS=--quick"
@@ -40,7 +44,8 @@ dev: venv redis-server
 	$(BIN)/jobgate dev $(DEV_ARGS)
 
 test: venv redis-server chromium node lint
-	@status=0; $(BIN)/python -m pytest tests $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) $(PYTEST_ARGS) \
+		|| status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "make test: pytest collected no tests (exit code 5); treating that as success."; \
 		exit 0; \

@@ -3,15 +3,64 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import random
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import uvicorn
 
 T = TypeVar("T")
+
+
+# Ports for servers a test starts in another process (a gateway, a worker, a Redis): below the
+# kernel's ephemeral range, where bind(("127.0.0.1", 0)) and outgoing connections take theirs, and
+# each pytest-xdist worker walks its own residue class (port % workers == its index). So neither
+# another worker nor a client socket can take a port between free_port() and the server's bind.
+_LOWEST = 10_000
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def _port_walk() -> Iterator[int]:
+    """This process's ports to try, in turn: from a random start (another run of the suite on
+    the same machine starts elsewhere), stepping over the other workers' ports, wrapping."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    span = (_ephemeral_floor() - _LOWEST) // workers  # this worker's number of ports
+    step = random.randrange(span)
+    while True:
+        yield _LOWEST + index + workers * step
+        step = (step + 1) % span
+
+
+_ports = _port_walk()
+_ports_lock = threading.Lock()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 for a server that another process will bind: free now, never
+    handed out by another xdist worker of this run, and out of the kernel's ephemeral range.
+    (Use :func:`bind` instead when this process serves on the port itself.)"""
+    with _ports_lock:
+        for port in _ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:  # in use, or lingering in TIME_WAIT: the next one
+                    continue
+            return port
+    raise AssertionError("unreachable: the walk is endless")
 
 
 def bind() -> socket.socket:

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Page, expect
 
-from gateway.redis_server import free_port
 from tests.e2e.conftest import ROOT, Cluster
+from tests.support import free_port
 
 from .conftest import READER, screenshot, sign_in
 

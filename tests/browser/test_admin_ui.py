@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from playwright.sync_api import Page, expect
 
-from gateway.redis_server import free_port
 from tests.e2e.conftest import ADMIN, Cluster
+from tests.support import free_port
 
 from .conftest import READER, screenshot, sign_in
 

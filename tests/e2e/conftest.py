@@ -19,17 +19,22 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.redis_server import free_port
 from sdk import Client
+from tests.support import free_port
 
 ADMIN = "e2e-admin-key-0123456789"
 ROOT = Path(__file__).parents[2]
+# How long a gateway or worker process may take to answer after its start. A Python process
+# imports for about 2 s of CPU before it serves; on two cores shared by the suite's workers
+# and whatever else runs, that can stretch past 20 s. It is a deadline, not a wait: a quiet
+# machine answers in a second or two.
+STARTUP = 60.0
 
 
 def wait_http(
     url: str,
     proc: subprocess.Popen[bytes],
-    timeout: float = 20,
+    timeout: float = STARTUP,
     verify: ssl.SSLContext | bool = True,
 ) -> None:
     deadline = time.monotonic() + timeout

@@ -14,8 +14,8 @@ from typing import TypeVar
 
 import pytest
 
-from gateway.redis_server import free_port
 from sdk import TaskState
+from tests.support import free_port
 
 from .conftest import ADMIN, ROOT, Cluster
 

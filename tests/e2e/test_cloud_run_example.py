@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from gateway.redis_server import free_port
 from sdk import TaskState
+from tests.support import free_port
 
 from .conftest import ROOT, Cluster, wait_http
 

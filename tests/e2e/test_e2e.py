@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.redis_server import free_port
 from sdk import Client, TaskCreate, TaskState, task
+from tests.support import free_port
 
 from .conftest import ADMIN, Cluster, pushes
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.redis_server import free_port
 from sdk import TaskCreate, TaskState
+from tests.support import free_port
 
 from .conftest import ADMIN, Cluster, pushes
 from .test_e2e import ECHO, setup, until

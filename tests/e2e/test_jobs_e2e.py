@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.redis_server import free_port
+from tests.support import free_port
 
 from .conftest import Cluster
 

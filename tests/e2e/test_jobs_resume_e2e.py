@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.redis_server import free_port
+from tests.support import free_port
 
 from .conftest import ADMIN, Cluster, pushes
 from .test_jobs_e2e import ECHO, all_runs, until

@@ -29,12 +29,11 @@ from opentelemetry.sdk.metrics.export import (
 )
 
 from gateway.app import create_app
-from gateway.redis_server import free_port
 from gateway.settings import ApiKey, Settings
 from gateway.telemetry.export import MetricsExport
 from sdk.telemetry.metrics import MS_BUCKETS
 from tests.e2e.conftest import Cluster
-from tests.support import bind, serve, until
+from tests.support import bind, free_port, serve, until
 
 ADMIN = "metrics-admin-key-0123456789"
 FAST = {"backoff": {"strategy": "constant", "base_delay": 0, "max_delay": 0}, "max_attempts": 3}

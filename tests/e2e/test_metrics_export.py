@@ -20,9 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.redis_server import free_port
 from tests.e2e.conftest import ADMIN, Cluster
-from tests.support import serve, until
+from tests.support import free_port, serve, until
 
 SCRAPER = "metrics-scraper-key-0123456789"
 PRODUCER = "metrics-producer-key-0123456789"

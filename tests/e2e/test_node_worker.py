@@ -15,8 +15,8 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from gateway.redis_server import free_port
 from sdk import TaskState
+from tests.support import free_port
 
 from .conftest import ROOT, Cluster, wait_http
 

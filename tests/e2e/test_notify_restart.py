@@ -66,7 +66,7 @@ def receiver() -> Iterator[Receiver]:
 def test_a_notice_whose_gateway_is_killed_mid_delivery_is_delivered_by_the_next(
     cluster: Cluster, tmp_path: Path, receiver: Receiver
 ) -> None:
-    from gateway.redis_server import free_port
+    from tests.support import free_port
 
     env = {"JOBGATE_NOTIFY_TIMEOUT": "1"}
     first = cluster.gateway(**env)

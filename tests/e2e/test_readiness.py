@@ -7,7 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.redis_server import ManagedRedis
+from tests.support import free_port
 
 from .conftest import ADMIN, Cluster
 from .test_e2e import until

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.redis_server import free_port
 from tests.e2e.conftest import Cluster
+from tests.support import free_port
 
 
 def _tasks(api: Any, ids: list[str]) -> list[dict[str, Any]]:

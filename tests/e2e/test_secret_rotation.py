@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from gateway.redis_server import free_port
 from sdk import Client, TaskCreate, TaskState
+from tests.support import free_port
 
 from .conftest import Cluster, pushes
 

@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from gateway.redis_server import free_port
 from sdk import TaskState
 from tests.otlp_stub import OtlpStub, ReceivedSpan, ancestors, otlp_stub
+from tests.support import free_port
 
 from .conftest import ADMIN, Cluster
 

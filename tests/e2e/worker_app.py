@@ -9,6 +9,7 @@ waits for its task before the answer is 202; default 0.5).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -47,9 +48,10 @@ async def long_inline(seconds: float) -> str:
 @task(queue="e2e")
 async def hold(seconds: float, ctx: AsyncContext) -> int:
     """The first attempt holds its push (answered inline, given a long enough inline window)
-    for ``seconds``; later attempts answer at once."""
+    for ``seconds``, or until a POST to ``/release``; later attempts answer at once."""
     if ctx.attempt == 1:
-        await asyncio.sleep(seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(RELEASED.wait(), seconds)
     return ctx.attempt
 
 
@@ -83,7 +85,15 @@ worker = Worker(
 LOG = os.environ.get("E2E_LOG")
 
 
+RELEASED = asyncio.Event()  # set by a POST to /release: held first attempts end
+
+
 async def app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "http" and scope["path"] == "/release":
+        RELEASED.set()
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
     if scope["type"] == "http" and scope["method"] == "POST" and LOG:
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         record = {

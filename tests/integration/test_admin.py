@@ -13,9 +13,8 @@ import pytest
 
 from gateway.admin.headers import CONTENT_SECURITY_POLICY, HEADERS
 from gateway.app import create_app
-from gateway.redis_server import free_port
 from gateway.settings import ApiKey, Settings
-from tests.support import until
+from tests.support import free_port, until
 
 ADMIN = "admin-ui-admin-key-0123"
 READER = "admin-ui-reader-key-012"

@@ -200,7 +200,7 @@ async def test_checkpoint_reaches_the_next_attempt(rig: Rig) -> None:
 
 
 async def test_unreachable_endpoint_is_retried(rig: Rig) -> None:
-    from gateway.redis_server import free_port
+    from tests.support import free_port
 
     await rig.queue(
         "dead-end", max_attempts=2, backoff={"strategy": "constant", "base_delay": 0.05}

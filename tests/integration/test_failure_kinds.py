@@ -17,9 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.redis_server import free_port
 from sdk.wire import ErrorIn, PushBody
-from tests.support import live_gateway, serve, until
+from tests.support import free_port, live_gateway, serve, until
 
 ADMIN = "admin-key-0123456789"
 RAISED = ErrorIn(error="ValueError: bad", traceback="Traceback ...", retryable=True)

@@ -9,9 +9,9 @@ import socket
 import httpx
 import pytest
 
-from gateway.redis_server import free_port
 from gateway.server import Listening, ServerError, serve_async
 from gateway.settings import Settings
+from tests.support import free_port
 
 SERVERS = ["uvicorn", "hypercorn"]
 

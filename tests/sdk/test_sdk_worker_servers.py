@@ -13,11 +13,10 @@ import pytest
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config
 
-from gateway.redis_server import free_port
 from sdk import Worker, task
 from tests.sdk.fakes import SECRET, FakeGateway, Pusher
+from tests.support import free_port, until
 from tests.support import serve as uvicorn_serve
-from tests.support import until
 
 
 def _accepts(port: int) -> bool:

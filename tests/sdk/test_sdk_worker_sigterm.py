@@ -11,9 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from gateway.redis_server import free_port
 from tests.sdk.fakes import LEASE, SECRET, FakeGateway, Pusher
-from tests.support import serve, until
+from tests.support import free_port, serve, until
 
 ROOT = Path(__file__).parents[2]
 

@@ -16,7 +16,7 @@ import respx
 from gateway import cli
 from gateway.commands import common
 from gateway.commands.table import Column, clip, moment, percent, render, span
-from gateway.redis_server import free_port
+from tests.support import free_port
 
 URL = "http://gateway.test"
 KEY = "jg_operator_key"
