@@ -1,8 +1,9 @@
 """The gateway's metrics after known work: a gateway run in this process (its meter provider
 read through the SDK's in-memory reader) pushing to a real SDK worker process, over loopback.
 
-The work: on queue m1 (a circuit that opens at the first failure), three ``ok`` and one
-``flaky`` (a retry, then success); on m2, two ``ok``, one ``doomed`` (fails: dead letter,
+The work: on queue m1 (a circuit that opens at the first failure, and an endpoint whose
+failures are not marked as the task's own), three ``ok`` and one ``flaky`` (a retry, then
+success); on m2, two ``ok``, one ``doomed`` (fails: dead letter,
 version v2) and one ``ghost`` (no such task on the worker: 404, dropped); on m3 (granularity
 ``queue``) two ``ok``; on m4, whose secret the worker does not know, one ``ok`` (401, dropped).
 Every metric's name, type, attribute sets and counts are checked against that.
@@ -106,8 +107,10 @@ async def live(cluster: Cluster) -> AsyncIterator[Live]:
         secrets, endpoints = {}, {}
         for queue, policy in QUEUES.items():
             assert (await api.put(f"/v1/queues/{queue}", json=policy)).status_code == 201
+            path = "/unmarked/" if queue == "m1" else "/"  # m1's failures count against it
             made = await api.post(
-                f"/v1/queues/{queue}/endpoints", json={"url": f"http://127.0.0.1:{worker_port}/"}
+                f"/v1/queues/{queue}/endpoints",
+                json={"url": f"http://127.0.0.1:{worker_port}{path}"},
             )
             assert made.status_code == 201, made.text
             secrets[queue], endpoints[queue] = made.json()["secret"], made.json()["id"]
