@@ -69,16 +69,19 @@ def test_inline_and_accepted_tasks_succeed(cluster: Cluster, tmp_path: Path) -> 
 def test_killed_worker_task_is_redispatched_with_its_checkpoint(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    # The lease outlasts the start of the replacement worker, so attempt 2 reaches it.
     s = setup(cluster, tmp_path, lease_timeout=3.0)
     task = s.client.enqueue("e2e", SLOW, {"args": [60]})
     # Progress comes after the worker answered 202: the task runs on, under its lease.
     until(lambda: s.client.get_task(task.id).progress == 0.5, what="attempt 1 accepted")
     (first,) = pushes(s.log)
+    # The queue is paused while the worker is replaced, so attempt 2 goes to the new worker
+    # however long it takes to start (not only if it starts within the lease).
+    s.client.patch_queue("e2e", paused=True)
     os.kill(s.worker.pid, signal.SIGKILL)
     s.worker.wait()
     # A new worker process takes the same port; the gateway retries once the lease expired.
     cluster.worker(s.secret, s.port, s.log)
+    s.client.patch_queue("e2e", paused=False)
     done = s.client.wait(task.id, timeout=30)
     assert done.state is TaskState.SUCCEEDED
     assert done.result == {"attempt": 2, "resumed_from": {"step": 1, "attempt": 1}}, [

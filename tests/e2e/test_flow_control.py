@@ -46,8 +46,11 @@ def test_1000_concurrent_enqueues_with_one_dedup_key_make_one_task(
     async def enqueue_all() -> list[httpx.Response]:
         limits = httpx.Limits(max_connections=100)
         headers = {"authorization": f"Bearer {ADMIN}"}
+        # No pool timeout: the requests queue for the 100 connections in this process, and on
+        # a loaded machine the last ones wait longer than any one request takes.
+        timeout = httpx.Timeout(60, pool=None)
         async with httpx.AsyncClient(
-            base_url=gateway, headers=headers, limits=limits, timeout=60
+            base_url=gateway, headers=headers, limits=limits, timeout=timeout
         ) as http:
             body = {"name": ECHO, "payload": None, "dedup_key": "once"}
             return await asyncio.gather(
