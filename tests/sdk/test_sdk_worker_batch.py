@@ -83,10 +83,11 @@ async def test_each_task_gets_the_status_a_single_push_would(
     assert [r.task_failure for r in results] == [False, True, False]
     assert results[2].result is None
     assert results[2].error is None
-    # only the long task called back, under its own lease, to its own callback URL
-    assert {(call.task_id, call.lease) for call in gateway.calls} == {
-        (items[2]["id"], items[2]["lease"])
-    }
+    # every call under its own task's lease; only the long task called back with more than a
+    # heartbeat (a task answered inline may heartbeat while it runs, on a loaded machine)
+    leases = {item["id"]: item["lease"] for item in items}
+    assert all(call.lease == leases[call.task_id] for call in gateway.calls)
+    assert {call.task_id for call in gateway.calls if call.kind != "heartbeat"} == {items[2]["id"]}
     assert result.body == {"result": 42}
     assert worker.running == 0
 
