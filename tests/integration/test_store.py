@@ -12,7 +12,7 @@ from gateway.errors import QueueNotEmpty, QueueNotFound, TaskExists
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.records import EndpointRecord, NewTask
-from gateway.store.tasks import CancelResult, ClaimStatus, Fence, Finish
+from gateway.store.tasks import CancelResult, ClaimStatus, Fence, Finish, Stored
 from sdk.wire import AttemptOutcome, Backoff, BackoffStrategy, QueuePolicy, TaskState
 from tests.support import until
 
@@ -313,6 +313,25 @@ async def test_duplicate_ids_are_refused_across_queues(stores: Stores) -> None:
         await stores.tasks.enqueue("q", [task], now, client_ids=True)
     assert await stores.tasks.locate(task.id) == "q"
     assert await stores.redis.hlen(QueueKeys.of("other").meta) == 0
+
+
+async def test_an_enqueue_sent_again_after_its_answer_was_lost_answers_what_it_stored(
+    stores: Stores,
+) -> None:
+    """Ids the gateway made are unique: finding them stored means the script ran before and
+    its answer was lost (redis-py's cluster pipeline re-sends a command that met a failover).
+    That answers as stored, keeping the index, instead of 409 for the enqueue's own tasks."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    tasks = [new_task(now), new_task(now, run_at=now + 60_000)]
+    first = await stores.tasks.enqueue("q", tasks, now)
+    again = await stores.tasks.enqueue("q", tasks, now)
+    assert again == first == [Stored(TaskState.QUEUED), Stored(TaskState.SCHEDULED)]
+    assert [await stores.tasks.locate(t.id) for t in tasks] == ["q", "q"]
+    assert await stores.redis.hlen(QueueKeys.of("q").meta) == 2
+    # Not when only some of them are there: that is no earlier run of this enqueue.
+    with pytest.raises(TaskExists):
+        await stores.tasks.enqueue("q", [tasks[0], new_task(now)], now)
 
 
 async def test_sweep_and_delete_leave_no_keys(stores: Stores) -> None:

@@ -13,7 +13,7 @@ from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFa
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
-from gateway.store.records import NewTask
+from gateway.store.records import NewTask, load_record
 from gateway.store.scripts import Reply
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
@@ -120,6 +120,10 @@ class Enqueuing(StoreBase):
             if confirmed is not None:
                 self._durability.confirm(confirmed)
             return Enqueued(stored, "WOKE" in markers)
+        if reply[0] == "EXISTS" and not client_ids:
+            earlier = await self._stored_before(queue, tasks)
+            if earlier is not None:
+                return Enqueued(earlier, announced=False)
         if indexed:
             await self._redis.delete(*indexed)
         if reply[0] == "NOQUEUE":
@@ -138,6 +142,16 @@ class Enqueuing(StoreBase):
                 [FieldProblem(f"tasks.{reply[1]}.depends_on", f"no task '{reply[2]}' exists")]
             )
         raise TaskExists(reply[1])
+
+    async def _stored_before(self, queue: str, tasks: Sequence[NewTask]) -> list[Stored] | None:
+        """Each task's state when every one is stored already, else None. Ids the gateway made
+        are unique, so such tasks are this enqueue's own: an earlier run of the script whose
+        answer was lost and which the client sent again (redis-py's cluster pipeline re-sends
+        a command that met a failover)."""
+        raws = await self._redis.hmget(QueueKeys.of(queue).meta, [t.id for t in tasks])
+        if any(raw is None for raw in raws):
+            return None
+        return [Stored(TaskState(load_record(raw)["state"])) for raw in raws]
 
     async def _store(
         self,
