@@ -148,10 +148,13 @@ class Enqueuing(StoreBase):
         are unique, so such tasks are this enqueue's own: an earlier run of the script whose
         answer was lost and which the client sent again (redis-py's cluster pipeline re-sends
         a command that met a failover)."""
-        raws = await self._redis.hmget(QueueKeys.of(queue).meta, [t.id for t in tasks])
-        if any(raw is None for raw in raws):
+        raws: list[str | None] = await self._redis.hmget(
+            QueueKeys.of(queue).meta, [t.id for t in tasks]
+        )
+        found = [raw for raw in raws if raw is not None]
+        if len(found) < len(tasks):
             return None
-        return [Stored(TaskState(load_record(raw)["state"])) for raw in raws]
+        return [Stored(TaskState(load_record(raw)["state"])) for raw in found]
 
     async def _store(
         self,
