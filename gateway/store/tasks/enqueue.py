@@ -148,7 +148,7 @@ class Enqueuing(StoreBase):
         are unique, so such tasks are this enqueue's own: an earlier run of the script whose
         answer was lost and which the client sent again (redis-py's cluster pipeline re-sends
         a command that met a failover)."""
-        raws: list[str | None] = await self._redis.hmget(
+        raws: list[bytes | str | None] = await self._redis.hmget(
             QueueKeys.of(queue).meta, [t.id for t in tasks]
         )
         found = [raw for raw in raws if raw is not None]
