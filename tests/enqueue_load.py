@@ -94,7 +94,10 @@ async def through_failover(
         before.append(len(enqueues.acknowledged))
         failed_over.set()
         await asyncio.wait_for(loop, within)  # enqueues succeed again
-        await asyncio.wait_for(probing, 10)  # readiness went 503, then 200 again
+        try:
+            await asyncio.wait_for(probing, 10)  # readiness went 503, then 200 again
+        except TimeoutError:
+            raise AssertionError(f"readiness did not go 503, then 200: saw {probes.seen}") from None
     finally:
         loop.cancel()
         probing.cancel()
