@@ -69,6 +69,7 @@ ScriptName = Literal[
     "notify_secret",
     "rotate_notify_secret",
     "log_page",
+    "overview",
     "save_job",
     "begin_run",
     "end_run",
