@@ -4,9 +4,10 @@
 A page reads the queue names (one SMEMBERS), keeps those matching the search, orders them and
 reads the rows in view only (one pipeline, see ``gateway.store.overview``). Ordering by name
 needs nothing more. Ordering by a state's size needs every matching queue's size: those come
-from a summary of every queue's sizes, read in one pipeline and kept for
-:data:`SUMMARY_MAX_AGE_MS`, shared by every viewer of this gateway; so a page sorted by depth
-is in an order at most that old, while the rows it shows are read fresh.
+from a summary: every queue's number of tasks in that state, read in one round trip (one
+script call on a single Redis) and kept for :data:`SUMMARY_MAX_AGE_MS`, shared by every viewer
+of this gateway; so a page sorted by depth is in an order at most that old, while the rows it
+shows are read fresh.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class QueuePage:
 @dataclass(frozen=True, slots=True)
 class _Summary:
     at_ms: int
-    sizes: dict[str, dict[TaskState, int]]
+    sizes: dict[str, int]  # queue name → tasks in the summary's state
 
 
 def matching(names: list[str], search: str | None) -> list[str]:
@@ -75,7 +76,7 @@ class OverviewService:
     def __init__(self, store: OverviewStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
-        self._summary: _Summary | None = None
+        self._summaries: dict[TaskState, _Summary] = {}
         self._building = asyncio.Lock()
 
     async def page(
@@ -97,12 +98,12 @@ class OverviewService:
         if sort is QueueSort.NAME:
             names.sort(reverse=descending)
         else:
-            summary = await self._sizes()
-            age = self._clock.now_ms() - summary.at_ms
             state = TaskState(sort.value)
+            summary = await self._summary_of(state)
+            age = self._clock.now_ms() - summary.at_ms
             # Names the summary has not seen yet (registered since) count as empty.
             sign = -1 if descending else 1
-            names.sort(key=lambda n: (sign * summary.sizes.get(n, {}).get(state, 0), n))
+            names.sort(key=lambda n: (sign * summary.sizes.get(n, 0), n))
         now = self._clock.now_ms()
         step = window_seconds * 1000
         edges = [now - (windows - i) * step + 1 for i in range(windows + 1)] if windows else []
@@ -122,15 +123,17 @@ class OverviewService:
         """The first queue name in order, None when there are no queues."""
         return min(await self._store.names(), default=None)
 
-    async def _sizes(self) -> _Summary:
-        """Every queue's sizes, read again when older than SUMMARY_MAX_AGE_MS (once, however
-        many viewers ask meanwhile)."""
+    async def _summary_of(self, state: TaskState) -> _Summary:
+        """Every queue's number of tasks in ``state``, read again when older than
+        SUMMARY_MAX_AGE_MS (once, however many viewers ask meanwhile)."""
         async with self._building:
             now = self._clock.now_ms()
-            if self._summary is None or now - self._summary.at_ms > SUMMARY_MAX_AGE_MS:
-                glances = await self._store.glance(await self._store.names(), [])
-                self._summary = _Summary(now, {g.name: g.counts for g in glances})
-            return self._summary
+            found = self._summaries.get(state)
+            if found is None or now - found.at_ms > SUMMARY_MAX_AGE_MS:
+                names = await self._store.names()
+                sizes = await self._store.sizes(names, state)
+                found = self._summaries[state] = _Summary(now, dict(zip(names, sizes, strict=True)))
+            return found
 
 
 def _row(glance: QueueGlance, edges: list[int], window_seconds: int, now_ms: int) -> QueueRow:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from gateway.store import keys
-from gateway.store.keys import FINISHED_STATES, QueueKeys
+from gateway.store.keys import FINISHED_STATES
 from gateway.store.scripts import Scripts
 from sdk.wire import TaskState
 
@@ -43,10 +44,7 @@ class QueueGlance:
 
 
 def _keys(name: str) -> list[str]:
-    k = QueueKeys.of(name)
-    return [k.policy, k.scheduled, k.waiting, k.ready, k.running] + [
-        k.finished(s) for s in FINISHED_STATES
-    ]
+    return [keys.queue_hash(name)] + [keys.state_index(name, s) for s in COUNTED_STATES]
 
 
 def _glance(name: str, reply: list[int], windows: int) -> QueueGlance | None:
@@ -65,6 +63,22 @@ def _glance(name: str, reply: list[int], windows: int) -> QueueGlance | None:
     )
 
 
+async def index_sizes(redis: Redis, scripts: Scripts, indexes: Sequence[str]) -> list[int]:
+    """The sizes of sorted sets of any queues, in order: one script call on a single Redis
+    (``lua/sizes.lua``), a pipeline of ZCARDs on a Redis Cluster (which refuses a script over
+    several slots). Either way one round trip; the script is the cheaper by far for the gateway
+    (a thousand commands pipelined cost it about 11 ms, one command with a thousand keys about
+    1 ms)."""
+    if not indexes:
+        return []
+    if isinstance(redis, RedisCluster):
+        async with redis.pipeline(transaction=False) as pipe:
+            for index in indexes:
+                pipe.zcard(index)
+            return [int(n) for n in await pipe.execute()]
+    return [int(n) for n in await scripts.call("sizes", indexes, [])]
+
+
 class OverviewStore:
     def __init__(self, redis: Redis, scripts: Scripts) -> None:
         self._redis = redis
@@ -73,6 +87,12 @@ class OverviewStore:
     async def names(self) -> list[str]:
         """Every registered queue's name, in no particular order (one SMEMBERS)."""
         return list(cast(set[str], await self._redis.smembers(keys.QUEUES)))
+
+    async def sizes(self, names: Sequence[str], state: TaskState) -> list[int]:
+        """How many tasks each queue named holds in ``state``, in order (one round trip)."""
+        return await index_sizes(
+            self._redis, self._scripts, [keys.state_index(n, state) for n in names]
+        )
 
     async def glance(self, names: Sequence[str], edges: Sequence[int]) -> list[QueueGlance]:
         """The rows of the queues named, in their order (a queue deleted meanwhile is left

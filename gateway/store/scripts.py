@@ -70,6 +70,7 @@ ScriptName = Literal[
     "rotate_notify_secret",
     "log_page",
     "overview",
+    "sizes",
     "save_job",
     "begin_run",
     "end_run",

@@ -161,4 +161,3 @@ def routes(admin: Admin) -> list[BaseRoute]:
         Route("/queues/{queue}/pause", admin.page(pause, change=True), methods=["POST"]),
         Route("/queues/{queue}/resume", admin.page(resume, change=True), methods=["POST"]),
     ]
-
