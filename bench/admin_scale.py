@@ -149,7 +149,9 @@ def main() -> None:
         if args.gateway_path:
             env["PYTHONPATH"] = args.gateway_path
         url = f"http://127.0.0.1:{port}"
-        gateway = subprocess.Popen([sys.executable, "-m", "gateway", "serve"], env=env, cwd=ROOT)
+        # ``-m`` puts the working directory first on the path: the tree asked for must be it.
+        cwd = args.gateway_path or ROOT
+        gateway = subprocess.Popen([sys.executable, "-m", "gateway", "serve"], env=env, cwd=cwd)
         try:
             wait_http(url + "/healthz", gateway)
             headers = {"authorization": f"Bearer {KEY}"}
