@@ -43,7 +43,6 @@ def test_an_operator_pages_searches_sorts_and_filters_across_1000_queues(
     rows = page.locator("tr[data-queue]")
     expect(rows).to_have_count(50)
     expect(page.locator('[data-field="shown"]')).to_contain_text("Queues 1 to 50 of 1,000")
-    screenshot(page, "queues-many")
     page.get_by_role("link", name="Next page").click()
     expect(rows.first).to_have_attribute("data-queue", "q0050")
 
@@ -64,6 +63,7 @@ def test_an_operator_pages_searches_sorts_and_filters_across_1000_queues(
     expect(busy).to_have_text(str(SCANNED + 51), timeout=10_000)
     assert page.evaluate("window.__sameDocument") is True  # htmx swapped the rows, no reload
     expect(rows).to_have_count(50)
+    screenshot(page, "queues-many")
 
     # The tasks page's queue picker suggests a few matching names, not 1,000 options.
     page.get_by_role("link", name="Tasks", exact=True).click()
@@ -80,10 +80,10 @@ def test_an_operator_pages_searches_sorts_and_filters_across_1000_queues(
     searched = page.locator('[data-field="searched"]')
     expect(searched).to_contain_text("Looked at queued tasks 1 to 10,000 of 10,051: 0 matching.")
     expect(page.locator("[data-task]")).to_have_count(0)
+    screenshot(page, "tasks-searched")
     page.get_by_role("link", name=re.compile("Search on from task 10,001")).click()
     expect(page.locator("[data-task]")).to_have_count(1)
     expect(searched).to_contain_text("No more to look at.")
-    screenshot(page, "tasks-searched")
     needle = page.locator("[data-task]").get_attribute("data-task")
     assert needle is not None
 
@@ -96,8 +96,8 @@ def test_an_operator_pages_searches_sorts_and_filters_across_1000_queues(
     page.press("header input[name=id]", "Enter")
     expect(page.locator('[data-field="not-found"]')).to_contain_text("No task or run has the id")
 
-    # A read-only session sees the same table and no button that changes anything.
-    reader = browser.new_context(viewport={"width": 1280, "height": 800})
+    # A read-only session (on a phone) sees the same table and no button that changes anything.
+    reader = browser.new_context(viewport={"width": 390, "height": 844})
     try:
         other = reader.new_page()
         sign_in(other, gateway, READER)
@@ -105,5 +105,8 @@ def test_an_operator_pages_searches_sorts_and_filters_across_1000_queues(
         expect(other.locator("tr[data-queue]")).to_have_count(50)
         expect(other.get_by_role("button", name="Pause")).to_have_count(0)
         expect(other.get_by_role("button", name="Resume")).to_have_count(0)
+        width = other.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page is {width}px wide on a 390px screen"
+        screenshot(other, "queues-many-phone")
     finally:
         reader.close()
