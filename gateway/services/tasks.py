@@ -333,8 +333,7 @@ class TaskService:
         """One page of the tasks in ``state``. With filters, the listing is scanned (at most
         :data:`FILTER_SCAN` entries per call), so a page may hold fewer than ``limit`` items
         and still have a next cursor."""
-        found = await self.search(queue, state, cursor, limit, owner=owner, name=name)
-        return found.page
+        return (await self.search(queue, state, cursor, limit, owner=owner, name=name)).page
 
     async def search(
         self,

@@ -169,3 +169,12 @@ async def test_find_a_task_or_a_run_by_id_from_any_page(rig: Rig) -> None:
     assert "is not a task or run id" in nonsense.text
     assert "<b>hello" not in nonsense.text
     assert "&lt;b&gt;hello" in nonsense.text
+
+
+async def test_a_queue_name_typed_wrong_keeps_the_page_and_says_so(rig: Rig) -> None:
+    await sign_in(rig.web, ADMIN)
+    for page in ("/admin/tasks", "/admin/running", "/admin/deadletters"):
+        answer = await rig.web.get(f"{page}?queue=nope")
+        assert answer.status_code == 404, page
+        assert "No queue is named <code>nope</code>" in answer.text, page
+        assert 'name="queue" value="nope"' in answer.text, page  # the form, to try again

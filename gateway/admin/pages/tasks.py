@@ -9,6 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import PREFIX, Admin, Visit, checked
+from gateway.errors import QueueNotFound
 from gateway.services.tasks import OffsetCursor
 from sdk.wire import Label, QueueName, ResubmitRequest, TaskId, TaskName, TaskState
 
@@ -37,17 +38,20 @@ async def tasks(visit: Visit) -> Response:
     queue = f.get("queue") or await visit.services.overview.first()
     state = TaskState(f.get("state", TaskState.QUEUED))
     filtered = "name" in f or "owner" in f
-    found = None
+    found = unknown = None
     if queue is not None:
-        found = await visit.services.tasks.search(
-            queue,
-            state,
-            f.get("cursor"),
-            PAGE_SIZE,
-            owner=f.get("owner"),
-            name=f.get("name"),
-            total=filtered,
-        )
+        try:
+            found = await visit.services.tasks.search(
+                queue,
+                state,
+                f.get("cursor"),
+                PAGE_SIZE,
+                owner=f.get("owner"),
+                name=f.get("name"),
+                total=filtered,
+            )
+        except QueueNotFound:  # a name typed in the picker
+            unknown = queue
     query = {k: v for k, v in f.items() if k != "cursor"}
     if queue is not None:
         query["queue"] = queue
@@ -71,6 +75,8 @@ async def tasks(visit: Visit) -> Response:
         first_url=f"{PREFIX}/tasks?{urlencode(query)}",
         next_url=next_url,
         self_url=visit.here,
+        unknown_queue=unknown,
+        status=404 if unknown else 200,
     )
 
 
