@@ -151,8 +151,9 @@ class Client(_Base, OperatorMethods, JobMethods):
     ``timeout`` bounds each request; long-polls get their wait on top. Use it as a context
     manager, or call :meth:`close`. It is safe to share between threads. With ``linger``
     (seconds), enqueues from several threads that arrive within ``linger`` of the first share
-    one batch request of up to ``max_batch`` tasks (:mod:`sdk.coalescing`); off by default. The operator methods (:meth:`dead_letters`, :meth:`resubmit`,
-    :meth:`scheduled`, :meth:`running`, :meth:`clean`) are inherited from
+    one batch request of up to ``max_batch`` tasks (:mod:`sdk.coalescing`); off by default.
+    The operator methods (:meth:`dead_letters`, :meth:`resubmit`, :meth:`scheduled`,
+    :meth:`running`, :meth:`clean`) are inherited from
     :class:`~sdk.client_ops.OperatorMethods`; the jobs and runs methods (:meth:`create_job`,
     :meth:`run_job`, :meth:`list_runs`, ...) from :class:`~sdk.client_jobs.JobMethods`.
     """

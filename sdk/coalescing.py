@@ -208,9 +208,7 @@ class BlockingCoalescer:
     first call of a batch waits up to ``linger`` seconds (less when ``max_batch`` join) and
     sends it; the others wait for their outcome."""
 
-    def __init__(
-        self, send: Callable[[api.Call[Any]], Any], linger: float, max_batch: int
-    ) -> None:
+    def __init__(self, send: Callable[[api.Call[Any]], Any], linger: float, max_batch: int) -> None:
         self._send = send
         self._linger = linger
         self._max_batch = max_batch

@@ -1,0 +1,162 @@
+"""Single enqueues through the SDK with many in flight, against taskiq's ``kiq()`` (issue 20).
+
+Starts a managed Redis and one gateway process, then, in alternating rounds in one sitting:
+
+- ``AsyncClient.enqueue`` with ``--in-flight`` calls at a time into a paused queue, coalescing
+  off (``linger=None``: one request per task, as before issue 20) and on (the default
+  ``linger=0``: calls made in the same event-loop iteration share a batch request);
+- the blocking ``Client.enqueue`` from ``--threads`` threads, coalescing off and with
+  ``linger=0.002``;
+- taskiq's ``await noop.kiq()`` with the same number in flight, on the same Redis (the broker
+  of ``bench/peer_taskiq.py``, no worker running, as ``bench/peers.py`` measures enqueues).
+
+Prints tasks per second and the producer's CPU per task (this process), medians of the rounds,
+and each rate's ratio to taskiq's. taskiq is measured only when it is installed (the
+``bench`` extra). Run: ``.venv/bin/python -m bench.producer`` (``--tasks``, ``--rounds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench.e2e import KEY, NOOP, jobgate
+from gateway.redis_server import ManagedRedis
+from sdk import AsyncClient, Client
+
+QUEUE = "enqueue-many"
+
+Measure = Callable[[int], float]
+"""Runs ``count`` enqueues; returns the seconds they took."""
+
+
+def _async(url: str, in_flight: int, linger: float | None) -> Measure:
+    def measure(count: int) -> float:
+        async def run() -> float:
+            async with AsyncClient(url, KEY, timeout=60, linger=linger) as client:
+                gate = asyncio.Semaphore(in_flight)
+
+                async def one() -> None:
+                    async with gate:
+                        await client.enqueue(QUEUE, NOOP)
+
+                await asyncio.gather(*(one() for _ in range(100)))  # connect, warm up
+                start = time.perf_counter()
+                await asyncio.gather(*(one() for _ in range(count)))
+                return time.perf_counter() - start
+
+        return asyncio.run(run())
+
+    return measure
+
+
+def _threads(url: str, threads: int, linger: float | None) -> Measure:
+    def measure(count: int) -> float:
+        with Client(url, KEY, timeout=60, linger=linger) as client:
+            left = iter(range(count))
+            lock = threading.Lock()
+
+            def work() -> None:
+                while True:
+                    with lock:
+                        if next(left, None) is None:
+                            return
+                    client.enqueue(QUEUE, NOOP)
+
+            for _ in range(threads):
+                client.enqueue(QUEUE, NOOP)
+            with ThreadPoolExecutor(threads) as pool:
+                start = time.perf_counter()
+                for _ in range(threads):
+                    pool.submit(work)
+                pool.shutdown(wait=True)
+                return time.perf_counter() - start
+
+    return measure
+
+
+def _taskiq(in_flight: int) -> Measure:
+    from bench import peer_taskiq
+
+    def measure(count: int) -> float:
+        async def run() -> float:
+            await peer_taskiq.broker.startup()
+            try:
+                gate = asyncio.Semaphore(in_flight)
+
+                async def one() -> None:
+                    async with gate:
+                        await peer_taskiq.noop.kiq()
+
+                await asyncio.gather(*(one() for _ in range(100)))
+                start = time.perf_counter()
+                await asyncio.gather(*(one() for _ in range(count)))
+                return time.perf_counter() - start
+            finally:
+                await peer_taskiq.broker.shutdown()
+
+        return asyncio.run(run())
+
+    return measure
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--in-flight", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=16)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as redis:
+        os.environ["BENCH_REDIS_URL"] = redis.url
+        with jobgate(redis.url, 0, 1, 64) as (urls, _cpu):
+            with Client(urls[0], KEY) as admin:
+                admin.put_queue(QUEUE, paused=True)
+            url = urls[0]
+            candidates: dict[str, Measure] = {
+                f"AsyncClient, {args.in_flight} in flight, coalescing off": _async(
+                    url, args.in_flight, None
+                ),
+                f"AsyncClient, {args.in_flight} in flight, coalescing on (linger=0)": _async(
+                    url, args.in_flight, 0.0
+                ),
+                f"Client, {args.threads} threads, coalescing off": _threads(
+                    url, args.threads, None
+                ),
+                f"Client, {args.threads} threads, linger=0.002": _threads(
+                    url, args.threads, 0.002
+                ),
+            }
+            try:
+                candidates[f"taskiq kiq(), {args.in_flight} in flight"] = _taskiq(args.in_flight)
+            except ImportError:
+                print("taskiq is not installed (the bench extra): measured without it")
+            rates: dict[str, list[float]] = {name: [] for name in candidates}
+            cpus: dict[str, list[float]] = {name: [] for name in candidates}
+            for _ in range(args.rounds):
+                for name, measure in candidates.items():
+                    cpu = time.process_time()
+                    seconds = measure(args.tasks)
+                    cpus[name].append((time.process_time() - cpu) / args.tasks * 1e6)
+                    rates[name].append(args.tasks / seconds)
+    peer = next((n for n in rates if n.startswith("taskiq")), None)
+    print("| producer | tasks/s (median) | rounds | producer CPU µs per task | ÷ taskiq |")
+    print("| --- | --: | --- | --: | --: |")
+    for name, values in rates.items():
+        median = statistics.median(values)
+        ratio = f"{median / statistics.median(rates[peer]):.2f}x" if peer else "-"
+        rounds = ", ".join(f"{v:,.0f}" for v in values)
+        cpu = statistics.median(cpus[name])
+        print(f"| {name} | {median:,.0f} | {rounds} | {cpu:.0f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
