@@ -131,9 +131,7 @@ def main() -> None:
                 f"Client, {args.threads} threads, coalescing off": _threads(
                     url, args.threads, None
                 ),
-                f"Client, {args.threads} threads, linger=0.002": _threads(
-                    url, args.threads, 0.002
-                ),
+                f"Client, {args.threads} threads, linger=0.002": _threads(url, args.threads, 0.002),
             }
             try:
                 candidates[f"taskiq kiq(), {args.in_flight} in flight"] = _taskiq(args.in_flight)

@@ -149,9 +149,10 @@ class Client(_Base, OperatorMethods, JobMethods):
 
     ``Client(url, api_key)``, or :meth:`from_env` (``JOBGATE_URL``, ``JOBGATE_API_KEY``).
     ``timeout`` bounds each request; long-polls get their wait on top. Use it as a context
-    manager, or call :meth:`close`. It is safe to share between threads. With ``linger``
-    (seconds), enqueues from several threads that arrive within ``linger`` of the first share
-    one batch request of up to ``max_batch`` tasks (:mod:`sdk.coalescing`); off by default.
+    manager, or call :meth:`close`. It is safe to share between threads; enqueues from several
+    threads may share batch requests of up to ``max_batch`` tasks: with ``linger=0`` (the
+    default) only those that would wait for a free request anyway, with ``linger`` seconds all
+    that come within it; ``linger=None`` turns that off (:mod:`sdk.coalescing`).
     The operator methods (:meth:`dead_letters`, :meth:`resubmit`, :meth:`scheduled`,
     :meth:`running`, :meth:`clean`) are inherited from
     :class:`~sdk.client_ops.OperatorMethods`; the jobs and runs methods (:meth:`create_job`,
@@ -165,7 +166,7 @@ class Client(_Base, OperatorMethods, JobMethods):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
-        linger: float | None = None,
+        linger: float | None = 0.0,
         max_batch: int = MAX_BATCH,
     ) -> None:
         super().__init__(url, api_key, timeout, linger, max_batch)
@@ -177,7 +178,7 @@ class Client(_Base, OperatorMethods, JobMethods):
         cls,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        linger: float | None = None,
+        linger: float | None = 0.0,
         max_batch: int = MAX_BATCH,
     ) -> Client:
         url, api_key = _env_settings()
@@ -290,8 +291,8 @@ class Client(_Base, OperatorMethods, JobMethods):
         return self.enqueue_task(queue, _task(name, payload, options), wait=wait)
 
     def enqueue_task(self, queue: str, task: TaskCreate, *, wait: float | None = None) -> Task:
-        """:meth:`enqueue` of a request built already (``TaskFunction.create``); coalesced
-        with other threads' enqueues when the client has a ``linger`` (not with ``wait``)."""
+        """:meth:`enqueue` of a request built already (``TaskFunction.create``); it may share
+        a batch request with other threads' enqueues (not with ``wait``; see the class)."""
         if wait is None and self._coalesces:
             return self._coalescer.enqueue(queue, task)
         return self._send(api.enqueue(queue, task, wait))
@@ -356,10 +357,8 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
 
     It sends over aiohttp (one session and keep-alive pool per client, opened on first use);
     ``transport``, an httpx transport, makes it send through httpx over that instead (tests
-    mount an app with ``httpx.ASGITransport``). Enqueues made in the same event-loop iteration
-    (``linger=0``, the default), or within ``linger`` seconds of the first, share one batch
-    request of up to ``max_batch`` tasks (:mod:`sdk.coalescing`); ``linger=None`` turns that
-    off.
+    mount an app with ``httpx.ASGITransport``). Concurrent enqueues may share batch requests
+    of up to ``max_batch`` tasks, as :class:`Client`'s do (``linger``; :mod:`sdk.coalescing`).
     """
 
     def __init__(

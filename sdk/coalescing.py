@@ -14,11 +14,18 @@ in call order (:func:`coalesced`), and each caller gets what its own single enqu
 A refusal that concerns the request as a whole (unknown queue, auth, rate limit, 5xx, a network
 failure) is every member's error, as it would have been for each single enqueue.
 
-A lone call goes out as a plain single enqueue. How long a call may wait for neighbours is the
-client's ``linger``: :class:`AsyncCoalescer` with 0 (the default) sends what arrived in the
-same event-loop iteration, so a lone call waits for nothing; :class:`BlockingCoalescer` (the
-blocking client's threads) holds the first call of a batch up to ``linger`` seconds, or until
-``max_batch`` calls have joined.
+When calls wait, and for how long, is the client's ``linger``:
+
+- ``0`` (the default): no call waits for a neighbour. A call is sent at once, alone, while
+  fewer than :data:`WINDOW` enqueue requests of the client for its queue are in flight; when
+  that many are, it joins the queue's next batch, which is sent as soon as one of them
+  returns (or once ``max_batch`` calls have joined). So a lone call costs what it did without
+  coalescing, and under load batches form from the calls that would have queued anyway.
+- ``linger > 0``: every call waits up to ``linger`` seconds for neighbours; the batch goes when
+  the time is up or ``max_batch`` calls have joined, whatever is in flight.
+
+:class:`AsyncCoalescer` serves an :class:`~sdk.client.AsyncClient` (one event loop),
+:class:`BlockingCoalescer` a :class:`~sdk.client.Client` shared by threads.
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ Outcome = Task | BaseException
 
 Plan = Generator[api.Call[Any], Any, list[Outcome]]
 """Yields calls; is sent each call's answer, or the exception it raised."""
+
+WINDOW = 4
+"""Enqueue requests per queue a client keeps in flight before calls wait to share a batch
+(with ``linger=0``): a few, so several gateway processes stay busy."""
 
 WHOLE_REQUEST = frozenset({401, 403, 404, 429})
 """Refusals that concern the request, not its members: each member would get them alone."""
@@ -123,7 +134,7 @@ def _result(outcome: Outcome) -> Task:
 
 
 class AsyncCoalescer:
-    """Gathers one :class:`~sdk.client.AsyncClient`'s concurrent enqueues per queue."""
+    """Coalesces one :class:`~sdk.client.AsyncClient`'s concurrent enqueues per queue."""
 
     def __init__(
         self, send: Callable[[api.Call[Any]], Awaitable[Any]], linger: float, max_batch: int
@@ -131,23 +142,37 @@ class AsyncCoalescer:
         self._send = send
         self._linger = linger
         self._max_batch = max_batch
+        self._in_flight: dict[str, int] = {}
         self._pending: dict[str, _AsyncBatch] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
     async def enqueue(self, queue: str, task: TaskCreate) -> Task:
+        in_flight = self._in_flight.get(queue, 0)
+        if not self._linger and in_flight < WINDOW and queue not in self._pending:
+            self._in_flight[queue] = in_flight + 1
+            try:
+                created: Task = await self._send(api.enqueue(queue, task))  # alone, at once
+                return created
+            finally:
+                self._returned(queue)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         batch = self._pending.get(queue)
         if batch is None:
             batch = self._pending[queue] = _AsyncBatch()
-            if self._linger > 0:
+            if self._linger:
                 batch.timer = loop.call_later(self._linger, self._flush, queue, batch)
-            else:
-                batch.timer = loop.call_soon(self._flush, queue, batch)
         batch.members.append((traced(task), future))
         if len(batch.members) >= self._max_batch:
             self._flush(queue, batch)
         return _result(await future)
+
+    def _returned(self, queue: str) -> None:
+        """A request of ``queue`` came back: its slot goes to the waiting batch, if any."""
+        self._in_flight[queue] -= 1
+        batch = self._pending.get(queue)
+        if batch is not None and not self._linger:
+            self._flush(queue, batch)
 
     def _flush(self, queue: str, batch: _AsyncBatch) -> None:
         if batch.timer is not None:
@@ -156,6 +181,7 @@ class AsyncCoalescer:
             del self._pending[queue]
         members = [(t, f) for t, f in batch.members if not f.done()]  # callers gone: unsent
         if members:
+            self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
             sending = asyncio.get_running_loop().create_task(self._deliver(queue, members))
             self._sending.add(sending)
             sending.add_done_callback(self._sending.discard)
@@ -170,6 +196,8 @@ class AsyncCoalescer:
             for future in futures:
                 future.cancel()
             raise
+        finally:
+            self._returned(queue)
         for future, outcome in zip(futures, outcomes, strict=True):
             if not future.done():
                 future.set_result(outcome)
@@ -188,7 +216,7 @@ class AsyncCoalescer:
             return outcomes
 
     async def aclose(self) -> None:
-        """Let the batches on their way finish (their callers are waiting for them)."""
+        """Send what waits and let the batches on their way finish: callers wait for them."""
         while self._pending or self._sending:
             for queue, batch in list(self._pending.items()):
                 self._flush(queue, batch)
@@ -200,48 +228,72 @@ class _AsyncBatch:
 
     def __init__(self) -> None:
         self.members: list[tuple[TaskCreate, asyncio.Future[Outcome]]] = []
-        self.timer: asyncio.Handle | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class BlockingCoalescer:
-    """Gathers a :class:`~sdk.client.Client`'s enqueues from several threads per queue: the
-    first call of a batch waits up to ``linger`` seconds (less when ``max_batch`` join) and
-    sends it; the others wait for their outcome."""
+    """Coalesces a :class:`~sdk.client.Client`'s enqueues from several threads per queue: the
+    first call of a batch waits for its turn (a free slot of the window, or ``linger``, or a
+    full batch) and sends it; the others wait for their outcome."""
 
     def __init__(self, send: Callable[[api.Call[Any]], Any], linger: float, max_batch: int) -> None:
         self._send = send
         self._linger = linger
         self._max_batch = max_batch
-        self._lock = threading.Lock()
+        self._turn = threading.Condition()
+        self._in_flight: dict[str, int] = {}
         self._pending: dict[str, _BlockingBatch] = {}
 
     def enqueue(self, queue: str, task: TaskCreate) -> Task:
-        task = traced(task)
-        with self._lock:
-            batch = self._pending.get(queue)
-            leader = batch is None
-            if batch is None:
-                batch = self._pending[queue] = _BlockingBatch()
-            index = len(batch.tasks)
-            batch.tasks.append(task)
-            if len(batch.tasks) >= self._max_batch:
-                del self._pending[queue]
-                batch.full.set()
+        with self._turn:
+            in_flight = self._in_flight.get(queue, 0)
+            if not self._linger and in_flight < WINDOW and queue not in self._pending:
+                self._in_flight[queue] = in_flight + 1
+                batch = None
+            else:
+                batch = self._pending.get(queue)
+                leader = batch is None
+                if batch is None:
+                    batch = self._pending[queue] = _BlockingBatch()
+                index = len(batch.tasks)
+                batch.tasks.append(traced(task))
+                if len(batch.tasks) >= self._max_batch:  # full: later calls start another
+                    del self._pending[queue]
+                    self._turn.notify_all()
+        if batch is None:
+            try:
+                created: Task = self._send(api.enqueue(queue, task))  # alone, at once
+                return created
+            finally:
+                self._returned(queue)
         if not leader:
             batch.done.wait()
             return _result(batch.outcomes[index])
-        batch.full.wait(self._linger)
-        with self._lock:
+        with self._turn:
+            self._turn.wait_for(
+                lambda: (
+                    len(batch.tasks) >= self._max_batch
+                    or (not self._linger and self._in_flight.get(queue, 0) < WINDOW)
+                ),
+                timeout=self._linger or None,
+            )
             if self._pending.get(queue) is batch:
                 del self._pending[queue]
+            self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
         try:
             batch.outcomes = self._drive(coalesced(queue, batch.tasks))
         except BaseException as e:  # interrupted: the others must not wait for ever
             batch.outcomes = [e] * len(batch.tasks)
             raise
         finally:
+            self._returned(queue)
             batch.done.set()
         return _result(batch.outcomes[index])
+
+    def _returned(self, queue: str) -> None:
+        with self._turn:
+            self._in_flight[queue] -= 1
+            self._turn.notify_all()
 
     def _drive(self, plan: Plan) -> list[Outcome]:
         try:
@@ -258,10 +310,9 @@ class BlockingCoalescer:
 
 
 class _BlockingBatch:
-    __slots__ = ("done", "full", "outcomes", "tasks")
+    __slots__ = ("done", "outcomes", "tasks")
 
     def __init__(self) -> None:
         self.tasks: list[TaskCreate] = []
         self.outcomes: list[Outcome] = []
-        self.full = threading.Event()
         self.done = threading.Event()
