@@ -16,9 +16,10 @@ in alternating rounds in one sitting (asyncio's default loop, as a producer has 
 
 ``--sdk`` measures the whole producer path instead, as a user calls it: ``task.delay()``
 through a default ``Client`` and ``await task.delay_async()`` through a default
-``AsyncClient``, request built, sent and its answer read into a handle. ``--trees A B ...``
-runs ``--sdk`` with each source tree first on the path, alternating, for before/after figures
-(the same script, the server shared).
+``AsyncClient``, request built, sent and its answer read into a handle; and the AsyncClient
+over httpx-aiohttp (given as its transport: the producer issue 20's baseline was measured
+on). ``--trees A B ...`` runs ``--sdk`` with each source tree first on the path, alternating,
+for before/after figures (the same script, the server shared).
 
 Prints µs of CPU per request (median of the rounds) and the ratio to the first candidate.
 Run: ``.venv/bin/python bench/sdk_client_cost.py`` (``--requests``, ``--rounds``).
@@ -231,9 +232,20 @@ async def _sdk_async(url: str, requests: int) -> float:
         return await _cpu_per_request(lambda: delay(1), requests)
 
 
+async def _sdk_httpx_aiohttp(url: str, requests: int) -> float:
+    from httpx_aiohttp import AiohttpTransport
+
+    from sdk import AsyncClient
+
+    async with AsyncClient(url.split("/v1/")[0], transport=AiohttpTransport()) as client:
+        delay = _noop_task().using(client).delay_async
+        return await _cpu_per_request(lambda: delay(1), requests)
+
+
 SDK: dict[str, Measure] = {
     "task.delay() through Client": _sdk_sync,
     "task.delay_async() through AsyncClient": _on_loop(_sdk_async),
+    "task.delay_async() through AsyncClient over httpx-aiohttp": _on_loop(_sdk_httpx_aiohttp),
 }
 
 

@@ -36,6 +36,8 @@ import threading
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
+import httpx
+
 from sdk import api
 from sdk.errors import ApiError
 from sdk.telemetry.tracing import current_headers
@@ -282,8 +284,9 @@ class BlockingCoalescer:
             self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
         try:
             batch.outcomes = self._drive(coalesced(queue, batch.tasks))
-        except BaseException as e:  # interrupted: the others must not wait for ever
-            batch.outcomes = [e] * len(batch.tasks)
+        except BaseException:  # interrupted (KeyboardInterrupt): the others must not wait
+            lost = httpx.NetworkError("the request carrying this enqueue was interrupted")
+            batch.outcomes = [lost] * len(batch.tasks)
             raise
         finally:
             self._returned(queue)
