@@ -16,11 +16,12 @@ failure) is every member's error, as it would have been for each single enqueue.
 
 When calls wait, and for how long, is the client's ``linger``:
 
-- ``0`` (the default): no call waits for a neighbour. A call is sent at once, alone, while
-  fewer than :data:`WINDOW` enqueue requests of the client for its queue are in flight; when
-  that many are, it joins the queue's next batch, which is sent as soon as one of them
-  returns (or once ``max_batch`` calls have joined). So a lone call costs what it did without
-  coalescing, and under load batches form from the calls that would have queued anyway.
+- ``0`` (the default): a call never waits for a neighbour to come. It is sent at once,
+  alone, unless :data:`WINDOW` (one) enqueue request of the client for its queue is in flight;
+  then it joins the queue's next batch, which is sent as soon as that request returns (or once
+  ``max_batch`` calls have joined). A lone call costs what it did without coalescing; under
+  load, calls share a request per round trip (Nagle's rule, or a database's group commit). A
+  call that meets one in flight waits for it: up to one round trip more than going alone.
 - ``linger > 0``: every call waits up to ``linger`` seconds for neighbours; the batch goes when
   the time is up or ``max_batch`` calls have joined, whatever is in flight.
 
@@ -51,9 +52,11 @@ Outcome = Task | BaseException
 Plan = Generator[api.Call[Any], Any, list[Outcome]]
 """Yields calls; is sent each call's answer, or the exception it raised."""
 
-WINDOW = 4
+WINDOW = 1
 """Enqueue requests per queue a client keeps in flight before calls wait to share a batch
-(with ``linger=0``): a few, so several gateway processes stay busy."""
+(with ``linger=0``). One sent the most tasks per second through one gateway, with 64 calls in
+flight (2,182/s, against 1,325 with two and 1,259 with four: bench/RESULTS.md, "Producer
+(issue 20)"): bigger batches cost the gateway less per task."""
 
 WHOLE_REQUEST = frozenset({401, 403, 404, 429})
 """Refusals that concern the request, not its members: each member would get them alone."""
@@ -235,8 +238,8 @@ class _AsyncBatch:
 
 class BlockingCoalescer:
     """Coalesces a :class:`~sdk.client.Client`'s enqueues from several threads per queue: the
-    first call of a batch waits for its turn (a free slot of the window, or ``linger``, or a
-    full batch) and sends it; the others wait for their outcome."""
+    first call of a batch waits for its turn (the request in flight returned, or ``linger``
+    passed, or the batch is full) and sends it; the others wait for their outcome."""
 
     def __init__(self, send: Callable[[api.Call[Any]], Any], linger: float, max_batch: int) -> None:
         self._send = send
