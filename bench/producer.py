@@ -3,10 +3,11 @@
 Starts a managed Redis and one gateway process, then, in alternating rounds in one sitting:
 
 - ``AsyncClient.enqueue`` with ``--in-flight`` calls at a time into a paused queue, coalescing
-  off (``linger=None``: one request per task, as before issue 20) and on (the default
-  ``linger=0``: calls made in the same event-loop iteration share a batch request);
-- the blocking ``Client.enqueue`` from ``--threads`` threads, coalescing off and with
-  ``linger=0.002``;
+  off (``linger=None``: one request per task, as before issue 20), on as by default
+  (``linger=0``: a call that meets a request in flight joins the next batch; ``--windows``
+  compares how many requests may be in flight before calls wait), and with ``linger=0.002``;
+- the blocking ``Client.enqueue`` from ``--threads`` threads, coalescing off and as by
+  default;
 - taskiq's ``await noop.kiq()`` with the same number in flight, on the same Redis (the broker
   of ``bench/peer_taskiq.py``, no worker running, as ``bench/peers.py`` measures enqueues).
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from bench.e2e import KEY, NOOP, jobgate
 from gateway.redis_server import ManagedRedis
-from sdk import AsyncClient, Client
+from sdk import AsyncClient, Client, coalescing
 
 QUEUE = "enqueue-many"
 
@@ -83,6 +84,19 @@ def _threads(url: str, threads: int, linger: float | None) -> Measure:
     return measure
 
 
+def _windowed(window: int, measure: Measure) -> Measure:
+    """``measure`` with :data:`sdk.coalescing.WINDOW` set to ``window`` meanwhile."""
+
+    def windowed(count: int) -> float:
+        kept, coalescing.WINDOW = coalescing.WINDOW, window
+        try:
+            return measure(count)
+        finally:
+            coalescing.WINDOW = kept
+
+    return windowed
+
+
 def _taskiq(in_flight: int) -> Measure:
     from bench import peer_taskiq
 
@@ -114,6 +128,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument(
+        "--windows", type=int, nargs="+", help="coalescing windows to compare (default: the SDK's)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as redis:
         os.environ["BENCH_REDIS_URL"] = redis.url
@@ -121,18 +138,16 @@ def main() -> None:
             with Client(urls[0], KEY) as admin:
                 admin.put_queue(QUEUE, paused=True)
             url = urls[0]
+            n, t = args.in_flight, args.threads
             candidates: dict[str, Measure] = {
-                f"AsyncClient, {args.in_flight} in flight, coalescing off": _async(
-                    url, args.in_flight, None
-                ),
-                f"AsyncClient, {args.in_flight} in flight, coalescing on (linger=0)": _async(
-                    url, args.in_flight, 0.0
-                ),
-                f"Client, {args.threads} threads, coalescing off": _threads(
-                    url, args.threads, None
-                ),
-                f"Client, {args.threads} threads, linger=0.002": _threads(url, args.threads, 0.002),
+                f"AsyncClient, {n} in flight, coalescing off": _async(url, n, None),
             }
+            for window in args.windows or [coalescing.WINDOW]:
+                name = f"AsyncClient, {n} in flight, linger=0 (default), window {window}"
+                candidates[name] = _windowed(window, _async(url, n, 0.0))
+            candidates[f"AsyncClient, {n} in flight, linger=0.002"] = _async(url, n, 0.002)
+            candidates[f"Client, {t} threads, coalescing off"] = _threads(url, t, None)
+            candidates[f"Client, {t} threads, linger=0 (default)"] = _threads(url, t, 0.0)
             try:
                 candidates[f"taskiq kiq(), {args.in_flight} in flight"] = _taskiq(args.in_flight)
             except ImportError:
