@@ -12,7 +12,9 @@ Starts a managed Redis and one gateway process, then, in alternating rounds in o
   of ``bench/peer_taskiq.py``, no worker running, as ``bench/peers.py`` measures enqueues).
 
 Prints tasks per second and the producer's CPU per task (this process), medians of the rounds,
-and each rate's ratio to taskiq's. taskiq is measured only when it is installed (the
+and each rate's ratio to taskiq's (the median of the rounds' ratios); and the wall time of lone
+enqueues made one after another, coalescing off and on in turn (coalescing must not add
+latency to a call that meets nothing in flight). taskiq is measured only when it is installed (the
 ``bench`` extra). Run: ``.venv/bin/python -m bench.producer`` (``--tasks``, ``--rounds``).
 """
 
@@ -82,6 +84,30 @@ def _threads(url: str, threads: int, linger: float | None) -> Measure:
                 return time.perf_counter() - start
 
     return measure
+
+
+def _lone(url: str, count: int) -> dict[str, list[float]]:
+    """Milliseconds of ``count`` enqueues each made one after another (none in flight), through
+    a client with coalescing off and one with the default, call by call in turn."""
+
+    async def run() -> dict[str, list[float]]:
+        took: dict[str, list[float]] = {"coalescing off": [], "linger=0 (default)": []}
+        async with (
+            AsyncClient(url, KEY, timeout=60, linger=None) as off,
+            AsyncClient(url, KEY, timeout=60) as on,
+        ):
+            clients = {"coalescing off": off, "linger=0 (default)": on}
+            for client in clients.values():
+                for _ in range(50):
+                    await client.enqueue(QUEUE, NOOP)
+            for _ in range(count):
+                for name, client in clients.items():
+                    start = time.perf_counter()
+                    await client.enqueue(QUEUE, NOOP)
+                    took[name].append((time.perf_counter() - start) * 1e3)
+        return took
+
+    return asyncio.run(run())
 
 
 def _windowed(window: int, measure: Measure) -> Measure:
@@ -160,12 +186,22 @@ def main() -> None:
                     seconds = measure(args.tasks)
                     cpus[name].append((time.process_time() - cpu) / args.tasks * 1e6)
                     rates[name].append(args.tasks / seconds)
+            lone = _lone(url, 2000)
+    print("| a lone AsyncClient.enqueue, one after another | p50 ms | p99 ms |")
+    print("| --- | --: | --: |")
+    for name, took in lone.items():
+        cuts = statistics.quantiles(took, n=100)
+        print(f"| {name} | {cuts[49]:.2f} | {cuts[98]:.2f} |")
+    print()
     peer = next((n for n in rates if n.startswith("taskiq")), None)
     print("| producer | tasks/s (median) | rounds | producer CPU µs per task | ÷ taskiq |")
     print("| --- | --: | --- | --: | --: |")
     for name, values in rates.items():
         median = statistics.median(values)
-        ratio = f"{median / statistics.median(rates[peer]):.2f}x" if peer else "-"
+        ratio = "-"
+        if peer:  # the median of the rounds' ratios: each round's figures share a load
+            each = [v / p for v, p in zip(values, rates[peer], strict=True)]
+            ratio = f"{statistics.median(each):.2f}x"
         rounds = ", ".join(f"{v:,.0f}" for v in values)
         cpu = statistics.median(cpus[name])
         print(f"| {name} | {median:,.0f} | {rounds} | {cpu:.0f} | {ratio} |")
