@@ -5,6 +5,7 @@ request-wide refusals for everyone, and no wait for a lone call."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -180,3 +181,22 @@ async def test_threads_share_a_batch_through_the_blocking_client(gateway: Gatewa
     assert sorted(p["i"] for p in created) == [0, 1, 2, 3, 4, 6, 7]
     assert gateway.requests[0] == BATCH
     assert len(gateway.requests) < 8
+
+
+async def test_threads_meeting_a_request_in_flight_share_the_next_one(gateway: Gateway) -> None:
+    def produce() -> list[Task]:
+        with Client(gateway.url, KEY) as client, ThreadPoolExecutor(8) as pool:  # linger=0
+            together = threading.Barrier(8)
+
+            def one(i: int) -> Task:
+                together.wait()
+                return client.enqueue(QUEUE, "n", {"i": i})
+
+            return list(pool.map(one, range(8)))
+
+    tasks = await asyncio.to_thread(produce)
+    assert [t.payload for t in tasks] == [{"i": i} for i in range(8)]
+    assert gateway.requests[0] == TASKS  # the first went at once, alone
+    assert BATCH in gateway.requests
+    assert len(gateway.requests) < 8
+    assert sorted(p["i"] for p in await queued(gateway)) == list(range(8))
