@@ -32,6 +32,7 @@ When calls wait, and for how long, is the client's ``linger``:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 import threading
 from collections.abc import Awaitable, Callable, Generator
@@ -187,7 +188,9 @@ class AsyncCoalescer:
         members = [(t, f) for t, f in batch.members if not f.done()]  # callers gone: unsent
         if members:
             self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
-            sending = asyncio.get_running_loop().create_task(self._deliver(queue, members))
+            sending = asyncio.get_running_loop().create_task(
+                self._deliver(queue, members), context=contextvars.Context()
+            )  # no caller's span on the request: each member carries its own
             self._sending.add(sending)
             sending.add_done_callback(self._sending.discard)
 
@@ -285,8 +288,8 @@ class BlockingCoalescer:
             if self._pending.get(queue) is batch:
                 del self._pending[queue]
             self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
-        try:
-            batch.outcomes = self._drive(coalesced(queue, batch.tasks))
+        try:  # without this thread's span on the request: each member carries its own
+            batch.outcomes = contextvars.Context().run(self._drive, coalesced(queue, batch.tasks))
         except BaseException:  # interrupted (KeyboardInterrupt): the others must not wait
             lost = httpx.NetworkError("the request carrying this enqueue was interrupted")
             batch.outcomes = [lost] * len(batch.tasks)
