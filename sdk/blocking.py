@@ -7,7 +7,8 @@ a fifth of httpx's CPU per request and half of urllib3's, with no dependency. A 
 back to the pool only after its answer was read whole; any failure or interruption
 (``KeyboardInterrupt`` included) closes it instead, so nothing half-read is ever reused and
 nothing stays lent out. An idle connection the server has closed meanwhile (its keep-alive ran
-out) is noticed before reuse and dropped.
+out) is noticed before reuse and dropped. HTTPS verifies certificates as httpx does (certifi's
+roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
 
 Given an httpx transport (tests mount apps or mock routes), or when a proxy is configured in the
 environment (``HTTP_PROXY``/``HTTPS_PROXY``, which httpx honours), the client sends through
@@ -21,6 +22,7 @@ from __future__ import annotations
 import http.client
 import select
 import socket
+import ssl
 import threading
 import urllib.request
 from collections.abc import Mapping
@@ -75,6 +77,7 @@ class BlockingSession:
         self._pool_size = pool_size
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+        self._tls: ssl.SSLContext | None = None
 
     def request(
         self,
@@ -126,7 +129,11 @@ class BlockingSession:
 
     def _new(self, timeout: float) -> http.client.HTTPConnection:
         if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+            if self._tls is None:  # httpx's defaults: certifi's roots, SSL_CERT_FILE/_DIR
+                self._tls = httpx.create_ssl_context()
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=timeout, context=self._tls
+            )
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _give(self, conn: http.client.HTTPConnection) -> None:

@@ -4,13 +4,17 @@ connections kept and renewed, and network failures raised as httpx's exceptions.
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from gateway.tls import self_signed
 from sdk import Client
 from sdk.blocking import BlockingSession, HttpxBlockingSession, open_blocking_session
 from tests.support import bind
@@ -26,7 +30,10 @@ class Server:
     """A bare HTTP/1.1 server in a thread: each connection reads requests and answers each
     with ``TASK``; ``close_after`` answers per connection, then it closes it (no notice)."""
 
-    def __init__(self, close_after: int = 0, answer: bool = True) -> None:
+    def __init__(
+        self, close_after: int = 0, answer: bool = True, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.tls = tls
         self.listener = bind()
         self.listener.listen()
         self.port = self.listener.getsockname()[1]
@@ -50,6 +57,12 @@ class Server:
 
     def _serve(self, conn: socket.socket) -> None:
         buffer, answered = b"", 0
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (OSError, ssl.SSLError):  # the client refused our certificate
+                return
+            self._open.append(conn)
         while True:
             try:
                 data = conn.recv(65536)
@@ -98,8 +111,8 @@ class Server:
 def server_factory() -> Iterator[Callable[..., Server]]:
     made: list[Server] = []
 
-    def make(**options: bool | int) -> Server:
-        made.append(Server(**options))  # type: ignore[arg-type]
+    def make(**options: Any) -> Server:
+        made.append(Server(**options))
         return made[-1]
 
     yield make
@@ -169,3 +182,18 @@ def test_a_transport_or_a_proxy_in_the_environment_sends_through_httpx(
     assert isinstance(open_blocking_session("http://local.test", None, None), BlockingSession)
     for session in (plain, given):
         session.close()
+
+
+def test_https_verifies_the_certificate_as_httpx_does(
+    server_factory: Callable[..., Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = self_signed(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server = server_factory(tls=tls)
+    url = f"https://localhost:{server.port}"
+    with Client(url, "key") as client, pytest.raises(httpx.ConnectError):
+        client.get_task("t")  # signed by no authority it trusts
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    with Client(url, "key") as client:
+        assert client.get_task("t").id == "01J00000000000000000000001"
