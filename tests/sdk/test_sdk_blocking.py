@@ -58,11 +58,13 @@ class Server:
     def _serve(self, conn: socket.socket) -> None:
         buffer, answered = b"", 0
         if self.tls is not None:
-            try:
-                conn = self.tls.wrap_socket(conn, server_side=True)
-            except (OSError, ssl.SSLError):  # the client refused our certificate
-                return
+            conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
             self._open.append(conn)
+            try:
+                conn.do_handshake()
+            except OSError:  # the client refused our certificate
+                conn.close()
+                return
         while True:
             try:
                 data = conn.recv(65536)
