@@ -151,8 +151,9 @@ class Client(_Base, OperatorMethods, JobMethods):
     ``timeout`` bounds each request; long-polls get their wait on top. Use it as a context
     manager, or call :meth:`close`. It is safe to share between threads; enqueues from several
     threads may share batch requests of up to ``max_batch`` tasks: with ``linger=0`` (the
-    default) only those that would wait for a free request anyway, with ``linger`` seconds all
-    that come within it; ``linger=None`` turns that off (:mod:`sdk.coalescing`).
+    default) those that find another enqueue of their queue in flight, sent when it returns;
+    with ``linger`` seconds (at most 1) all that come within it of the first; ``linger=None``
+    turns that off (:mod:`sdk.coalescing`).
     The operator methods (:meth:`dead_letters`, :meth:`resubmit`, :meth:`scheduled`,
     :meth:`running`, :meth:`clean`) are inherited from
     :class:`~sdk.client_ops.OperatorMethods`; the jobs and runs methods (:meth:`create_job`,
