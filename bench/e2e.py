@@ -175,9 +175,14 @@ def enqueue_sequential(url: str, count: int, queue: str) -> float:
         return count / (time.perf_counter() - start)
 
 
-def enqueue_concurrent(urls: list[str], count: int, queue: str, in_flight: int = 64) -> float:
+def enqueue_concurrent(
+    urls: list[str], count: int, queue: str, in_flight: int = 64, linger: float | None = None
+) -> float:
+    """Single enqueues, ``in_flight`` at a time; one request each unless ``linger`` lets the
+    clients coalesce them (sdk.coalescing: ``0.0`` is the SDK's default)."""
+
     async def run() -> float:
-        clients = [AsyncClient(url, KEY, timeout=60) for url in urls]
+        clients = [AsyncClient(url, KEY, timeout=60, linger=linger) for url in urls]
         sem = asyncio.Semaphore(in_flight)
 
         async def one(i: int) -> None:

@@ -12,8 +12,9 @@ Run from the repository root: ``make bench`` (which installs the ``[bench]`` ext
   under uvicorn, once with one task per push and once with pushes of up to 32.
 - CPU per task of each process (Redis, gateways, workers, this producer), enqueue and drain
   together, from ``/proc/<pid>/stat``.
-- enqueue rates: Jobgate one task per request with ``--in-flight`` requests in flight, and
-  batches of 500; the peers' rate during their drain's enqueue.
+- enqueue rates: Jobgate single enqueues (``AsyncClient.enqueue``) with ``--in-flight`` calls
+  in flight, which the client coalesces into batch requests as by default (sdk.coalescing),
+  and batches of 500; the peers' rate during their drain's enqueue.
 - enqueue to start on the idle system, tasks arriving at ``--rate`` per second for
   ``--seconds``: p50 and p99.
 

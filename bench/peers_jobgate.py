@@ -41,7 +41,7 @@ from sdk import AsyncClient, Client
 
 ONE = "Jobgate, one push each"
 BATCHED = f"Jobgate, pushes of up to {BATCH_SIZE}"
-SINGLE_64 = "Jobgate, 1 per request, {in_flight} in flight"
+SINGLE_64 = "Jobgate, single enqueues (SDK defaults, coalesced), {in_flight} in flight"
 BATCHES_500 = "Jobgate, batches of 500"
 WORKER_CONCURRENCY = 128  # in-flight pushes per endpoint, as in bench/e2e.py
 RESULT_WAITS = 16  # concurrent result reads after the latency run
@@ -86,7 +86,7 @@ def session(stage: Stage, processes: int, full: bool) -> Session:
             found.enqueue[BATCHES_500] = found.drains[ONE].enqueue_rate
             count = min(5_000, options.tasks)
             found.enqueue[SINGLE_64.format(in_flight=options.in_flight)] = enqueue_concurrent(
-                urls, count, fresh_queue(admin, "enqueue-many"), options.in_flight
+                urls, count, fresh_queue(admin, "enqueue-many"), options.in_flight, linger=0.0
             )
             admin.patch_queue("bench", paused=False)
             found.latency_ms[ONE] = asyncio.run(_latency(urls, options))

@@ -31,7 +31,7 @@ class Signature:
     )
     """Shapes of calls (how many positional arguments, which keywords) found to fit: whether
     arguments fit depends on their shape alone, and ``inspect``'s bind costs a few percent of
-    a push. Kept for the first MAX_SHAPES shapes."""
+    a push (and of an enqueue). Kept for the first MAX_SHAPES shapes."""
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> Signature:
@@ -42,7 +42,11 @@ class Signature:
 
     def check(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         """Raise ``TypeError`` unless a producer's arguments fit the function."""
-        self.producer.bind(*args, **kwargs)
+        shape = (len(args), tuple(kwargs))
+        if shape not in self.fitting:
+            self.producer.bind(*args, **kwargs)
+            if len(self.fitting) < MAX_SHAPES:
+                self.fitting.add(shape)
 
     def layout(
         self, args: Sequence[Any], kwargs: Mapping[str, Any], ctx: object
@@ -52,11 +56,7 @@ class Signature:
         Raises ``TypeError`` when the arguments do not fit (see :meth:`check`).
         """
         if not self.takes_context:
-            shape = (len(args), tuple(kwargs))
-            if shape not in self.fitting:
-                self.producer.bind(*args, **kwargs)
-                if len(self.fitting) < MAX_SHAPES:
-                    self.fitting.add(shape)
+            self.check(args, kwargs)
             return list(args), dict(kwargs)
         bound = self.producer.bind(*args, **kwargs)
         bound.apply_defaults()

@@ -3,9 +3,11 @@
 Both execute the request specs of :mod:`sdk.api`; they differ only in how a request is sent.
 The operator methods (dead letters, running and scheduled tasks, cleaning) come from the mixins
 of :mod:`sdk.client_ops`, the jobs and runs methods from those of :mod:`sdk.client_jobs`.
-Every error answer raises :class:`~sdk.errors.ApiError`; network failures are httpx's own.
-:class:`Client` sends with httpx (blocking, its own pool); :class:`AsyncClient` with aiohttp
-(:mod:`sdk.sessions` says why).
+Every error answer raises :class:`~sdk.errors.ApiError`; network failures are httpx's
+exceptions. :class:`Client` sends with the standard library's ``http.client`` on a keep-alive
+pool (:mod:`sdk.blocking`), :class:`AsyncClient` with aiohttp (:mod:`sdk.sessions` says why).
+Concurrent single enqueues may share batch requests (:mod:`sdk.coalescing`; ``linger`` and
+``max_batch``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import httpx
 from pydantic import JsonValue
 
 from sdk import api
+from sdk.blocking import open_blocking_session
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
+from sdk.coalescing import AsyncCoalescer, BlockingCoalescer
 from sdk.errors import JobgateError
 from sdk.sessions import open_session
 from sdk.telemetry.tracing import current_headers
@@ -48,6 +52,8 @@ __all__ = ["AsyncClient", "Client"]
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
+MAX_BATCH = 100
+"""Most single enqueues one coalesced batch request carries (``max_batch``)."""
 ENV_URL = "JOBGATE_URL"
 ENV_API_KEY = "JOBGATE_API_KEY"
 
@@ -101,11 +107,27 @@ def _endpoint(
     )
 
 
+def _check_coalescing(linger: float | None, max_batch: int) -> None:
+    if linger is not None and not 0 <= linger <= 1:
+        raise ValueError(f"linger must be None or 0 to 1 seconds, not {linger!r}")
+    if not 1 <= max_batch <= 1000:
+        raise ValueError(f"max_batch must be 1 to 1000 (a batch request's limit), not {max_batch}")
+
+
 class _Base:
-    def __init__(self, url: str, api_key: str | None, timeout: float) -> None:
+    def __init__(
+        self, url: str, api_key: str | None, timeout: float, linger: float | None, max_batch: int
+    ) -> None:
+        _check_coalescing(linger, max_batch)
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.linger = linger
+        self.max_batch = max_batch
         self._headers = _headers(api_key)
+
+    @property
+    def _coalesces(self) -> bool:
+        return self.linger is not None and self.max_batch > 1
 
     def _request_args(self, call: api.Call[Any]) -> dict[str, Any]:
         headers = current_headers()  # the caller's span: the parent of what the gateway does
@@ -127,8 +149,13 @@ class Client(_Base, OperatorMethods, JobMethods):
 
     ``Client(url, api_key)``, or :meth:`from_env` (``JOBGATE_URL``, ``JOBGATE_API_KEY``).
     ``timeout`` bounds each request; long-polls get their wait on top. Use it as a context
-    manager, or call :meth:`close`. The operator methods (:meth:`dead_letters`, :meth:`resubmit`,
-    :meth:`scheduled`, :meth:`running`, :meth:`clean`) are inherited from
+    manager, or call :meth:`close`. It is safe to share between threads; enqueues from several
+    threads may share batch requests of up to ``max_batch`` tasks: with ``linger=0`` (the
+    default) those that find another enqueue of their queue in flight, sent when it returns;
+    with ``linger`` seconds (at most 1) all that come within it of the first; ``linger=None``
+    turns that off (:mod:`sdk.coalescing`).
+    The operator methods (:meth:`dead_letters`, :meth:`resubmit`, :meth:`scheduled`,
+    :meth:`running`, :meth:`clean`) are inherited from
     :class:`~sdk.client_ops.OperatorMethods`; the jobs and runs methods (:meth:`create_job`,
     :meth:`run_job`, :meth:`list_runs`, ...) from :class:`~sdk.client_jobs.JobMethods`.
     """
@@ -140,14 +167,23 @@ class Client(_Base, OperatorMethods, JobMethods):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        linger: float | None = 0.0,
+        max_batch: int = MAX_BATCH,
     ) -> None:
-        super().__init__(url, api_key, timeout)
-        self._http = httpx.Client(base_url=self.url, headers=self._headers, transport=transport)
+        super().__init__(url, api_key, timeout, linger, max_batch)
+        self._http = open_blocking_session(self.url, self._headers, transport)
+        self._coalescer = BlockingCoalescer(self._send, linger or 0.0, max_batch)
 
     @classmethod
-    def from_env(cls, *, timeout: float = DEFAULT_TIMEOUT) -> Client:
+    def from_env(
+        cls,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        linger: float | None = 0.0,
+        max_batch: int = MAX_BATCH,
+    ) -> Client:
         url, api_key = _env_settings()
-        return cls(url, api_key, timeout=timeout)
+        return cls(url, api_key, timeout=timeout, linger=linger, max_batch=max_batch)
 
     def _send(self, call: api.Call[T]) -> T:
         response = self._http.request(call.method, call.path, **self._request_args(call))
@@ -253,7 +289,14 @@ class Client(_Base, OperatorMethods, JobMethods):
         """Enqueue one task; ``options`` are :class:`~sdk.wire.TaskCreate` fields. With
         ``wait`` (seconds, at most 60), the answer comes once the task has finished (with its
         result) or the wait has run out: one request instead of an enqueue and a long poll."""
-        return self._send(api.enqueue(queue, _task(name, payload, options), wait))
+        return self.enqueue_task(queue, _task(name, payload, options), wait=wait)
+
+    def enqueue_task(self, queue: str, task: TaskCreate, *, wait: float | None = None) -> Task:
+        """:meth:`enqueue` of a request built already (``TaskFunction.create``); it may share
+        a batch request with other threads' enqueues (not with ``wait``; see the class)."""
+        if wait is None and self._coalesces:
+            return self._coalescer.enqueue(queue, task)
+        return self._send(api.enqueue(queue, task, wait))
 
     def enqueue_batch(self, queue: str, tasks: list[TaskCreate]) -> list[Task]:
         """Enqueue up to 1000 tasks in one request: all are stored, or none."""
@@ -315,7 +358,8 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
 
     It sends over aiohttp (one session and keep-alive pool per client, opened on first use);
     ``transport``, an httpx transport, makes it send through httpx over that instead (tests
-    mount an app with ``httpx.ASGITransport``).
+    mount an app with ``httpx.ASGITransport``). Concurrent enqueues may share batch requests
+    of up to ``max_batch`` tasks, as :class:`Client`'s do (``linger``; :mod:`sdk.coalescing`).
     """
 
     def __init__(
@@ -325,14 +369,23 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        linger: float | None = 0.0,
+        max_batch: int = MAX_BATCH,
     ) -> None:
-        super().__init__(url, api_key, timeout)
+        super().__init__(url, api_key, timeout, linger, max_batch)
         self._http = open_session(transport, self._headers)
+        self._coalescer = AsyncCoalescer(self._send, linger or 0.0, max_batch)
 
     @classmethod
-    def from_env(cls, *, timeout: float = DEFAULT_TIMEOUT) -> AsyncClient:
+    def from_env(
+        cls,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        linger: float | None = 0.0,
+        max_batch: int = MAX_BATCH,
+    ) -> AsyncClient:
         url, api_key = _env_settings()
-        return cls(url, api_key, timeout=timeout)
+        return cls(url, api_key, timeout=timeout, linger=linger, max_batch=max_batch)
 
     async def _send(self, call: api.Call[T]) -> T:
         response = await self._http.request(
@@ -422,7 +475,14 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         wait: float | None = None,
         **options: Any,
     ) -> Task:
-        return await self._send(api.enqueue(queue, _task(name, payload, options), wait))
+        return await self.enqueue_task(queue, _task(name, payload, options), wait=wait)
+
+    async def enqueue_task(
+        self, queue: str, task: TaskCreate, *, wait: float | None = None
+    ) -> Task:
+        if wait is None and self._coalesces:
+            return await self._coalescer.enqueue(queue, task)
+        return await self._send(api.enqueue(queue, task, wait))
 
     async def enqueue_batch(self, queue: str, tasks: list[TaskCreate]) -> list[Task]:
         return await self._send(api.enqueue_batch(queue, tasks))
@@ -456,6 +516,7 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         return await self._drive(api.wait(task_id, timeout))
 
     async def aclose(self) -> None:
+        await self._coalescer.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> Self:

@@ -13,10 +13,11 @@
         └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
                           task deleted while it ran): stop quietly
 
-Network failures are httpx's exceptions (``httpx.TransportError`` and its subclasses): httpx's
-own from :class:`~sdk.client.Client`, and aiohttp's failures raised as their httpx counterparts
-(``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ...) by the async clients
-(:func:`sdk.sessions.transport_error`).
+Network failures are httpx's exceptions (``httpx.TransportError`` and its subclasses): the
+failures of ``http.client`` (:class:`~sdk.client.Client`, :func:`sdk.blocking.blocking_error`)
+and of aiohttp (the async clients, :func:`sdk.sessions.transport_error`) raised as their httpx
+counterparts (``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ...), and httpx's own when
+a client sends through httpx (a given transport, a proxy).
 """
 
 from __future__ import annotations

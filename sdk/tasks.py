@@ -31,7 +31,7 @@ from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
 from sdk.groups import TaskSignature
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.options import EnqueueOptions
-from sdk.wire import TaskArgs, TaskCreate, check_queue_name
+from sdk.wire import TaskCreate, check_queue_name
 
 __all__ = ["AsyncTaskHandle", "EnqueueOptions", "TaskFunction", "TaskHandle", "task"]
 
@@ -135,7 +135,8 @@ class TaskFunction(Generic[P, R]):
         if depends_on:
             given["depends_on"] = [d if isinstance(d, str) else d.id for d in depends_on]
         chosen = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
-        payload = TaskArgs(args=list(args), kwargs=kwargs).model_dump(mode="json")
+        # The TaskArgs shape, checked as JSON by TaskCreate's payload field (one validation).
+        payload = {"args": list(args), "kwargs": kwargs}
         return TaskCreate.model_validate({"name": self.name, "payload": payload, **chosen})
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> TaskSignature:
@@ -162,8 +163,7 @@ class TaskFunction(Generic[P, R]):
         ``.result()`` needs no request of its own."""
         body = self.create(args, kwargs, **options)
         client = self.client()
-        fields = body.model_dump(exclude_none=True)
-        return TaskHandle(client.enqueue(self.queue, wait=wait, **fields), client)
+        return TaskHandle(client.enqueue_task(self.queue, body, wait=wait), client)
 
     async def delay_async(self, *args: P.args, **kwargs: P.kwargs) -> AsyncTaskHandle:
         """:meth:`delay` through an :class:`~sdk.client.AsyncClient`."""
@@ -180,9 +180,7 @@ class TaskFunction(Generic[P, R]):
         """:meth:`apply` through an :class:`~sdk.client.AsyncClient`."""
         body = self.create(args, kwargs, **options)
         client = self.async_client()
-        fields = body.model_dump(exclude_none=True)
-        created = await client.enqueue(self.queue, wait=wait, **fields)
-        return AsyncTaskHandle(created, client)
+        return AsyncTaskHandle(await client.enqueue_task(self.queue, body, wait=wait), client)
 
     def client(self) -> Client:
         """The client this task function enqueues through (see the class docstring)."""

@@ -213,7 +213,7 @@ def test_client_reports_and_lists_the_catalog() -> None:
             ]
         )
         worker = Worker(tasks=[resize], secret="whsec_" + "A" * 44)
-        with Client("http://gw.test", "key") as client:
+        with Client("http://gw.test", "key", transport=httpx.HTTPTransport()) as client:
             client.add_endpoint("img", "http://w/", tasks=worker.catalog("img"))
             client.put_endpoint_tasks("img", "ep_1", [])
             listed = client.task_catalog(queue="img")

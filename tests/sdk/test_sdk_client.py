@@ -11,6 +11,7 @@ import httpx
 import pytest
 import respx
 
+import sdk.client
 from sdk import (
     ApiError,
     AsyncClient,
@@ -25,6 +26,7 @@ from sdk import (
     TaskTimeout,
     api,
 )
+from sdk.blocking import HttpxBlockingSession
 from sdk.wire import QueuePolicyPatch
 
 URL = "http://gateway.test"
@@ -59,7 +61,7 @@ def gw() -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 def client() -> Iterator[Client]:
-    with Client(URL, KEY, timeout=5.0) as client:
+    with Client(URL, KEY, timeout=5.0, transport=httpx.HTTPTransport()) as client:
         yield client
 
 
@@ -272,6 +274,7 @@ def test_wait_with_zero_timeout_polls_once(gw: respx.MockRouter, client: Client)
 
 
 def test_from_env(monkeypatch: pytest.MonkeyPatch, gw: respx.MockRouter) -> None:
+    through_httpx(monkeypatch)  # respx intercepts httpx
     route = gw.get("/v1/queues").respond(200, json={"items": []})
     monkeypatch.setenv("JOBGATE_URL", URL + "/")
     monkeypatch.setenv("JOBGATE_API_KEY", "from-env")
@@ -285,7 +288,7 @@ def test_from_env(monkeypatch: pytest.MonkeyPatch, gw: respx.MockRouter) -> None
 
 def test_without_api_key_no_authorization_header(gw: respx.MockRouter) -> None:
     route = gw.get("/v1/queues").respond(200, json={"items": []})
-    with Client(URL) as client:
+    with Client(URL, transport=httpx.HTTPTransport()) as client:
         client.list_queues()
     assert "authorization" not in route.calls.last.request.headers
 
@@ -312,3 +315,8 @@ async def test_async_client_raises_api_error(gw: respx.MockRouter) -> None:
     async with AsyncClient(URL, KEY, transport=httpx.AsyncHTTPTransport()) as client:
         with pytest.raises(ApiError, match="no queue 'nope'"):
             await client.delete_queue("nope")
+
+
+def through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients made from the environment send through httpx (respx mocks httpx)."""
+    monkeypatch.setattr(sdk.client, "open_blocking_session", HttpxBlockingSession)

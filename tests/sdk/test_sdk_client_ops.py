@@ -64,7 +64,7 @@ def gw() -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 def client() -> Iterator[Client]:
-    with Client(URL, KEY, timeout=5.0) as client:
+    with Client(URL, KEY, timeout=5.0, transport=httpx.HTTPTransport()) as client:
         yield client
 
 

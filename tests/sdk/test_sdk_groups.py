@@ -63,7 +63,7 @@ def batches(router: respx.MockRouter) -> list[list[dict[str, Any]]]:
 
 @pytest.fixture
 def client() -> Iterator[Client]:
-    with Client(URL, "key") as client:
+    with Client(URL, "key", transport=httpx.HTTPTransport()) as client:
         yield client
 
 

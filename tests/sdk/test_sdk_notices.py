@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 import respx
 from standardwebhooks import Webhook
@@ -65,7 +66,7 @@ def test_a_signed_notice_is_read_and_a_forged_or_old_one_refused() -> None:
 
 
 def test_notify_is_an_enqueue_option_and_the_secret_can_be_fetched(gw: respx.MockRouter) -> None:
-    client = Client(URL, "key-0123456789abcdef")
+    client = Client(URL, "key-0123456789abcdef", transport=httpx.HTTPTransport())
 
     @task("emails", client=client)
     def send(to: str) -> None: ...
@@ -81,7 +82,7 @@ def test_notify_is_an_enqueue_option_and_the_secret_can_be_fetched(gw: respx.Moc
 
 
 def test_an_admin_rotates_the_notify_secret(gw: respx.MockRouter) -> None:
-    client = Client(URL, "key-0123456789abcdef")
+    client = Client(URL, "key-0123456789abcdef", transport=httpx.HTTPTransport())
     until = "2030-01-02T00:00:00Z"
     route = gw.post("/v1/queues/emails/notify-secret").respond(
         json={"queue": "emails", "secret": SECRET, "previous_secret_until": until}

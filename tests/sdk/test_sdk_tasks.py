@@ -11,6 +11,7 @@ import httpx
 import pytest
 import respx
 
+import sdk.client
 from sdk import (
     AsyncClient,
     AsyncContext,
@@ -24,6 +25,7 @@ from sdk import (
     TaskTimeout,
     task,
 )
+from sdk.blocking import HttpxBlockingSession
 
 URL = "http://gateway.test"
 TASK_ID = "01J00000000000000000000002"
@@ -52,7 +54,7 @@ def gw() -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 def client() -> Iterator[Client]:
-    with Client(URL, "key") as client:
+    with Client(URL, "key", transport=httpx.HTTPTransport()) as client:
         yield client
 
 
@@ -211,6 +213,7 @@ def test_using_binds_a_client(gw: respx.MockRouter, client: Client) -> None:
 def test_without_a_client_one_is_made_from_env_once(
     gw: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    through_httpx(monkeypatch)  # respx intercepts httpx
     monkeypatch.setenv("JOBGATE_URL", URL)
     monkeypatch.setenv("JOBGATE_API_KEY", "env-key")
     add = make_add()
@@ -343,3 +346,8 @@ def test_decorator_defaults_for_capability_version_and_heartbeats(
     }
     render.apply(["intro"], version="3.2")
     assert sent(gw)["version"] == "3.2"
+
+
+def through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients made from the environment send through httpx (respx mocks httpx)."""
+    monkeypatch.setattr(sdk.client, "open_blocking_session", HttpxBlockingSession)

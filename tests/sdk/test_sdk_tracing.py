@@ -4,6 +4,7 @@ no-op paths, where the context must still pass through, except where a test hand
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -13,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sdk import Client, task
+from sdk import AsyncClient, Client, task
 from tests.sdk.fakes import FakeGateway, MakeWorker, Serve, webhook_headers
 
 PUSHED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"  # what fakes.py pushes
@@ -143,3 +144,41 @@ def test_the_provider_check_keeps_its_answer_and_asks_again_while_none_is_set(
     clock[0] += 3600
     assert check() is True
     assert len(asked) == 2  # a provider, once found, is never asked for again
+
+
+async def test_coalesced_enqueues_each_carry_their_callers_span() -> None:
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        tasks = json.loads(request.content)["tasks"]
+        return httpx.Response(201, json={"tasks": [task_json(i) for i in range(len(tasks))]})
+
+    provider = TracerProvider()
+    transport = httpx.MockTransport(answer)
+    async with AsyncClient("http://gateway", "key", transport=transport, linger=0.05) as client:
+
+        async def traced() -> str:
+            with provider.get_tracer("producer").start_as_current_span("produce") as span:
+                await client.enqueue("q", "n", 1)
+            context = span.get_span_context()
+            return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+
+        parent, _ = await asyncio.gather(traced(), client.enqueue("q", "n", 2))
+    (request,) = sent
+    assert request.url.path == "/v1/queues/q/tasks/batch"
+    assert "traceparent" not in request.headers  # no one caller's span for the whole batch
+    members = json.loads(request.content)["tasks"]
+    assert [m.get("traceparent") for m in members] == [parent, None]
+
+
+def task_json(index: int) -> dict[str, object]:
+    return {
+        "id": f"01J0000000000000000000000{index}",
+        "queue": "q",
+        "name": "n",
+        "state": "queued",
+        "max_attempts": 5,
+        "created_at": "2030-01-01T00:00:00Z",
+        "run_at": "2030-01-01T00:00:00Z",
+    }

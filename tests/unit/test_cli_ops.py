@@ -4,18 +4,21 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import httpx
 import pytest
 import respx
 
 from gateway import cli
 from gateway.commands import common
 from gateway.commands.table import Column, clip, moment, percent, render, span
+from sdk.client import Client
 from tests.support import free_port
 
 URL = "http://gateway.test"
@@ -60,6 +63,10 @@ def gw(monkeypatch: pytest.MonkeyPatch) -> Iterator[respx.MockRouter]:
     """A mocked gateway at URL, named by the environment as ``jobgate dev`` prints it."""
     monkeypatch.setenv("JOBGATE_URL", URL)
     monkeypatch.setenv("JOBGATE_API_KEY", KEY)
+    # respx intercepts httpx: the commands' Client sends through httpx here
+    monkeypatch.setattr(
+        common, "Client", functools.partial(Client, transport=httpx.HTTPTransport())
+    )
     with respx.mock(base_url=URL, assert_all_called=False) as router:
         yield router
 
