@@ -13,16 +13,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-import httpx
 from pydantic import JsonValue
 
 from sdk import api
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
-from sdk.sessions import open_session
 from sdk.telemetry.tracing import current_headers
 from sdk.wire import (
     BatchItem,
@@ -42,6 +40,9 @@ from sdk.wire import (
     TaskPage,
     TaskState,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -141,6 +142,8 @@ class Client(_Base, OperatorMethods, JobMethods):
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        import httpx  # on first use: `import sdk` stays light (docs/architecture.md)
+
         super().__init__(url, api_key, timeout)
         self._http = httpx.Client(base_url=self.url, headers=self._headers, transport=transport)
 
@@ -326,6 +329,8 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        from sdk.sessions import open_session  # on first use, as httpx above
+
         super().__init__(url, api_key, timeout)
         self._http = open_session(transport, self._headers)
 

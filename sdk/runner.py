@@ -46,10 +46,8 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
-import httpx
-from opentelemetry.metrics import MeterProvider
 from pydantic import ValidationError
 
 from sdk.attempt import Attempt
@@ -57,8 +55,12 @@ from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
 from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
 from sdk.sessions import Session, open_session
 from sdk.tasks import TaskFunction
-from sdk.telemetry.metrics import WorkerMetrics
+from sdk.telemetry.recorder import NoMetrics, worker_metrics
 from sdk.wire import PushBody, TaskArgs
+
+if TYPE_CHECKING:
+    import httpx
+    from opentelemetry.metrics import MeterProvider
 
 __all__ = ["Delivery", "Runner", "RunnerOptions", "ShutdownPolicy"]
 
@@ -144,7 +146,8 @@ class Runner:
         self._idle = asyncio.Event()  # set while no attempt runs or awaits its report
         self._idle.set()
         self._supervisors: set[asyncio.Task[None]] = set()
-        self.metrics = WorkerMetrics(self.tasks, meter_provider)
+        self._meter_provider = meter_provider
+        self.metrics = worker_metrics(self.tasks, meter_provider)
         self._refusals: set[asyncio.Task[bool]] = set()
         self.slot_freed = asyncio.Event()  # set whenever an attempt ends here
 
@@ -161,6 +164,8 @@ class Runner:
     def open(self) -> None:
         """Open the callback client and accept tasks."""
         self._closing = False
+        if isinstance(self.metrics, NoMetrics):  # OpenTelemetry set up since the worker was built
+            self.metrics = worker_metrics(self.tasks, self._meter_provider)
         self._client()
 
     async def close(self) -> None:

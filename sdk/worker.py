@@ -41,23 +41,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Unpack
-
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from typing import TYPE_CHECKING, Any, Unpack
 
 from sdk.catalog import catalog
-from sdk.client import AsyncClient
 from sdk.errors import SignatureError
 from sdk.outcomes import Refusal
-from sdk.pull import PullWorker
-from sdk.pushes import read_push, response_of
-from sdk.runner import Runner, RunnerOptions
-from sdk.signatures import Verifier
-from sdk.tasks import TaskFunction
+from sdk.pushes import PushResponse, read_push, response_of
 from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
@@ -66,6 +55,16 @@ from sdk.wire import (
     HEADER_TRACESTATE,
     CatalogTask,
 )
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import Receive, Scope, Send
+
+    from sdk.client import AsyncClient
+    from sdk.pull import PullWorker
+    from sdk.runner import RunnerOptions
+    from sdk.tasks import TaskFunction
 
 __all__ = ["Worker"]
 
@@ -97,6 +96,14 @@ class Worker:
         secret: str | Sequence[str],
         **options: Unpack[RunnerOptions],
     ) -> None:
+        # The worker's machinery is loaded here, when a worker is built: a program that only
+        # imports Worker (a producer sharing a tasks module with its worker) never loads it.
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        from sdk.runner import Runner
+        from sdk.signatures import Verifier
+
         self.runner = Runner(tasks, **options)
         self._verifier = Verifier(secret)
         self.app = Starlette(
@@ -160,6 +167,8 @@ class Worker:
         """Serve the tasks by pulling rather than by pushes: a :class:`~sdk.pull.PullWorker`
         leasing from ``queue`` for the pull endpoint ``endpoint_id``, with this worker's tasks
         and options. ``await worker.pull(client, queue, endpoint_id).run(stop_event)``."""
+        from sdk.pull import PullWorker
+
         return PullWorker(self, client, queue, endpoint_id, max_tasks=max_tasks, wait=wait)
 
     async def shutdown(self) -> None:
@@ -167,9 +176,11 @@ class Worker:
         await self.runner.shutdown()
 
     async def _describe(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
         return JSONResponse({"tasks": sorted(self.tasks)})
 
-    async def _answer(self, body: bytes, headers: dict[str, str]) -> Response:
+    async def _answer(self, body: bytes, headers: dict[str, str]) -> PushResponse:
         """The answer to a push request: verified, read, run."""
         try:
             self._verifier.verify_lowered(body, headers)
