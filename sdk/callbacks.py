@@ -15,13 +15,13 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import httpx
 from pydantic import BaseModel, JsonValue
 
 from sdk.api import problem_of
 from sdk.errors import ApiError, LeaseLost
-from sdk.sessions import Answer, Session
 from sdk.wire import (
     HEADER_LEASE,
     CheckpointIn,
@@ -32,6 +32,9 @@ from sdk.wire import (
     LogLine,
     ResultIn,
 )
+
+if TYPE_CHECKING:
+    from sdk.sessions import Answer, Session
 
 __all__ = ["FINAL_RETRY_DELAYS", "CallbackChannel"]
 

@@ -1,4 +1,4 @@
-"""A push as HTTP: reading a request into :class:`~sdk.runner.Delivery` items, and answering.
+"""A push as HTTP: reading a request into :class:`Delivery` items, and answering.
 
 Two shapes arrive, told apart by the ``jobgate-batch`` header (not by sniffing the body: the
 header is the contract's marker of a batch, and with it a malformed body gets the problem of the
@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from pydantic import ValidationError
 
 from sdk.outcomes import Accepted, Outcome, Refusal, field_errors
-from sdk.runner import Delivery
 from sdk.telemetry.tracing import trace_headers
 from sdk.wire import (
     HEADER_BATCH,
@@ -57,9 +56,22 @@ from sdk.wire import (
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
-__all__ = ["Push", "PushResponse", "read_push", "response_of"]
+__all__ = ["Delivery", "Push", "PushResponse", "read_push", "response_of"]
 
 JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One task as the gateway delivered it: its push body, lease token and callback URL.
+
+    A single push carries the lease and callback in headers, a batch in each of its items.
+    """
+
+    push: PushBody
+    lease: str
+    callback: str
+    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent/tracestate
 
 
 class PushResponse:

@@ -1,8 +1,8 @@
 """The tasks running on one worker: admit the tasks of a push, run them, report each one.
 
 A single push and a batch push go through the same :meth:`Runner.run`, as a list of
-:class:`Delivery` (one task, its lease token and its callback URL) — a single push is simply a
-list of one. For each task, in order:
+:class:`~sdk.pushes.Delivery` (one task, its lease token and its callback URL) — a single push
+is simply a list of one. For each task, in order:
 
 - no free slot (``max_concurrency`` tasks run already, inline or in the background, counting
   those just admitted from this push) or the worker is shutting down: 503 with Retry-After
@@ -45,7 +45,6 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
 from pydantic import ValidationError
@@ -53,16 +52,18 @@ from pydantic import ValidationError
 from sdk.attempt import Attempt
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
 from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
-from sdk.sessions import Session, open_session
+from sdk.pushes import Delivery
 from sdk.tasks import TaskFunction
 from sdk.telemetry.recorder import NoMetrics, worker_metrics
-from sdk.wire import PushBody, TaskArgs
+from sdk.wire import TaskArgs
 
 if TYPE_CHECKING:
     import httpx
     from opentelemetry.metrics import MeterProvider
 
-__all__ = ["Delivery", "Runner", "RunnerOptions", "ShutdownPolicy"]
+    from sdk.sessions import Answer, Params, Session
+
+__all__ = ["Runner", "RunnerOptions", "ShutdownPolicy"]
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +72,6 @@ ShutdownPolicy = Literal["finish", "requeue", "fail"]
 
 UNWIND_TIMEOUT = 5.0
 """Seconds a task function cancelled at shutdown gets to end before it is abandoned."""
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One task as the gateway delivered it: its push body, lease token and callback URL.
-
-    A single push carries the lease and callback in headers, a batch in each of its items.
-    """
-
-    push: PushBody
-    lease: str
-    callback: str
-    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent/tracestate
 
 
 class RunnerOptions(TypedDict, total=False):
@@ -142,6 +130,7 @@ class Runner:
         self._final_retry_delays = tuple(final_retry_delays)
         self._transport = transport
         self._http: Session | None = None
+        self._callbacks = _FirstUse(self)
         self._attempts: set[Attempt] = set()
         self._idle = asyncio.Event()  # set while no attempt runs or awaits its report
         self._idle.set()
@@ -162,11 +151,10 @@ class Runner:
         return self._closing
 
     def open(self) -> None:
-        """Open the callback client and accept tasks."""
+        """Accept tasks (the callback client is opened at the first callback)."""
         self._closing = False
         if isinstance(self.metrics, NoMetrics):  # OpenTelemetry set up since the worker was built
             self.metrics = worker_metrics(self.tasks, self._meter_provider)
-        self._client()
 
     async def close(self) -> None:
         """End the running tasks (:meth:`shutdown`), then close the callback client."""
@@ -274,7 +262,7 @@ class Runner:
 
     def _channel(self, delivery: Delivery) -> CallbackChannel:
         return CallbackChannel(
-            self._client(),
+            self._callbacks,
             delivery.callback,
             delivery.lease,
             delivery.push.lease_expires_at,
@@ -324,8 +312,39 @@ class Runner:
 
     def _client(self) -> Session:
         if self._http is None:
+            from sdk.sessions import open_session  # aiohttp: at the first callback (_FirstUse)
+
             self._http = open_session(self._transport)
         return self._http
+
+
+class _FirstUse:
+    """The callback session as the attempts see it: the runner's session, opened at the first
+    callback sent. A push answered inline sends none, so a worker whose tasks all end within the
+    inline window never loads the HTTP client (aiohttp, a tenth of a second of a cold start)."""
+
+    __slots__ = ("_runner",)
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Params | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> Answer:
+        http = self._runner._client()
+        return await http.request(
+            method, url, params=params, content=content, headers=headers, timeout=timeout
+        )
+
+    async def aclose(self) -> None:
+        pass  # the runner closes its session (Runner.close)
 
 
 def _named(attempt: Attempt) -> tuple[str, str]:

@@ -144,7 +144,7 @@ class Worker:
         return self.runner.running
 
     def lifespan(self, app: object = None) -> AbstractAsyncContextManager[None]:
-        """Open the callback client; at exit, end running tasks and close it."""
+        """Accept tasks; at exit, end running tasks and close the callback client."""
         return self._lifespan()
 
     @asynccontextmanager
