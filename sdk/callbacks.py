@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import httpx
 from pydantic import BaseModel, JsonValue
 
 from sdk.api import problem_of
@@ -125,6 +124,8 @@ class CallbackChannel:
         return await asyncio.shield(self._final("release", None))
 
     async def _final(self, kind: str, final: BaseModel | None) -> bool:
+        import httpx  # here, not at import: a worker that sends no callback never loads it
+
         delays = iter(self._final_retry_delays)
         while True:
             try:

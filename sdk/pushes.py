@@ -19,10 +19,6 @@ shape it claims to be):
 
 A request that is neither (bad JSON, missing field, missing header, a count that differs from
 the body) is answered 400 as a whole, and none of its tasks runs.
-
-Answers are :class:`PushResponse`: a status, headers and a body sent as ASGI messages, which is
-all a push's answer needs (Starlette's ``Response`` did it before; this module no longer
-imports a web framework, so importing the worker does not load one).
 """
 
 from __future__ import annotations
@@ -30,11 +26,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from sdk.asgi import Response
 from sdk.outcomes import Accepted, Outcome, Refusal, field_errors
 from sdk.telemetry.tracing import trace_headers
 from sdk.wire import (
@@ -53,10 +49,7 @@ from sdk.wire import (
     ResultIn,
 )
 
-if TYPE_CHECKING:
-    from starlette.types import Receive, Scope, Send
-
-__all__ = ["Delivery", "Push", "PushResponse", "read_push", "response_of"]
+__all__ = ["Delivery", "Push", "read_push", "response_of"]
 
 JSON = "application/json"
 
@@ -74,37 +67,6 @@ class Delivery:
     trace: Mapping[str, str] = field(default_factory=dict)  # traceparent/tracestate
 
 
-class PushResponse:
-    """An ASGI answer: ``status``, ``headers`` (plus content-type and content-length, as
-    Starlette's ``Response`` adds them) and ``body``."""
-
-    __slots__ = ("body", "raw_headers", "status_code")
-
-    def __init__(
-        self,
-        status: int,
-        body: bytes | str = b"",
-        headers: Mapping[str, str] | None = None,
-        media_type: str | None = None,
-    ) -> None:
-        self.status_code = status
-        self.body = body.encode() if isinstance(body, str) else body
-        raw = [
-            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()
-        ]
-        if media_type is not None:
-            raw.append((b"content-type", media_type.encode("latin-1")))
-        if status >= 200 and status not in (204, 304):
-            raw.append((b"content-length", str(len(self.body)).encode("latin-1")))
-        self.raw_headers = raw
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
-        await send({"type": "http.response.body", "body": self.body})
-
-
 @dataclass(frozen=True)
 class Push:
     """One request from the gateway: the tasks it delivers, and how it must be answered."""
@@ -112,7 +74,7 @@ class Push:
     deliveries: tuple[Delivery, ...]
     batch: bool
 
-    def answer(self, outcomes: Sequence[Outcome]) -> PushResponse:
+    def answer(self, outcomes: Sequence[Outcome]) -> Response:
         """The HTTP answer, from one outcome per delivery (in the same order)."""
         if not self.batch:
             [outcome] = outcomes
@@ -121,7 +83,7 @@ class Push:
             batch_result(delivery.push.id, outcome)
             for delivery, outcome in zip(self.deliveries, outcomes, strict=True)
         ]
-        return PushResponse(200, BatchAnswer(results=results).model_dump_json(), media_type=JSON)
+        return Response(200, BatchAnswer(results=results).model_dump_json(), media_type=JSON)
 
 
 def read_push(body: bytes, headers: Mapping[str, str]) -> Push | Refusal:
@@ -165,19 +127,19 @@ def _retry_after(seconds: float | None) -> dict[str, str]:
     return {} if seconds is None else {"retry-after": str(math.ceil(seconds))}
 
 
-def response_of(outcome: Outcome) -> PushResponse:
+def response_of(outcome: Outcome) -> Response:
     """The answer to a single push (or a whole-request refusal)."""
     if isinstance(outcome, Accepted):
-        return PushResponse(outcome.status)
+        return Response(outcome.status)
     headers = _retry_after(outcome.retry_after)
     if isinstance(outcome, Refusal):
         content = outcome.problem.model_dump_json(exclude_none=True)
-        return PushResponse(outcome.status, content, headers, media_type=PROBLEM_CONTENT_TYPE)
+        return Response(outcome.status, content, headers, media_type=PROBLEM_CONTENT_TYPE)
     if isinstance(outcome.final, ResultIn) and outcome.final.warning:
         headers[HEADER_WARNING] = quote(outcome.final.warning, safe=" ")
     if outcome.task_failure:
         headers[HEADER_TASK_FAILURE] = "1"
-    return PushResponse(outcome.status, outcome.body, headers, media_type=JSON)
+    return Response(outcome.status, outcome.body, headers, media_type=JSON)
 
 
 def batch_result(task_id: str, outcome: Outcome) -> BatchResult:

@@ -39,14 +39,16 @@ that running tasks are finished (or handed back) and the callback client is clos
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Unpack
 
+from sdk.asgi import Receive, Response, Scope, Send, serve_lifespan
 from sdk.catalog import catalog
 from sdk.errors import SignatureError
 from sdk.outcomes import Refusal
-from sdk.pushes import PushResponse, read_push, response_of
+from sdk.pushes import JSON, read_push, response_of
 from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
@@ -57,10 +59,6 @@ from sdk.wire import (
 )
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.types import Receive, Scope, Send
-
     from sdk.client import AsyncClient
     from sdk.pull import PullWorker
     from sdk.runner import RunnerOptions
@@ -98,32 +96,33 @@ class Worker:
     ) -> None:
         # The worker's machinery is loaded here, when a worker is built: a program that only
         # imports Worker (a producer sharing a tasks module with its worker) never loads it.
-        from starlette.applications import Starlette
-        from starlette.routing import Route
-
         from sdk.runner import Runner
         from sdk.signatures import Verifier
 
         self.runner = Runner(tasks, **options)
         self._verifier = Verifier(secret)
-        self.app = Starlette(
-            routes=[
-                Route("/{path:path}", self._describe, methods=["GET"]),
-            ],
-            lifespan=self.lifespan,
-        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # Pushes, the hot path, skip the framework (routing, middleware, Request): read the
-        # body, answer. Everything else (GET, other methods, lifespan) goes to ``self.app``. An
-        # error escaping here reaches the server, which answers 500 as Starlette would.
-        if scope["type"] == "http" and scope["method"] == "POST":
-            body = await _read_body(receive)
-            if body is not None:
-                response = await self._answer(body, _headers(scope))
-                await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        # Plain ASGI, no framework (sdk.asgi): POST is a push, GET or HEAD of any path describes
+        # the worker, other methods get 405. An error escaping here reaches the server, which
+        # answers 500.
+        kind = scope["type"]
+        if kind == "http":
+            method = scope["method"]
+            if method == "POST":
+                body = await _read_body(receive)
+                if body is not None:
+                    response = await self._answer(body, _headers(scope))
+                    await response(scope, receive, send)
+                return
+            if method in ("GET", "HEAD"):
+                await self._describe()(scope, receive, send)
+                return
+            await _NOT_ALLOWED(scope, receive, send)
+        elif kind == "lifespan":
+            await serve_lifespan(self.lifespan, receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
 
     @property
     def tasks(self) -> dict[str, TaskFunction[Any, Any]]:
@@ -175,12 +174,11 @@ class Worker:
         """Refuse new tasks (503), and follow the ``shutdown`` policy for the running ones."""
         await self.runner.shutdown()
 
-    async def _describe(self, request: Request) -> Response:
-        from starlette.responses import JSONResponse
+    def _describe(self) -> Response:
+        tasks = json.dumps({"tasks": sorted(self.tasks)}, separators=(",", ":"))
+        return Response(200, tasks, media_type=JSON)
 
-        return JSONResponse({"tasks": sorted(self.tasks)})
-
-    async def _answer(self, body: bytes, headers: dict[str, str]) -> PushResponse:
+    async def _answer(self, body: bytes, headers: dict[str, str]) -> Response:
         """The answer to a push request: verified, read, run."""
         try:
             self._verifier.verify_lowered(body, headers)
@@ -191,6 +189,11 @@ class Worker:
         if isinstance(push, Refusal):
             return response_of(push)
         return push.answer(await self.runner.run(push.deliveries))
+
+
+_NOT_ALLOWED = Response(
+    405, "Method Not Allowed", {"allow": "GET, HEAD, POST"}, media_type="text/plain; charset=utf-8"
+)
 
 
 async def _read_body(receive: Receive) -> bytes | None:

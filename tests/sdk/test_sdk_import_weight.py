@@ -1,6 +1,6 @@
 """What a program loads by using the SDK (docs/architecture.md, "Two distributions"): nothing of
 the gateway's dependencies ever; the HTTP clients only once a client is built; the worker's
-machinery only once a Worker is built, and its callback client (aiohttp) only at its first
+machinery only once a Worker is built, no web framework, and its HTTP client only at its first
 callback; OpenTelemetry only when the application has imported it.
 
 Each case runs in a fresh interpreter and reads ``sys.modules`` (no timing here:
@@ -100,7 +100,7 @@ def loaded(code: str) -> set[str]:
         ),
         pytest.param(
             "from sdk import Worker, task\n" + PUSH,
-            GATEWAYS + TELEMETRY + ["aiohttp"],
+            GATEWAYS + TELEMETRY + HTTP + FRAMEWORK,
             id="worker-inline-push",
         ),
     ],

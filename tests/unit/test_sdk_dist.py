@@ -104,7 +104,6 @@ def test_the_wheel_requires_none_of_the_gateways_dependencies(dist: Path) -> Non
         "pydantic",
         "httpx",
         "aiohttp",
-        "starlette",
         "standardwebhooks",
         "python-ulid",
     }
