@@ -180,7 +180,7 @@ def main() -> None:
     options = parser.parse_args()
     python = light_venv() if options.light else options.python
     sources: list[Path] = options.source or [ROOT]
-    steps = ("import", "build", "startup", "first", "process", "cpu")
+    steps = ("import", "import cpu", "build", "startup", "first", "process", "cpu")
     rows: dict[tuple[str, Path], dict[str, list[float]]] = {}
     imports: dict[str, list[tuple[float, float]]] = {}
     with gateway() as url:
