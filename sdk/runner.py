@@ -41,8 +41,11 @@ when it returns). Either way, the shutdown ends once every stopped task has been
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import math
+import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
@@ -151,10 +154,11 @@ class Runner:
         return self._closing
 
     def open(self) -> None:
-        """Accept tasks (the callback client is opened at the first callback)."""
+        """Accept tasks, and load the callback client's modules in the background."""
         self._closing = False
         if isinstance(self.metrics, NoMetrics):  # OpenTelemetry set up since the worker was built
             self.metrics = worker_metrics(self.tasks, self._meter_provider)
+        _preload(_SESSIONS)
 
     async def close(self) -> None:
         """End the running tasks (:meth:`shutdown`), then close the callback client."""
@@ -312,16 +316,34 @@ class Runner:
 
     def _client(self) -> Session:
         if self._http is None:
-            from sdk.sessions import open_session  # aiohttp: at the first callback (_FirstUse)
+            from sdk.sessions import open_session  # preloaded since open() (_preload)
 
             self._http = open_session(self._transport)
         return self._http
 
 
+_SESSIONS = "sdk.sessions"
+
+
+def _preload(module: str) -> None:
+    """Import ``module`` in a thread, unless it is imported already.
+
+    The callback client (aiohttp, httpx: about a tenth of a second of CPU) is loaded while the
+    worker starts serving, not before its lifespan's startup completes nor at the first
+    callback: imported there, on the event loop, it delayed a task's first heartbeat past a
+    short lease on a loaded machine (tests/e2e/test_cloud_run_example.py), and stalled every
+    push in the meantime. A callback that comes before the thread is done waits for it (the
+    import lock): the module is imported once."""
+    if module not in sys.modules:
+        threading.Thread(
+            target=importlib.import_module, args=(module,), name=f"preload {module}"
+        ).start()
+
+
 class _FirstUse:
     """The callback session as the attempts see it: the runner's session, opened at the first
-    callback sent. A push answered inline sends none, so a worker whose tasks all end within the
-    inline window never loads the HTTP client (aiohttp, a tenth of a second of a cold start)."""
+    callback sent (its modules are loaded in the background from the lifespan's start on:
+    :func:`_preload`)."""
 
     __slots__ = ("_runner",)
 

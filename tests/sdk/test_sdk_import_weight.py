@@ -1,7 +1,7 @@
 """What a program loads by using the SDK (docs/architecture.md, "Two distributions"): nothing of
 the gateway's dependencies ever; the HTTP clients only once a client is built; the worker's
-machinery only once a Worker is built, no web framework, and its HTTP client only at its first
-callback; OpenTelemetry only when the application has imported it.
+machinery only once a Worker is built, no web framework, and its HTTP client from its lifespan's
+start (in a thread); OpenTelemetry only when the application has imported it.
 
 Each case runs in a fresh interpreter and reads ``sys.modules`` (no timing here:
 bench/cold_start.py measures the time).
@@ -99,8 +99,15 @@ def loaded(code: str) -> set[str]:
             id="async-client",
         ),
         pytest.param(
-            "from sdk import Worker, task\n" + PUSH,
+            "from sdk import Worker, task\n"
+            "app = Worker(tasks=[], secret='whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')",
             GATEWAYS + TELEMETRY + HTTP + FRAMEWORK,
+            id="worker-built",
+        ),
+        pytest.param(
+            # The lifespan's start loads the callback client in a thread (aiohttp, httpx).
+            "from sdk import Worker, task\n" + PUSH,
+            [*GATEWAYS, *TELEMETRY, "starlette"],
             id="worker-inline-push",
         ),
     ],
