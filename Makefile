@@ -17,7 +17,7 @@ BENCH_ARGS ?=
 BENCH_INSTALLED := $(VENV)/.bench-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test lint bench openapi clean venv redis-server chromium node
+.PHONY: help dev test lint bench openapi sdk-dist clean venv redis-server chromium node
 
 help:
 	@echo "Jobgate: make <target>"
@@ -30,6 +30,8 @@ help:
 	@echo "  bench         Jobgate against Dramatiq and taskiq, then idle cost (bench/run.sh);"
 	@echo "                installs the [bench] extra. Flags: BENCH_ARGS=--quick"
 	@echo "  openapi       regenerate openapi.yaml from the code"
+	@echo "  sdk-dist      build the light jobgate-sdk distribution (sdist and wheel: sdk/ alone,"
+	@echo "                none of the gateway's dependencies) into dist/"
 	@echo "  clean         remove .venv, caches and build output (keeps .jobgate/, the dev data)"
 	@echo
 	@echo "  venv          create .venv and install jobgate with its test tools"
@@ -63,8 +65,15 @@ bench: venv redis-server $(BENCH_INSTALLED)
 openapi: venv
 	$(BIN)/jobgate openapi --output openapi.yaml
 
+# jobgate-sdk is built from packaging/jobgate-sdk, whose sdk/ is a symlink to ./sdk (one copy of
+# the code); the sdist holds the files themselves and the wheel is built from it, so what is
+# published builds anywhere. `build` comes from the [test] extra.
+sdk-dist: venv
+	$(BIN)/python -m build --outdir dist packaging/jobgate-sdk
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info bench/out .pytest_cache .mypy_cache .ruff_cache \
+	rm -rf $(VENV) build dist *.egg-info packaging/*/*.egg-info bench/out .pytest_cache \
+		.mypy_cache .ruff_cache \
 		examples/node-worker/node_modules
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 

@@ -9,10 +9,17 @@
 # queue depth (bench/depth.py: 1,000 against 1,000,000 queued), one Redis against a
 # three-primary cluster (bench/cluster.py), Redis time per hot script (bench/script_cost.py)
 # and the SDK worker's own CPU per push (bench/worker_overhead.py), about 11 minutes together.
+# Then the SDK's cold start beside the peers' imports (bench/cold_start.py, in a virtualenv of the
+# jobgate-sdk wheel alone, bench/out/sdk-venv; about 3 minutes; BENCH_COLD=0 skips it).
 # Loopback only; results go to stdout (progress to stderr), to be copied into RESULTS.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 .venv/bin/python bench/peers.py "$@"
+if [ "${BENCH_COLD:-1}" = "1" ]; then
+  rm -rf bench/out/sdk-venv dist/jobgate_sdk-*  # the wheel of this tree, installed afresh
+  .venv/bin/python -m build --outdir dist packaging/jobgate-sdk >&2
+  .venv/bin/python -m bench.cold_start --light --repeat 5
+fi
 if [ "${BENCH_TRACING:-0}" = "1" ]; then
   .venv/bin/python -m bench.tracing
 fi

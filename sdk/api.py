@@ -12,13 +12,12 @@ import json
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 
 from sdk.errors import ApiError, TaskTimeout
-from sdk.sessions import Answer, Params
 from sdk.wire import (
     BatchCreate,
     BatchCreated,
@@ -48,6 +47,9 @@ from sdk.wire import (
     TaskPage,
     TaskState,
 )
+
+if TYPE_CHECKING:
+    from sdk.sessions import Answer, Params
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

@@ -9,12 +9,11 @@ conveniences (:func:`job_fields`). Nothing here does I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
 from sdk.api import Call, nothing, reads, segment
-from sdk.sessions import Params
 from sdk.wire import (
     FireTimes,
     Job,
@@ -29,6 +28,9 @@ from sdk.wire import (
     TaskArgs,
     TaskCreate,
 )
+
+if TYPE_CHECKING:
+    from sdk.sessions import Params
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sdk.api import Call, reads, segment
-from sdk.sessions import Params
 from sdk.wire import (
     CleanRequest,
     CleanResult,
@@ -25,6 +24,9 @@ from sdk.wire import (
     TaskPage,
     TaskState,
 )
+
+if TYPE_CHECKING:
+    from sdk.sessions import Params
 
 Moment = datetime | str
 """A time bound: an aware :class:`~datetime.datetime`, or an RFC 3339 string sent as is."""

@@ -19,8 +19,6 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
 from sdk.callbacks import CallbackChannel
 from sdk.context import AsyncContext, Context, StopFlag, TaskInfo
 from sdk.errors import ApiError, LeaseLost
@@ -206,6 +204,8 @@ class Attempt:
 
     async def _beat(self) -> None:
         """Send a heartbeat now, then one every interval."""
+        import httpx  # here, not at import: a worker that sends no callback never loads it
+
         while not self.channel.lost:
             try:
                 cancel_requested = await self.channel.heartbeat(None)

@@ -12,7 +12,7 @@ roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
 
 Given an httpx transport (tests mount apps or mock routes), or when a proxy is configured in the
 environment (``HTTP_PROXY``/``HTTPS_PROXY``, which httpx honours), the client sends through
-:class:`HttpxBlockingSession` instead. Either way the answer is a :class:`~sdk.sessions.Reply`
+:class:`HttpxBlockingSession` instead. Either way the answer is a :class:`~sdk.answers.Reply`
 (or an ``httpx.Response``), and network failures are httpx's exceptions, as :mod:`sdk.errors`
 documents.
 """
@@ -31,7 +31,7 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
-from sdk.sessions import POOL_SIZE, Answer, Params, Reply
+from sdk.answers import POOL_SIZE, Answer, Params, Reply
 
 __all__ = [
     "BlockingSession",

@@ -15,13 +15,12 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import httpx
 from pydantic import BaseModel, JsonValue
 
 from sdk.api import problem_of
 from sdk.errors import ApiError, LeaseLost
-from sdk.sessions import Answer, Session
 from sdk.wire import (
     HEADER_LEASE,
     CheckpointIn,
@@ -32,6 +31,9 @@ from sdk.wire import (
     LogLine,
     ResultIn,
 )
+
+if TYPE_CHECKING:
+    from sdk.sessions import Answer, Session
 
 __all__ = ["FINAL_RETRY_DELAYS", "CallbackChannel"]
 
@@ -122,6 +124,8 @@ class CallbackChannel:
         return await asyncio.shield(self._final("release", None))
 
     async def _final(self, kind: str, final: BaseModel | None) -> bool:
+        import httpx  # here, not at import: a worker that sends no callback never loads it
+
         delays = iter(self._final_retry_delays)
         while True:
             try:

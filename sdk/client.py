@@ -15,18 +15,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-import httpx
 from pydantic import JsonValue
 
 from sdk import api
-from sdk.blocking import open_blocking_session
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.coalescing import AsyncCoalescer, BlockingCoalescer
 from sdk.errors import JobgateError
-from sdk.sessions import open_session
 from sdk.telemetry.tracing import current_headers
 from sdk.wire import (
     BatchItem,
@@ -46,6 +43,9 @@ from sdk.wire import (
     TaskPage,
     TaskState,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -170,6 +170,9 @@ class Client(_Base, OperatorMethods, JobMethods):
         linger: float | None = 0.0,
         max_batch: int = MAX_BATCH,
     ) -> None:
+        # on first use: `import sdk` stays light (docs/architecture.md)
+        from sdk.blocking import open_blocking_session
+
         super().__init__(url, api_key, timeout, linger, max_batch)
         self._http = open_blocking_session(self.url, self._headers, transport)
         self._coalescer = BlockingCoalescer(self._send, linger or 0.0, max_batch)
@@ -372,6 +375,8 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         linger: float | None = 0.0,
         max_batch: int = MAX_BATCH,
     ) -> None:
+        from sdk.sessions import open_session  # on first use, as in Client
+
         super().__init__(url, api_key, timeout, linger, max_batch)
         self._http = open_session(transport, self._headers)
         self._coalescer = AsyncCoalescer(self._send, linger or 0.0, max_batch)

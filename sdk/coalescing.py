@@ -38,8 +38,6 @@ import threading
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-import httpx
-
 from sdk import api
 from sdk.errors import ApiError
 from sdk.telemetry.tracing import current_headers
@@ -291,6 +289,8 @@ class BlockingCoalescer:
         try:  # without this thread's span on the request: each member carries its own
             batch.outcomes = contextvars.Context().run(self._drive, coalesced(queue, batch.tasks))
         except BaseException:  # interrupted (KeyboardInterrupt): the others must not wait
+            import httpx  # loaded already: the client that sends is built on it
+
             lost = httpx.NetworkError("the request carrying this enqueue was interrupted")
             batch.outcomes = [lost] * len(batch.tasks)
             raise

@@ -36,8 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Unpack
 
-from pydantic import TypeAdapter, ValidationError
-from ulid import ULID
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
@@ -49,7 +48,8 @@ __all__ = ["AsyncGroupHandle", "Group", "GroupHandle", "TaskSignature", "group"]
 MAX_BATCH = 1000
 """The most tasks one batch request carries (``BatchCreate``)."""
 
-_GROUP_NAME: TypeAdapter[str] = TypeAdapter(GroupName)
+# Built at its first use, not at import (as the wire models are: sdk/wire/base.py).
+_GROUP_NAME: TypeAdapter[str] = TypeAdapter(GroupName, config=ConfigDict(defer_build=True))
 
 
 def _no_options() -> EnqueueOptions:
@@ -151,6 +151,8 @@ class Group:
         ]
 
     def _batch(self) -> tuple[str, list[TaskCreate]]:
+        from ulid import ULID  # here: python-ulid reads its version from package metadata at import
+
         name = self.name or f"group-{ULID()}"
         return name, self.create(name)
 

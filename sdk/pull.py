@@ -38,7 +38,8 @@ import httpx
 
 from sdk.client import AsyncClient
 from sdk.errors import ApiError
-from sdk.runner import Delivery, Runner
+from sdk.pushes import Delivery
+from sdk.runner import Runner
 from sdk.tasks import TaskFunction
 from sdk.wire import BatchItem
 

@@ -1,4 +1,4 @@
-"""A push as HTTP: reading a request into :class:`~sdk.runner.Delivery` items, and answering.
+"""A push as HTTP: reading a request into :class:`Delivery` items, and answering.
 
 Two shapes arrive, told apart by the ``jobgate-batch`` header (not by sniffing the body: the
 header is the contract's marker of a batch, and with it a malformed body gets the problem of the
@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from pydantic import ValidationError
-from starlette.responses import Response
 
+from sdk.asgi import Response
 from sdk.outcomes import Accepted, Outcome, Refusal, field_errors
-from sdk.runner import Delivery
 from sdk.telemetry.tracing import trace_headers
 from sdk.wire import (
     HEADER_BATCH,
@@ -50,9 +49,22 @@ from sdk.wire import (
     ResultIn,
 )
 
-__all__ = ["Push", "read_push", "response_of"]
+__all__ = ["Delivery", "Push", "read_push", "response_of"]
 
 JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One task as the gateway delivered it: its push body, lease token and callback URL.
+
+    A single push carries the lease and callback in headers, a batch in each of its items.
+    """
+
+    push: PushBody
+    lease: str
+    callback: str
+    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent/tracestate
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,7 @@ class Push:
             batch_result(delivery.push.id, outcome)
             for delivery, outcome in zip(self.deliveries, outcomes, strict=True)
         ]
-        return Response(BatchAnswer(results=results).model_dump_json(), 200, media_type=JSON)
+        return Response(200, BatchAnswer(results=results).model_dump_json(), media_type=JSON)
 
 
 def read_push(body: bytes, headers: Mapping[str, str]) -> Push | Refusal:
@@ -118,16 +130,16 @@ def _retry_after(seconds: float | None) -> dict[str, str]:
 def response_of(outcome: Outcome) -> Response:
     """The answer to a single push (or a whole-request refusal)."""
     if isinstance(outcome, Accepted):
-        return Response(status_code=outcome.status)
+        return Response(outcome.status)
     headers = _retry_after(outcome.retry_after)
     if isinstance(outcome, Refusal):
         content = outcome.problem.model_dump_json(exclude_none=True)
-        return Response(content, outcome.status, headers, media_type=PROBLEM_CONTENT_TYPE)
+        return Response(outcome.status, content, headers, media_type=PROBLEM_CONTENT_TYPE)
     if isinstance(outcome.final, ResultIn) and outcome.final.warning:
         headers[HEADER_WARNING] = quote(outcome.final.warning, safe=" ")
     if outcome.task_failure:
         headers[HEADER_TASK_FAILURE] = "1"
-    return Response(outcome.body, outcome.status, headers, media_type=JSON)
+    return Response(outcome.status, outcome.body, headers, media_type=JSON)
 
 
 def batch_result(task_id: str, outcome: Outcome) -> BatchResult:

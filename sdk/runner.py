@@ -1,8 +1,8 @@
 """The tasks running on one worker: admit the tasks of a push, run them, report each one.
 
 A single push and a batch push go through the same :meth:`Runner.run`, as a list of
-:class:`Delivery` (one task, its lease token and its callback URL) — a single push is simply a
-list of one. For each task, in order:
+:class:`~sdk.pushes.Delivery` (one task, its lease token and its callback URL) — a single push
+is simply a list of one. For each task, in order:
 
 - no free slot (``max_concurrency`` tasks run already, inline or in the background, counting
   those just admitted from this push) or the worker is shutting down: 503 with Retry-After
@@ -41,26 +41,32 @@ when it returns). Either way, the shutdown ends once every stopped task has been
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import math
+import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
-import httpx
-from opentelemetry.metrics import MeterProvider
 from pydantic import ValidationError
 
 from sdk.attempt import Attempt
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
 from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
-from sdk.sessions import Session, open_session
+from sdk.pushes import Delivery
 from sdk.tasks import TaskFunction
-from sdk.telemetry.metrics import WorkerMetrics
-from sdk.wire import PushBody, TaskArgs
+from sdk.telemetry.recorder import NoMetrics, worker_metrics
+from sdk.wire import TaskArgs
 
-__all__ = ["Delivery", "Runner", "RunnerOptions", "ShutdownPolicy"]
+if TYPE_CHECKING:
+    import httpx
+    from opentelemetry.metrics import MeterProvider
+
+    from sdk.sessions import Answer, Params, Session
+
+__all__ = ["Runner", "RunnerOptions", "ShutdownPolicy"]
 
 log = logging.getLogger(__name__)
 
@@ -69,19 +75,6 @@ ShutdownPolicy = Literal["finish", "requeue", "fail"]
 
 UNWIND_TIMEOUT = 5.0
 """Seconds a task function cancelled at shutdown gets to end before it is abandoned."""
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One task as the gateway delivered it: its push body, lease token and callback URL.
-
-    A single push carries the lease and callback in headers, a batch in each of its items.
-    """
-
-    push: PushBody
-    lease: str
-    callback: str
-    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent/tracestate
 
 
 class RunnerOptions(TypedDict, total=False):
@@ -140,11 +133,13 @@ class Runner:
         self._final_retry_delays = tuple(final_retry_delays)
         self._transport = transport
         self._http: Session | None = None
+        self._callbacks = _FirstUse(self)
         self._attempts: set[Attempt] = set()
         self._idle = asyncio.Event()  # set while no attempt runs or awaits its report
         self._idle.set()
         self._supervisors: set[asyncio.Task[None]] = set()
-        self.metrics = WorkerMetrics(self.tasks, meter_provider)
+        self._meter_provider = meter_provider
+        self.metrics = worker_metrics(self.tasks, meter_provider)
         self._refusals: set[asyncio.Task[bool]] = set()
         self.slot_freed = asyncio.Event()  # set whenever an attempt ends here
 
@@ -159,9 +154,11 @@ class Runner:
         return self._closing
 
     def open(self) -> None:
-        """Open the callback client and accept tasks."""
+        """Accept tasks, and load the callback client's modules in the background."""
         self._closing = False
-        self._client()
+        if isinstance(self.metrics, NoMetrics):  # OpenTelemetry set up since the worker was built
+            self.metrics = worker_metrics(self.tasks, self._meter_provider)
+        _preload(_SESSIONS)
 
     async def close(self) -> None:
         """End the running tasks (:meth:`shutdown`), then close the callback client."""
@@ -269,7 +266,7 @@ class Runner:
 
     def _channel(self, delivery: Delivery) -> CallbackChannel:
         return CallbackChannel(
-            self._client(),
+            self._callbacks,
             delivery.callback,
             delivery.lease,
             delivery.push.lease_expires_at,
@@ -319,8 +316,57 @@ class Runner:
 
     def _client(self) -> Session:
         if self._http is None:
+            from sdk.sessions import open_session  # preloaded since open() (_preload)
+
             self._http = open_session(self._transport)
         return self._http
+
+
+_SESSIONS = "sdk.sessions"
+
+
+def _preload(module: str) -> None:
+    """Import ``module`` in a thread, unless it is imported already.
+
+    The callback client (aiohttp, httpx: about a tenth of a second of CPU) is loaded while the
+    worker starts serving, not before its lifespan's startup completes nor at the first
+    callback: imported there, on the event loop, it delayed a task's first heartbeat past a
+    short lease on a loaded machine (tests/e2e/test_cloud_run_example.py), and stalled every
+    push in the meantime. A callback that comes before the thread is done waits for it (the
+    import lock): the module is imported once."""
+    if module not in sys.modules:
+        threading.Thread(
+            target=importlib.import_module, args=(module,), name=f"preload {module}"
+        ).start()
+
+
+class _FirstUse:
+    """The callback session as the attempts see it: the runner's session, opened at the first
+    callback sent (its modules are loaded in the background from the lifespan's start on:
+    :func:`_preload`)."""
+
+    __slots__ = ("_runner",)
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Params | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> Answer:
+        http = self._runner._client()
+        return await http.request(
+            method, url, params=params, content=content, headers=headers, timeout=timeout
+        )
+
+    async def aclose(self) -> None:
+        pass  # the runner closes its session (Runner.close)
 
 
 def _named(attempt: Attempt) -> tuple[str, str]:

@@ -39,25 +39,16 @@ that running tasks are finished (or handed back) and the callback client is clos
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
-
+from sdk.asgi import Receive, Response, Scope, Send, serve_lifespan
 from sdk.catalog import catalog
-from sdk.client import AsyncClient
 from sdk.errors import SignatureError
 from sdk.outcomes import Refusal
-from sdk.pull import PullWorker
-from sdk.pushes import read_push, response_of
-from sdk.runner import Runner, RunnerOptions
-from sdk.signatures import Verifier
-from sdk.tasks import TaskFunction
+from sdk.pushes import JSON, read_push, response_of
 from sdk.wire import (
     HEADER_BATCH,
     HEADER_CALLBACK,
@@ -66,6 +57,12 @@ from sdk.wire import (
     HEADER_TRACESTATE,
     CatalogTask,
 )
+
+if TYPE_CHECKING:
+    from sdk.client import AsyncClient
+    from sdk.pull import PullWorker
+    from sdk.runner import RunnerOptions
+    from sdk.tasks import TaskFunction
 
 __all__ = ["Worker"]
 
@@ -97,26 +94,35 @@ class Worker:
         secret: str | Sequence[str],
         **options: Unpack[RunnerOptions],
     ) -> None:
+        # The worker's machinery is loaded here, when a worker is built: a program that only
+        # imports Worker (a producer sharing a tasks module with its worker) never loads it.
+        from sdk.runner import Runner
+        from sdk.signatures import Verifier
+
         self.runner = Runner(tasks, **options)
         self._verifier = Verifier(secret)
-        self.app = Starlette(
-            routes=[
-                Route("/{path:path}", self._describe, methods=["GET"]),
-            ],
-            lifespan=self.lifespan,
-        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # Pushes, the hot path, skip the framework (routing, middleware, Request): read the
-        # body, answer. Everything else (GET, other methods, lifespan) goes to ``self.app``. An
-        # error escaping here reaches the server, which answers 500 as Starlette would.
-        if scope["type"] == "http" and scope["method"] == "POST":
-            body = await _read_body(receive)
-            if body is not None:
-                response = await self._answer(body, _headers(scope))
-                await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        # Plain ASGI, no framework (sdk.asgi): POST is a push, GET or HEAD of any path describes
+        # the worker, other methods get 405. An error escaping here reaches the server, which
+        # answers 500.
+        kind = scope["type"]
+        if kind == "http":
+            method = scope["method"]
+            if method == "POST":
+                body = await _read_body(receive)
+                if body is not None:
+                    response = await self._answer(body, _headers(scope))
+                    await response(scope, receive, send)
+                return
+            if method in ("GET", "HEAD"):
+                await self._describe()(scope, receive, send)
+                return
+            await _NOT_ALLOWED(scope, receive, send)
+        elif kind == "lifespan":
+            await serve_lifespan(self.lifespan, receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
 
     @property
     def tasks(self) -> dict[str, TaskFunction[Any, Any]]:
@@ -137,7 +143,7 @@ class Worker:
         return self.runner.running
 
     def lifespan(self, app: object = None) -> AbstractAsyncContextManager[None]:
-        """Open the callback client; at exit, end running tasks and close it."""
+        """Accept tasks; at exit, end running tasks and close the callback client."""
         return self._lifespan()
 
     @asynccontextmanager
@@ -160,14 +166,17 @@ class Worker:
         """Serve the tasks by pulling rather than by pushes: a :class:`~sdk.pull.PullWorker`
         leasing from ``queue`` for the pull endpoint ``endpoint_id``, with this worker's tasks
         and options. ``await worker.pull(client, queue, endpoint_id).run(stop_event)``."""
+        from sdk.pull import PullWorker
+
         return PullWorker(self, client, queue, endpoint_id, max_tasks=max_tasks, wait=wait)
 
     async def shutdown(self) -> None:
         """Refuse new tasks (503), and follow the ``shutdown`` policy for the running ones."""
         await self.runner.shutdown()
 
-    async def _describe(self, request: Request) -> Response:
-        return JSONResponse({"tasks": sorted(self.tasks)})
+    def _describe(self) -> Response:
+        tasks = json.dumps({"tasks": sorted(self.tasks)}, separators=(",", ":"))
+        return Response(200, tasks, media_type=JSON)
 
     async def _answer(self, body: bytes, headers: dict[str, str]) -> Response:
         """The answer to a push request: verified, read, run."""
@@ -180,6 +189,11 @@ class Worker:
         if isinstance(push, Refusal):
             return response_of(push)
         return push.answer(await self.runner.run(push.deliveries))
+
+
+_NOT_ALLOWED = Response(
+    405, "Method Not Allowed", {"allow": "GET, HEAD, POST"}, media_type="text/plain; charset=utf-8"
+)
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -178,7 +178,7 @@ class InputModel(BaseModel):
     """What a client sends: unknown fields are an error, not silently dropped; so are NaN and
     Infinity in float fields (see :data:`Json` for JSON values)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -200,7 +200,7 @@ class InputModel(BaseModel):
 class OutputModel(BaseModel):
     """What a server sends: tolerant of fields added by newer servers."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class FieldError(OutputModel):

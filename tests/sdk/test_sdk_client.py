@@ -11,7 +11,7 @@ import httpx
 import pytest
 import respx
 
-import sdk.client
+import sdk.blocking
 from sdk import (
     ApiError,
     AsyncClient,
@@ -319,4 +319,4 @@ async def test_async_client_raises_api_error(gw: respx.MockRouter) -> None:
 
 def through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients made from the environment send through httpx (respx mocks httpx)."""
-    monkeypatch.setattr(sdk.client, "open_blocking_session", HttpxBlockingSession)
+    monkeypatch.setattr(sdk.blocking, "open_blocking_session", HttpxBlockingSession)

@@ -76,3 +76,21 @@ def test_sdk_never_imports_gateway() -> None:
             else:
                 continue
             assert not any(n == "gateway" or n.startswith("gateway.") for n in names), path
+
+
+def test_the_lazy_names_are_the_type_checkers_names() -> None:
+    # sdk/__init__.py names each public name twice: under TYPE_CHECKING (for type checkers and
+    # readers) and in _MODULES (what __getattr__ imports on first use). They must agree.
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(sdk.__file__).read_text())
+    (checking,) = (n for n in tree.body if isinstance(n, ast.If))
+    typed = {
+        alias.name: node.module
+        for node in checking.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == sdk._MODULES
+    assert sorted(typed) == sorted(sdk.__all__)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import respx
 
-import sdk.client
+import sdk.blocking
 from sdk import (
     AsyncClient,
     AsyncContext,
@@ -350,4 +350,4 @@ def test_decorator_defaults_for_capability_version_and_heartbeats(
 
 def through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients made from the environment send through httpx (respx mocks httpx)."""
-    monkeypatch.setattr(sdk.client, "open_blocking_session", HttpxBlockingSession)
+    monkeypatch.setattr(sdk.blocking, "open_blocking_session", HttpxBlockingSession)

@@ -119,7 +119,7 @@ def test_fakes_push_the_traceparent_these_tests_expect() -> None:
 def test_the_provider_check_keeps_its_answer_and_asks_again_while_none_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sdk.telemetry import tracing
+    from sdk.telemetry import spans
 
     asked: list[int] = []
     clock = [100.0]
@@ -130,8 +130,8 @@ def test_the_provider_check_keeps_its_answer_and_asks_again_while_none_is_set(
         return current[0]
 
     monkeypatch.setattr(trace, "get_tracer_provider", provider)
-    monkeypatch.setattr(tracing.time, "monotonic", lambda: clock[0])
-    check = tracing._ProviderCheck()
+    monkeypatch.setattr(spans.time, "monotonic", lambda: clock[0])
+    check = spans._ProviderCheck()
 
     assert check() is False
     assert check() is False
