@@ -49,7 +49,7 @@ from sdk.wire import (
 )
 
 if TYPE_CHECKING:
-    from sdk.sessions import Answer, Params
+    from sdk.answers import Answer, Params
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

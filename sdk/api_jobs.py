@@ -30,7 +30,7 @@ from sdk.wire import (
 )
 
 if TYPE_CHECKING:
-    from sdk.sessions import Params
+    from sdk.answers import Params
 
 M = TypeVar("M", bound=BaseModel)
 

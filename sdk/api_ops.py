@@ -26,7 +26,7 @@ from sdk.wire import (
 )
 
 if TYPE_CHECKING:
-    from sdk.sessions import Params
+    from sdk.answers import Params
 
 Moment = datetime | str
 """A time bound: an aware :class:`~datetime.datetime`, or an RFC 3339 string sent as is."""

@@ -64,7 +64,8 @@ if TYPE_CHECKING:
     import httpx
     from opentelemetry.metrics import MeterProvider
 
-    from sdk.sessions import Answer, Params, Session
+    from sdk.answers import Answer, Params
+    from sdk.sessions import Session
 
 __all__ = ["Runner", "RunnerOptions", "ShutdownPolicy"]
 

@@ -16,7 +16,8 @@ import contextlib
 import random
 
 from sdk import AsyncContext, Worker, task
-from sdk.sessions import POOL_SIZE, AioSession
+from sdk.answers import POOL_SIZE
+from sdk.sessions import AioSession
 from tests.sdk.fakes import SECRET, FakeGateway, Serve
 from tests.support import serve as serve_app
 
