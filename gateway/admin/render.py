@@ -74,6 +74,13 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
 
 
+def thousands(n: int | float | None) -> str:
+    """A count with thousands separators: ``12,345``."""
+    if n is None:
+        return NOTHING
+    return f"{n:,}" if isinstance(n, int) else f"{n:,.1f}"
+
+
 def pretty(value: Any) -> str:
     """JSON, indented, for a ``<pre>``."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
@@ -93,6 +100,13 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(duration=duration, when=when, ago=ago, pretty=pretty, schedule=schedule_text)
+    env.filters.update(
+        duration=duration,
+        when=when,
+        ago=ago,
+        pretty=pretty,
+        schedule=schedule_text,
+        thousands=thousands,
+    )
     env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES, RUN_BADGES=RUN_BADGES)
     return env

@@ -65,6 +65,11 @@ NOTICES = {
     "run-stopped": "Stop requested (a running task stops at its next heartbeat).",
     "run-restarted": "A new run with the same args was started; the old one is kept.",
     "run-deleted": "Run deleted.",
+    "endpoint-enabled": "Endpoint enabled: it gets tasks again.",
+    "endpoint-disabled": "Endpoint disabled: it gets no new tasks (pushes in flight finish).",
+    "settings-saved": "Settings saved: every gateway applies them within a second.",
+    "unchanged": "Nothing was changed.",
+    "purged": "{n} finished task(s) deleted.",
 }
 """The messages a page shows after a change (``?notice=<name>``): fixed texts, so a link
 cannot make the UI display words of someone else's choosing."""
