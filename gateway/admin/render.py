@@ -66,6 +66,17 @@ def when(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def at(moment: datetime | None) -> Markup:
+    """A time as a ``<time>`` element: UTC in the page, turned into the viewer's local time by
+    ``admin.js``, which keeps UTC on hover (the title)."""
+    if moment is None:
+        return Markup(NOTHING)
+    utc = when(moment)
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        moment.astimezone(UTC).isoformat(), utc, utc
+    )
+
+
 def ago(moment: datetime | None, now: datetime | None = None) -> str:
     """How long ago (or, for a future time, in how long)."""
     if moment is None:
@@ -107,6 +118,7 @@ def environment() -> Environment:
         pretty=pretty,
         schedule=schedule_text,
         thousands=thousands,
+        at=at,
     )
     env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES, RUN_BADGES=RUN_BADGES)
     return env

@@ -123,6 +123,11 @@ class OverviewService:
         """The first queue name in order, None when there are no queues."""
         return min(await self._store.names(), default=None)
 
+    async def total(self, state: TaskState, queue: str | None = None) -> int:
+        """Tasks in ``state`` in one queue or every queue, counted now (one round trip)."""
+        names = [queue] if queue is not None else await self._store.names()
+        return sum(await self._store.sizes(names, state)) if names else 0
+
     async def _summary_of(self, state: TaskState) -> _Summary:
         """Every queue's number of tasks in ``state``, read again when older than
         SUMMARY_MAX_AGE_MS (once, however many viewers ask meanwhile)."""

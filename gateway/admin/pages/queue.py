@@ -10,6 +10,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin import policyform
+from gateway.admin.charts import HOUR_WINDOWS, HourChart, hour_chart
 from gateway.admin.web import PREFIX, Admin, Visit, checked
 from gateway.errors import FieldProblem, ValidationFailed
 from sdk.wire import (
@@ -17,6 +18,7 @@ from sdk.wire import (
     CleanRequest,
     EndpointCreated,
     EndpointPatch,
+    Queue,
     QueueName,
     SecretRotation,
     TaskState,
@@ -42,6 +44,10 @@ def _base(visit: Visit) -> str:
     return f"{PREFIX}/queues/{quote(visit.path('queue'), safe='')}"
 
 
+async def _hour(visit: Visit, queue: str) -> HourChart:
+    return hour_chart(await visit.services.activity.throughput(queue, windows=HOUR_WINDOWS))
+
+
 async def _endpoints_page(visit: Visit, created: EndpointCreated | None = None) -> Response:
     queue = _queue(visit)
     found = await visit.services.queues.get(queue)
@@ -57,6 +63,7 @@ async def _endpoints_page(visit: Visit, created: EndpointCreated | None = None) 
         active="queues",
         queue=found,
         tab="endpoints",
+        hour=await _hour(visit, queue),
         endpoints=endpoints.items,
         served=served,
         overlaps=OVERLAPS,
@@ -97,15 +104,16 @@ async def rotate(visit: Visit) -> Response:
 
 async def settings(visit: Visit) -> Response:
     queue = await visit.services.queues.get(_queue(visit))
-    return _settings_page(visit, queue, policyform.form_for(queue.policy))
+    return await _settings_page(visit, queue, policyform.form_for(queue.policy))
 
 
-def _settings_page(visit: Visit, queue: object, form: policyform.PolicyForm) -> Response:
+async def _settings_page(visit: Visit, queue: Queue, form: policyform.PolicyForm) -> Response:
     return visit.render(
         "settings.html",
         active="queues",
         queue=queue,
         tab="settings",
+        hour=await _hour(visit, queue.name),
         form=form,
         status=422 if form.problems else 200,
     )
@@ -116,7 +124,7 @@ async def save_settings(visit: Visit) -> Response:
     queue = await visit.services.queues.get(name)
     patch, form = policyform.read(visit.form.fields, queue.policy)
     if patch is None:
-        return _settings_page(visit, queue, form)
+        return await _settings_page(visit, queue, form)
     if not patch.model_fields_set:
         return visit.redirect(f"{_base(visit)}/settings?notice=unchanged")
     await visit.services.queues.patch(name, patch)
@@ -140,6 +148,7 @@ async def purge_form(visit: Visit) -> Response:
         active="queues",
         queue=queue,
         tab="settings",
+        hour=None,
         finished=FINISHED,
         chosen=request.states,
         count=sum(queue.counts.get(s, 0) for s in request.states),
