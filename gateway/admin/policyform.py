@@ -221,7 +221,8 @@ def read(
         values: dict[str, Any] = {}
         for i in s.inputs:
             value, text = _value(i, form)
-            inputs.append(replace(i, value=text))
+            # a section that is off sends nothing (its fields are disabled): show its defaults
+            inputs.append(replace(i, value=text if on else i.default))
             if value is not None:
                 values[_leaf(i)] = value
         sections.append(replace(s, inputs=tuple(inputs), on=on))

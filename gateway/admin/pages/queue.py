@@ -48,7 +48,9 @@ async def _hour(visit: Visit, queue: str) -> HourChart:
     return hour_chart(await visit.services.activity.throughput(queue, windows=HOUR_WINDOWS))
 
 
-async def _endpoints_page(visit: Visit, created: EndpointCreated | None = None) -> Response:
+async def _endpoints_page(
+    visit: Visit, created: EndpointCreated | None = None, partial: str = "_endpoints.html"
+) -> Response:
     queue = _queue(visit)
     found = await visit.services.queues.get(queue)
     endpoints = await visit.services.queues.endpoints(queue)
@@ -59,7 +61,7 @@ async def _endpoints_page(visit: Visit, created: EndpointCreated | None = None) 
             served.setdefault(e.id, []).append(entry)
     return visit.render(
         "endpoints.html",
-        "_endpoints.html",
+        partial,
         active="queues",
         queue=found,
         tab="endpoints",
@@ -94,12 +96,14 @@ async def disable(visit: Visit) -> Response:
 
 
 async def rotate(visit: Visit) -> Response:
-    """The new secret is shown in this answer only (never stored to be shown again)."""
+    """The new secret is shown in this answer only (never stored to be shown again). With
+    htmx the answer is the secret alone, swapped into the page, so reloading the page does not
+    post the rotation again; without JavaScript it is the whole page."""
     spec = SecretRotation.model_validate({"overlap": visit.form.get("overlap") or 86_400})
     created = await visit.services.queues.rotate_secret(
         _queue(visit), visit.path("endpoint_id"), spec
     )
-    return await _endpoints_page(visit, created)
+    return await _endpoints_page(visit, created, "_secret.html")
 
 
 async def settings(visit: Visit) -> Response:
