@@ -102,6 +102,8 @@ from sdk.wire.jobs import (
 )
 from sdk.wire.notices import NotifySecret, TaskNotice
 from sdk.wire.operations import (
+    CancelledTasks,
+    CancelMatching,
     CleanRequest,
     CleanResult,
     DeadLetterFilter,
@@ -192,6 +194,8 @@ __all__ = [
     "BatchItem",
     "BatchResult",
     "CallbackAck",
+    "CancelMatching",
+    "CancelledTasks",
     "Capability",
     "CatalogEndpoint",
     "CatalogEntry",
