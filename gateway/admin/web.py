@@ -70,6 +70,8 @@ NOTICES = {
     "settings-saved": "Settings saved: every gateway applies them within a second.",
     "unchanged": "Nothing was changed.",
     "purged": "{n} finished task(s) deleted.",
+    "bulk-cancelled": "{n} task(s) cancelled (running ones stop at their next heartbeat); "
+    "{skipped} had ended meanwhile.",
 }
 """The messages a page shows after a change (``?notice=<name>``): fixed texts, so a link
 cannot make the UI display words of someone else's choosing."""

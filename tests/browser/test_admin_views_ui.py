@@ -158,6 +158,27 @@ def test_operator_manages_endpoints_settings_and_bulk_actions_and_reads_at_a_gla
     page.goto(f"{gateway}/admin/tasks?queue=mail&state=dead")
     screenshot(page, "tasks-phone")
 
+    # Bulk: cancel every queued task matching, delete every dead letter matching; each counted
+    # on a confirmation page first.
+    client.patch("/v1/queues/e2e", json={"paused": True})
+    for _ in range(2):
+        client.post("/v1/queues/e2e/tasks", json={"name": ECHO, "payload": {"args": [2]}})
+    page.goto(f"{gateway}/admin/tasks?queue=e2e&name={ECHO}")
+    page.get_by_role("link", name="Cancel all matching…").click()
+    expect(page.locator('[data-field="count"]')).to_contain_text("2 task(s) match")
+    screenshot(page, "bulk-cancel-phone")
+    page.check("input[name=confirm]")
+    page.get_by_role("button", name="Cancel them").click()
+    expect(page.locator(".notice")).to_contain_text("2 task(s) cancelled")
+    assert client.get("/v1/queues/e2e").json()["counts"]["queued"] == 0
+    page.goto(f"{gateway}/admin/deadletters?queue=mail")
+    page.get_by_role("link", name="Delete all matching…").click()
+    expect(page.locator('[data-field="count"]')).to_contain_text("2 task(s) match")
+    page.check("input[name=confirm]")
+    page.get_by_role("button", name="Delete them").click()
+    expect(page.locator(".notice")).to_contain_text("2 finished task(s) deleted")
+    expect(page.locator('[data-field="dead-total"]')).to_contain_text("0 dead letter(s)")
+
     # Read-only: the same views, no change control.
     reader = browser.new_context(viewport=PHONE)
     other = reader.new_page()
@@ -178,5 +199,10 @@ def test_operator_manages_endpoints_settings_and_bulk_actions_and_reads_at_a_gla
         expect(other.get_by_role("button", name="Cancel")).to_have_count(0)
         other.goto(f"{gateway}/admin/deadletters?queue=mail")
         expect(other.get_by_role("button", name=re.compile("Resubmit"))).to_have_count(0)
+        other.goto(f"{gateway}/admin/tasks?queue=e2e&state=cancelled")
+        expect(other.get_by_role("link", name="Delete all matching…")).to_have_count(0)
+        other.goto(f"{gateway}/admin/bulk/delete?queue=e2e&state=cancelled")
+        expect(other.locator('[data-field="count"]')).to_contain_text("task(s) match")
+        expect(other.get_by_role("button", name="Delete them")).to_have_count(0)
     finally:
         reader.close()

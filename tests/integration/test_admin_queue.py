@@ -161,3 +161,47 @@ async def test_a_read_only_key_sees_endpoints_and_settings_but_no_control(rig: R
     listed = (await rig.api.get("/v1/queues/mail/endpoints")).json()["items"][0]
     assert listed["enabled"] is True
     assert (await rig.api.get("/v1/queues/mail")).json()["policy"]["lease_timeout"] == 30
+
+
+async def test_bulk_cancel_and_delete_count_first_and_ask_for_a_confirmation(rig: Rig) -> None:
+    await rig.api.patch("/v1/queues/mail", json={"paused": True})
+    ids = []
+    for owner in ("acme", "acme", "globex"):
+        made = await rig.api.post("/v1/queues/mail/tasks", json={"name": "send", "owner": owner})
+        ids.append(made.json()["id"])
+    await sign_in(rig.web, ADMIN)
+    tasks = await rig.web.get("/admin/tasks?queue=mail&owner=acme")
+    assert "/admin/bulk/cancel?" in tasks.text
+    ask = await rig.web.get("/admin/bulk/cancel?queue=mail&state=queued&owner=acme")
+    assert ask.status_code == 200
+    assert "<strong>2</strong> task(s) match" in ask.text
+    form = {"queue": "mail", "state": "queued", "owner": "acme"}
+    unconfirmed = await post(rig.web, "/admin/queues", "/admin/bulk/cancel", form)
+    assert unconfirmed.status_code == 422
+    done = await post(rig.web, "/admin/queues", "/admin/bulk/cancel", {**form, "confirm": "yes"})
+    assert done.status_code == 303
+    assert "2 task(s) cancelled" in (await rig.web.get(done.headers["location"])).text
+    states = [(await rig.api.get(f"/v1/tasks/{i}")).json()["state"] for i in ids]
+    assert states == ["cancelled", "cancelled", "queued"]
+
+    cancelled = await rig.web.get("/admin/tasks?queue=mail&state=cancelled")
+    assert "/admin/bulk/delete?" in cancelled.text
+    ask = await rig.web.get("/admin/bulk/delete?queue=mail&state=cancelled")
+    assert "<strong>2</strong> task(s) match" in ask.text
+    assert (await rig.web.get("/admin/bulk/delete?queue=mail&state=queued")).status_code == 400
+    form = {"queue": "mail", "state": "cancelled", "confirm": "yes"}
+    done = await post(rig.web, "/admin/queues", "/admin/bulk/delete", form)
+    assert done.status_code == 303
+    assert "2 finished task(s) deleted" in (await rig.web.get(done.headers["location"])).text
+    assert (await rig.api.get(f"/v1/tasks/{ids[0]}")).status_code == 404
+
+    rig.web.cookies.clear()
+    await sign_in(rig.web, READER)
+    read_only = await rig.web.get("/admin/tasks?queue=mail")
+    assert "/admin/bulk/" not in read_only.text
+    ask = await rig.web.get("/admin/bulk/cancel?queue=mail&state=queued")
+    assert 'action="/admin/bulk/cancel"' not in ask.text
+    token = csrf_of(ask.text)
+    form = {"csrf": token, "queue": "mail", "state": "queued", "confirm": "yes"}
+    assert (await rig.web.post("/admin/bulk/cancel", data=form)).status_code == 403
+    assert (await rig.api.get(f"/v1/tasks/{ids[2]}")).json()["state"] == "queued"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from starlette.routing import BaseRoute
 
 from gateway.admin.pages import (
+    bulk,
     deadletters,
     find,
     jobs,
@@ -30,4 +31,5 @@ SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
     jobs.routes,
     runs.routes,
     find.routes,
+    bulk.routes,
 )
