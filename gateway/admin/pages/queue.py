@@ -65,7 +65,7 @@ async def _endpoints_page(
         active="queues",
         queue=found,
         tab="endpoints",
-        hour=await _hour(visit, queue),
+        hour=None if visit.partial else await _hour(visit, queue),  # outside the live part
         endpoints=endpoints.items,
         served=served,
         overlaps=OVERLAPS,
