@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sdk.wire import QueuePolicy, QueuePolicyPatch
+from sdk.wire import DAY, QueuePolicy, QueuePolicyPatch
 
 USE = "use."  # the prefix of an optional section's box: ``use.rate_limit``
 
@@ -47,6 +47,7 @@ class Input:
     choices: tuple[str, ...] = ()
     optional: bool = False  # may stay empty: left as it is
     default: str = ""  # shown in a section that is off, ready to be turned on
+    seconds: bool = False  # a duration in seconds
     value: str = ""  # what the input holds (CHOICES: the chosen, comma-separated)
     problem: str = ""
 
@@ -98,7 +99,7 @@ def _resolve(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> tuple[dict[s
 
 def _input(path: str, raw: Mapping[str, Any], defs: Mapping[str, Any]) -> Input:
     schema, nullable = _resolve(raw, defs)
-    description = str(schema.get("description", ""))
+    description = str(schema.get("description", "")).replace("``", "")
     kind = schema.get("type")
     if isinstance(schema.get("enum"), list):
         found = Input(path, Kind.CHOICE, description, tuple(map(str, schema["enum"])))
@@ -107,7 +108,9 @@ def _input(path: str, raw: Mapping[str, Any], defs: Mapping[str, Any]) -> Input:
         choices = tuple(map(str, items.get("enum", [])))
         found = Input(path, Kind.CHOICES, description, choices, default=",".join(choices))
     elif kind in ("integer", "number"):
-        found = Input(path, Kind(kind), description, optional=nullable)
+        # sdk.wire's Seconds and PositiveSeconds go up to a year; others say so in words
+        seconds = schema.get("maximum") == 365 * DAY or description.startswith("Seconds")
+        found = Input(path, Kind(kind), description, optional=nullable, seconds=seconds)
     elif kind == "boolean":
         found = Input(path, Kind.BOOLEAN, description)
     elif kind == "string":

@@ -145,7 +145,9 @@ async def test_a_read_only_key_sees_endpoints_and_settings_but_no_control(rig: R
         assert page.status_code == 200, path
         assert 'method="post" action="/admin/queues' not in page.text, path
     settings = await rig.web.get("/admin/queues/mail/settings")
-    assert 'data-field="lease_timeout">30<' in settings.text
+    assert 'data-field="lease_timeout">30 <span class="muted">s</span>' in settings.text
+    week = 'data-field="retention_succeeded">604800 <span class="muted">s (7 d 0 h)'
+    assert week in settings.text
     token = csrf_of(settings.text)
     base = f"/admin/queues/mail/endpoints/{made['id']}"
     for url in (
