@@ -66,12 +66,30 @@ def when(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def at(moment: datetime | None) -> Markup:
+    """A time as a ``<time>`` element: UTC in the page, turned into the viewer's local time by
+    ``admin.js``, which keeps UTC on hover (the title)."""
+    if moment is None:
+        return Markup(NOTHING)
+    utc = when(moment)
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        moment.astimezone(UTC).isoformat(), utc, utc
+    )
+
+
 def ago(moment: datetime | None, now: datetime | None = None) -> str:
     """How long ago (or, for a future time, in how long)."""
     if moment is None:
         return NOTHING
     delta = ((now or datetime.now(UTC)) - moment).total_seconds()
     return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
+
+
+def thousands(n: int | float | None) -> str:
+    """A count with thousands separators: ``12,345``."""
+    if n is None:
+        return NOTHING
+    return f"{n:,}" if isinstance(n, int) else f"{n:,.1f}"
 
 
 def pretty(value: Any) -> str:
@@ -93,6 +111,14 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(duration=duration, when=when, ago=ago, pretty=pretty, schedule=schedule_text)
+    env.filters.update(
+        duration=duration,
+        when=when,
+        ago=ago,
+        pretty=pretty,
+        schedule=schedule_text,
+        thousands=thousands,
+        at=at,
+    )
     env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES, RUN_BADGES=RUN_BADGES)
     return env

@@ -49,7 +49,7 @@ SESSION_COOKIE = "jobgate_session"
 LOGIN_COOKIE = "jobgate_login"
 CSRF_HEADER = "x-csrf-token"
 FORM_TYPE = "application/x-www-form-urlencoded"
-STATIC_VERSION = "3"  # bump when a static file changes, so browsers fetch it again
+STATIC_VERSION = "4"  # bump when a static file changes, so browsers fetch it again
 NOTICES = {
     "paused": "Queue paused: it accepts tasks but dispatches none.",
     "resumed": "Queue resumed: its tasks are dispatched again.",
@@ -65,6 +65,13 @@ NOTICES = {
     "run-stopped": "Stop requested (a running task stops at its next heartbeat).",
     "run-restarted": "A new run with the same args was started; the old one is kept.",
     "run-deleted": "Run deleted.",
+    "endpoint-enabled": "Endpoint enabled: it gets tasks again.",
+    "endpoint-disabled": "Endpoint disabled: it gets no new tasks (pushes in flight finish).",
+    "settings-saved": "Settings saved: every gateway applies them within a second.",
+    "unchanged": "Nothing was changed.",
+    "purged": "{n} finished task(s) deleted.",
+    "bulk-cancelled": "{n} task(s) cancelled (running ones stop at their next heartbeat); "
+    "{skipped} had ended meanwhile.",
 }
 """The messages a page shows after a change (``?notice=<name>``): fixed texts, so a link
 cannot make the UI display words of someone else's choosing."""

@@ -9,8 +9,11 @@ from pydantic import BaseModel, Field
 
 from gateway.api.routing import QUEUE, Call, Operation, Param
 from gateway.auth import Access
+from gateway.services.bulk import cancel_matching
 from gateway.services.operations import DeadLetterCursor, ScheduledCursor
 from sdk.wire import (
+    CancelledTasks,
+    CancelMatching,
     CleanRequest,
     CleanResult,
     DeadLetterFilter,
@@ -51,6 +54,10 @@ async def list_scheduled(call: Call) -> BaseModel:
 async def list_running(call: Call) -> BaseModel:
     f = query_filter(call, (ANY_QUEUE, OWNER))
     return await call.services.operations.running(f.queue, f.owner, call.param(RUNNING_LIMIT))
+
+
+async def cancel_tasks(call: Call) -> BaseModel:
+    return await cancel_matching(call.services.tasks, call.queue, call.body)
 
 
 async def clean_queue(call: Call) -> BaseModel:
@@ -156,5 +163,21 @@ OPERATIONS = [
         description="Deletes tasks that ended in the given states (oldest first in each), "
         "finished at least older_than seconds ago, of one task name when given, up to limit; "
         "with their payloads, results, checkpoints, attempts and logs.",
+    ),
+    Operation(
+        "POST",
+        "/v1/queues/{queue}/tasks/cancel",
+        "Cancel the tasks matching a filter",
+        "operations",
+        Access.ADMIN,
+        cancel_tasks,
+        body=CancelMatching,
+        response=CancelledTasks,
+        params=(QUEUE,),
+        errors=(400, 404, 413, 422),
+        description="Cancels up to limit tasks of the queue in one unfinished state (queued by "
+        "default), of one task name and one owner when given, in the state's order: as "
+        "POST /v1/tasks/{task_id}/cancel does for each (a running one stops at its next "
+        "heartbeat). A task that ended meanwhile is listed in skipped.",
     ),
 ]

@@ -7,9 +7,11 @@ from pydantic import BaseModel
 from gateway.api.routing import QUEUE, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
 from sdk.wire import (
+    Endpoint,
     EndpointCreate,
     EndpointCreated,
     EndpointList,
+    EndpointPatch,
     Queue,
     QueueList,
     QueuePolicy,
@@ -49,6 +51,10 @@ async def list_endpoints(call: Call) -> BaseModel:
 
 async def rotate_secret(call: Call) -> BaseModel:
     return await call.services.queues.rotate_secret(call.queue, call.path("endpoint_id"), call.body)
+
+
+async def patch_endpoint(call: Call) -> BaseModel:
+    return await call.services.queues.set_enabled(call.queue, call.path("endpoint_id"), call.body)
 
 
 async def delete_endpoint(call: Call) -> None:
@@ -169,6 +175,21 @@ OPERATIONS = [
         "previous secret keeps accepting them while it is given the new one; the SDK Worker "
         "accepts several secrets (Worker(secret=[new, previous])). A second rotation within the "
         "window drops the oldest secret at once.",
+    ),
+    Operation(
+        "PATCH",
+        "/v1/queues/{queue}/endpoints/{endpoint_id}",
+        "Enable or disable an endpoint",
+        "endpoints",
+        Access.ADMIN,
+        patch_endpoint,
+        body=EndpointPatch,
+        response=Endpoint,
+        params=(QUEUE, ENDPOINT_ID),
+        errors=(404,),
+        description="A disabled endpoint gets no new tasks (pushes in flight finish normally; "
+        "a pull endpoint's workers lease none) until it is enabled again. An endpoint that "
+        "answered 410 Gone was disabled by the gateway: enabling it clears that reason.",
     ),
     Operation(
         "DELETE",

@@ -123,6 +123,13 @@ class OverviewService:
         """The first queue name in order, None when there are no queues."""
         return min(await self._store.names(), default=None)
 
+    async def total(self, state: TaskState, queue: str | None = None) -> int:
+        """Tasks in ``state``: in one queue counted now (one ``ZCARD``), in every queue from
+        the shared summary (up to 10 s old; read again once for every viewer when older)."""
+        if queue is not None:
+            return sum(await self._store.sizes([queue], state))
+        return sum((await self._summary_of(state)).sizes.values())
+
     async def _summary_of(self, state: TaskState) -> _Summary:
         """Every queue's number of tasks in ``state``, read again when older than
         SUMMARY_MAX_AGE_MS (once, however many viewers ask meanwhile)."""

@@ -16,15 +16,19 @@ from gateway.store.queues import QueueStore
 from gateway.store.records import EndpointRecord, StoredQueue, to_datetime
 from gateway.store.tasks import TaskStore
 from sdk.wire import (
+    Endpoint,
     EndpointCreate,
     EndpointCreated,
     EndpointList,
+    EndpointPatch,
     Queue,
     QueueList,
     QueuePolicy,
     QueuePolicyPatch,
     SecretRotation,
 )
+
+DISABLED_BY_ADMIN = "disabled by an admin"
 
 
 def new_signing_secret() -> str:
@@ -155,11 +159,23 @@ class QueueService:
         if not await self._queues.rotate_secret(queue, endpoint_id, secret, until):
             raise EndpointNotFound(endpoint_id)
         self._on_change(queue)
+        wire = await self._endpoint(queue, endpoint_id)
+        return EndpointCreated(**wire.model_dump(), secret=secret)
+
+    async def set_enabled(self, queue: str, endpoint_id: str, patch: EndpointPatch) -> Endpoint:
+        """Enable or disable an endpoint; a disabled one gets no new tasks."""
+        await self._queues.require(queue)
+        reason = None if patch.enabled else DISABLED_BY_ADMIN
+        if not await self._queues.set_enabled(queue, endpoint_id, patch.enabled, reason):
+            raise EndpointNotFound(endpoint_id)
+        self._on_change(queue)
+        return await self._endpoint(queue, endpoint_id)
+
+    async def _endpoint(self, queue: str, endpoint_id: str) -> Endpoint:
         now = self._clock.now_ms()
         for found in await self._queues.endpoints(queue):
             if found.record.id == endpoint_id:
-                wire = found.record.to_wire(found.in_flight, found.health, now)
-                return EndpointCreated(**wire.model_dump(), secret=secret)
+                return found.record.to_wire(found.in_flight, found.health, now)
         raise EndpointNotFound(endpoint_id)  # deleted meanwhile
 
     async def delete_endpoint(self, queue: str, endpoint_id: str) -> None:

@@ -151,6 +151,18 @@ class QueueStore:
         )
         return bool(rotated)
 
+    async def set_enabled(
+        self, queue: str, endpoint_id: str, enabled: bool, reason: str | None = None
+    ) -> bool:
+        """Enable or disable an endpoint (``reason`` says why it was disabled); False (nothing
+        written) when it is not registered."""
+        written = await self._scripts.call(
+            "set_endpoint",
+            [QueueKeys.of(queue).endpoints],
+            [endpoint_id, "1" if enabled else "0", reason or ""],
+        )
+        return bool(written)
+
     async def delete_endpoint(self, queue: str, endpoint_id: str) -> bool:
         """Forget an endpoint; pushes in flight to it still finish normally."""
         k = QueueKeys.of(queue)

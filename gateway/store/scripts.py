@@ -64,6 +64,7 @@ ScriptName = Literal[
     "settle_due",
     "put_catalog",
     "rotate_secret",
+    "set_endpoint",
     "notice_claim",
     "notice_settle",
     "notify_secret",

@@ -102,6 +102,8 @@ from sdk.wire.jobs import (
 )
 from sdk.wire.notices import NotifySecret, TaskNotice
 from sdk.wire.operations import (
+    CancelledTasks,
+    CancelMatching,
     CleanRequest,
     CleanResult,
     DeadLetterFilter,
@@ -140,6 +142,7 @@ from sdk.wire.queues import (
     EndpointCreate,
     EndpointCreated,
     EndpointList,
+    EndpointPatch,
     KeyRateLimit,
     MetricsGranularity,
     Queue,
@@ -191,6 +194,8 @@ __all__ = [
     "BatchItem",
     "BatchResult",
     "CallbackAck",
+    "CancelMatching",
+    "CancelledTasks",
     "Capability",
     "CatalogEndpoint",
     "CatalogEntry",
@@ -208,6 +213,7 @@ __all__ = [
     "EndpointCreate",
     "EndpointCreated",
     "EndpointList",
+    "EndpointPatch",
     "EndpointTasks",
     "ErrorIn",
     "FailureKind",

@@ -135,6 +135,39 @@ class CleanRequest(InputModel):
         return self
 
 
+_UNFINISHED_STATES = {
+    "type": "string",
+    "enum": ["queued", "scheduled", "waiting", "running"],
+}
+
+
+class CancelMatching(InputModel):
+    """Body of ``POST /v1/queues/{queue}/tasks/cancel``: cancel the tasks in one unfinished
+    state that match every filter given."""
+
+    state: Annotated[TaskState, WithJsonSchema(_UNFINISHED_STATES)] = Field(
+        TaskState.QUEUED, description="An unfinished state: queued, scheduled, waiting, running."
+    )
+    name: TaskName | None = None
+    owner: Label | None = None
+    limit: int = Field(1000, ge=1, le=1000, description="Most tasks cancelled by one call.")
+
+    @model_validator(mode="after")
+    def _unfinished_state(self) -> Self:
+        if self.state.finished:
+            raise ValueError("state must be unfinished: queued, scheduled, waiting, running")
+        return self
+
+
+class CancelledTasks(OutputModel):
+    cancelled: list[str] = Field(
+        description="Ids of the tasks cancelled (a running one stops at its next heartbeat)."
+    )
+    skipped: list[Skipped] = Field(
+        default_factory=list, description="Tasks that matched but ended meanwhile, and why."
+    )
+
+
 class CleanResult(OutputModel):
     deleted: int
 

@@ -385,6 +385,16 @@ class SecretRotation(InputModel):
     )
 
 
+class EndpointPatch(InputModel):
+    """Body of ``PATCH /v1/queues/{queue}/endpoints/{endpoint_id}``."""
+
+    enabled: bool = Field(
+        description="false: the endpoint gets no more tasks (pushes in flight finish "
+        "normally, a pull endpoint's workers lease none); true: it gets them again, and the "
+        "reason it was disabled for (e.g. an answer 410 Gone) is cleared."
+    )
+
+
 class EndpointCreated(Endpoint):
     """Returned once, at registration (or rotation): the only time the signing secret is
     shown."""

@@ -57,10 +57,10 @@ def test_an_operator_pages_searches_sorts_and_filters_across_1000_queues(
     page.click('a[data-sort="queued"]')
     expect(rows.first).to_have_attribute("data-queue", BUSY)
     busy = page.locator(f'tr[data-queue="{BUSY}"] [data-state="queued"] .n')
-    expect(busy).to_have_text(str(SCANNED + 50))
+    expect(busy).to_have_text(f"{SCANNED + 50:,}")  # thousands separated
     page.evaluate("window.__sameDocument = true")
     client.post(f"/v1/queues/{BUSY}/tasks", json={"name": "hay"})
-    expect(busy).to_have_text(str(SCANNED + 51), timeout=10_000)
+    expect(busy).to_have_text(f"{SCANNED + 51:,}", timeout=10_000)
     assert page.evaluate("window.__sameDocument") is True  # htmx swapped the rows, no reload
     expect(rows).to_have_count(50)
     screenshot(page, "queues-many")

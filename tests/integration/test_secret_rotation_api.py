@@ -75,3 +75,29 @@ async def test_refusals_change_nothing(api: httpx.AsyncClient, redis_url: str) -
     reader = await api.post(url, json={}, headers={"authorization": f"Bearer {READER}"})
     assert reader.status_code == 403
     assert await stored(redis_url) == before
+
+
+async def test_an_endpoint_is_disabled_and_enabled_again(
+    api: httpx.AsyncClient, redis_url: str
+) -> None:
+    made = (await api.post("/v1/queues/mail/endpoints", json={"url": "http://127.0.0.1:9/"})).json()
+    url = f"/v1/queues/mail/endpoints/{made['id']}"
+    off = await api.patch(url, json={"enabled": False})
+    assert off.status_code == 200
+    assert (off.json()["enabled"], off.json()["disabled_reason"]) == (False, "disabled by an admin")
+    (record,) = (await stored(redis_url)).values()
+    assert json.loads(record)["secrets"] == [made["secret"]]  # nothing else touched
+    on = (await api.patch(url, json={"enabled": True})).json()
+    assert (on["enabled"], on["disabled_reason"]) == (True, None)
+    listed = (await api.get("/v1/queues/mail/endpoints")).json()["items"][0]
+    assert listed["enabled"] is True
+    before = await stored(redis_url)
+    assert (
+        await api.patch("/v1/queues/mail/endpoints/ep_x", json={"enabled": False})
+    ).status_code == 404
+    assert (await api.patch(url, json={"enabled": "no"})).status_code == 422
+    reader = await api.patch(
+        url, json={"enabled": False}, headers={"authorization": f"Bearer {READER}"}
+    )
+    assert reader.status_code == 403
+    assert await stored(redis_url) == before

@@ -7,16 +7,29 @@ from collections.abc import Callable
 
 from starlette.routing import BaseRoute
 
-from gateway.admin.pages import deadletters, find, jobs, login, queues, running, runs, tasks
+from gateway.admin.pages import (
+    bulk,
+    deadletters,
+    find,
+    jobs,
+    login,
+    queue,
+    queues,
+    running,
+    runs,
+    tasks,
+)
 from gateway.admin.web import Admin
 
 SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
     login.routes,
     queues.routes,
+    queue.routes,
     tasks.routes,
     running.routes,
     deadletters.routes,
     jobs.routes,
     runs.routes,
     find.routes,
+    bulk.routes,
 )

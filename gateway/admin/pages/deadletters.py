@@ -11,7 +11,7 @@ from starlette.routing import BaseRoute, Route
 from gateway.admin.web import PREFIX, Admin, Form, Visit, checked
 from gateway.errors import QueueNotFound
 from gateway.services.operations import DeadLetterCursor
-from sdk.wire import DeadLetterFilter, ResubmitRequest, TaskPage
+from sdk.wire import DeadLetterFilter, ResubmitRequest, TaskPage, TaskState
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("queue", "name", "owner")
@@ -27,9 +27,10 @@ async def dead_letters(visit: Visit) -> Response:
     cursor = visit.query("cursor")
     if cursor is not None:
         cursor = str(checked(DeadLetterCursor, "cursor", cursor))
-    unknown = None
+    unknown = dead_total = None
     try:
         page = await visit.services.operations.dead_letters(f, PAGE_SIZE, cursor)
+        dead_total = await visit.services.overview.total(TaskState.DEAD, f.queue)
     except QueueNotFound:  # a name typed in the picker
         page, unknown = TaskPage(items=[]), f.queue
     query = {k: v for k, v in given.items() if v}
@@ -49,6 +50,7 @@ async def dead_letters(visit: Visit) -> Response:
         next_url=next_url,
         self_url=visit.here,
         unknown_queue=unknown,
+        dead_total=dead_total,
         status=404 if unknown else 200,
     )
 

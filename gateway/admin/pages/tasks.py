@@ -3,6 +3,9 @@ task with its attempts, checkpoint, logs and result; cancel and retry."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlencode
 
 from starlette.responses import Response
@@ -11,7 +14,16 @@ from starlette.routing import BaseRoute, Route
 from gateway.admin.web import PREFIX, Admin, Visit, checked
 from gateway.errors import QueueNotFound
 from gateway.services.tasks import OffsetCursor
-from sdk.wire import Label, QueueName, ResubmitRequest, TaskId, TaskName, TaskState
+from sdk.wire import (
+    Label,
+    LogLine,
+    QueueName,
+    ResubmitRequest,
+    Task,
+    TaskId,
+    TaskName,
+    TaskState,
+)
 
 PAGE_SIZE = 50
 STATES = tuple(TaskState)
@@ -87,18 +99,60 @@ def _task_id(visit: Visit) -> str:
     return str(checked(TaskId, "task id", visit.path("task_id").upper()))
 
 
+@dataclass(frozen=True, slots=True)
+class LogGroup:
+    """The log lines written during one attempt (``attempt`` 0: before the first began)."""
+
+    attempt: int
+    running: bool
+    lines: list[LogLine]
+
+
+def by_attempt(task: Task, lines: Sequence[LogLine]) -> list[LogGroup]:
+    """Log lines grouped by the attempt whose time they fall in (each line carries its time,
+    stamped by the gateway when the worker gave none): an attempt's lines are those from its
+    start to the next one's start."""
+    starts: list[tuple[int, datetime, bool]] = [
+        (a.number, a.started_at, False) for a in task.attempts
+    ]
+    ended = {a.number for a in task.attempts}
+    if task.state is TaskState.RUNNING and task.started_at and task.attempt not in ended:
+        starts.append((task.attempt, task.started_at, True))
+    starts.sort(key=lambda s: s[1])
+    groups: dict[int, LogGroup] = {}
+    for line in lines:
+        number, running = 0, False
+        for n, started, is_running in starts:
+            if line.at is not None and line.at >= started:
+                number, running = n, is_running
+        group = groups.setdefault(number, LogGroup(number, running, []))
+        group.lines.append(line)
+    return [groups[n] for n in sorted(groups)]
+
+
 async def task(visit: Visit) -> Response:
     task_id = _task_id(visit)
     queue = await visit.services.tasks.locate(task_id)
     found = await visit.services.tasks.get(queue, task_id)
     logs = await visit.services.logs.logs_page(queue, task_id, None, LOG_LINES_SHOWN)
-    return visit.render("task.html", "_task.html", active="tasks", task=found, logs=logs.items)
+    endpoints = await visit.services.queues.endpoints(queue)
+    return visit.render(
+        "task.html",
+        "_task.html",
+        active="tasks",
+        task=found,
+        logs=logs.items,
+        log_groups=by_attempt(found, logs.items),
+        endpoint_urls={e.id: e.url or "pull" for e in endpoints.items},
+    )
 
 
 async def cancel(visit: Visit) -> Response:
     task_id = _task_id(visit)
     queue = await visit.services.tasks.locate(task_id)
     await visit.services.tasks.cancel(queue, task_id)
+    if visit.form.get("back") == "running":  # cancelled from the running page
+        return visit.redirect(f"{PREFIX}/running?notice=cancelled")
     return visit.redirect(f"{PREFIX}/tasks/{task_id}?notice=cancelled")
 
 

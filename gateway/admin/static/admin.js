@@ -41,12 +41,96 @@
     });
   });
 
-  // <form data-confirm="..."> asks before it is sent.
+  // <form data-confirm="..."> (or its submit button with data-confirm) asks before it is sent.
   document.addEventListener("submit", function (event) {
     var form = event.target;
-    var question = form.getAttribute && form.getAttribute("data-confirm");
+    var button = event.submitter;
+    var question = button && button.getAttribute("data-confirm") ||
+      form.getAttribute && form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) {
       event.preventDefault();
     }
   });
+
+  // Times: the page has them in UTC (<time datetime="..." title="... UTC">); show them in the
+  // viewer's local time, keeping UTC on hover.
+  function pad(n) {
+    return (n < 10 ? "0" : "") + n;
+  }
+
+  function zoneName(date) {
+    try {
+      var parts = new Intl.DateTimeFormat(undefined, {timeZoneName: "short"}).formatToParts(date);
+      for (var i = 0; i < parts.length; i++) {
+        if (parts[i].type === "timeZoneName") {
+          return parts[i].value;
+        }
+      }
+    } catch (e) {
+      // an old browser: no zone name
+    }
+    return "local";
+  }
+
+  function localTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (t) {
+      if (t.getAttribute("data-local")) {
+        return;
+      }
+      var d = new Date(t.getAttribute("datetime"));
+      if (isNaN(d.getTime())) {
+        return;
+      }
+      t.textContent = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) +
+        " " + pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+        " " + zoneName(d);
+      t.setAttribute("data-local", "1");
+    });
+  }
+
+  // <div data-when="schedule=crontab">: its fields are disabled unless the form's input named
+  // schedule with value crontab is checked; <fieldset data-when="use.redrive">: unless the box
+  // named use.redrive is ticked. Disabled fields are not sent.
+  function applyWhen(root) {
+    root.querySelectorAll("[data-when]").forEach(function (el) {
+      var rule = el.getAttribute("data-when").split("=");
+      var form = el.closest("form");
+      if (!form) {
+        return;
+      }
+      var on = false;
+      form.querySelectorAll('input[name="' + rule[0] + '"]').forEach(function (input) {
+        if (input.checked && (rule.length < 2 || input.value === rule[1])) {
+          on = true;
+        }
+      });
+      el.querySelectorAll("input, select, textarea").forEach(function (input) {
+        if (input.name !== rule[0]) {
+          input.disabled = !on;
+        }
+      });
+      el.classList.toggle("off", !on);
+    });
+  }
+
+  function enhance(root) {
+    localTimes(root);
+    applyWhen(root);
+  }
+
+  document.addEventListener("change", function (event) {
+    if (event.target.form) {
+      applyWhen(event.target.form);
+    }
+  });
+  document.addEventListener("htmx:afterSwap", function (event) {
+    enhance(event.detail.target.parentNode || document);
+  });
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () {
+      enhance(document);
+    });
+  } else {
+    enhance(document);
+  }
 })();

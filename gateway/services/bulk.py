@@ -1,0 +1,60 @@
+"""Operations on every task matching a filter: finding them, and cancelling them.
+
+Built on :class:`~gateway.services.tasks.TaskService` (its filtered search and its cancel), so a
+bulk cancel follows exactly the rules of cancelling one task. The JSON API
+(``POST /v1/queues/{queue}/tasks/cancel``) and the admin UI's confirmation step both use it.
+"""
+
+from __future__ import annotations
+
+from gateway.errors import TaskFinished, TaskNotFound
+from gateway.services.tasks import TaskService
+from sdk.wire import CancelledTasks, CancelMatching, Skipped, TaskState
+
+STEP = 500  # tasks asked of one search (each walks at most 10,000 entries when filtered)
+
+
+async def matching_ids(
+    tasks: TaskService,
+    queue: str,
+    state: TaskState,
+    limit: int,
+    *,
+    name: str | None = None,
+    owner: str | None = None,
+) -> list[str]:
+    """Ids of up to ``limit`` tasks of ``queue`` in ``state`` matching the filters, in the
+    state's order (a filtered walk goes through the whole index if it must)."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while len(ids) < limit:
+        found = await tasks.search(
+            queue, state, cursor, min(limit - len(ids), STEP), owner=owner, name=name
+        )
+        ids += [t.id for t in found.page.items]
+        cursor = found.page.next_cursor
+        if cursor is None:
+            break
+    return ids[:limit]
+
+
+async def cancel_matching(
+    tasks: TaskService, queue: str, request: CancelMatching
+) -> CancelledTasks:
+    """Cancel every task matching ``request`` (up to its limit), one by one; a task that ended
+    or went meanwhile is skipped with the reason."""
+    ids = await matching_ids(
+        tasks, queue, request.state, request.limit, name=request.name, owner=request.owner
+    )
+    cancelled: list[str] = []
+    skipped: list[Skipped] = []
+    for task_id in ids:
+        try:
+            await tasks.cancel(queue, task_id)
+        except TaskFinished:
+            skipped.append(Skipped(id=task_id, reason="already ended"))
+        except TaskNotFound:
+            skipped.append(Skipped(id=task_id, reason="gone"))
+        else:
+            cancelled.append(task_id)
+    return CancelledTasks(cancelled=cancelled, skipped=skipped)
