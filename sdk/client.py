@@ -11,14 +11,15 @@ Every error answer raises :class:`~sdk.errors.ApiError`; network failures are ht
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import httpx
 from pydantic import JsonValue
 
 from sdk import api
+from sdk.catalog import catalog
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
@@ -43,11 +44,19 @@ from sdk.wire import (
     TaskState,
 )
 
+if TYPE_CHECKING:
+    from sdk.tasks import TaskFunction
+
 __all__ = ["AsyncClient", "Client"]
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
+WORKER_BATCH_SIZE = 32
+"""Most tasks one push to an SDK worker carries when :meth:`Client.add_worker` is not told
+otherwise. The gateway fills a push only from a backlog: a task that finds the endpoint with
+room goes at once, alone, so batching costs an idle queue nothing. Pushes of 32 took about half
+the CPU per task of one push each end to end (bench/RESULTS.md)."""
 ENV_URL = "JOBGATE_URL"
 ENV_API_KEY = "JOBGATE_API_KEY"
 
@@ -99,6 +108,17 @@ def _endpoint(
         batch_size=batch_size,
         tasks=None if tasks is None else list(tasks),
     )
+
+
+def _worker_endpoint(
+    queue: str,
+    url: str,
+    tasks: Iterable[TaskFunction[Any, Any]],
+    concurrency: int,
+    capabilities: list[str] | None,
+    batch_size: int,
+) -> EndpointCreate:
+    return _endpoint(url, False, concurrency, capabilities, batch_size, catalog(tasks, queue))
 
 
 class _Base:
@@ -204,6 +224,23 @@ class Client(_Base, OperatorMethods, JobMethods):
         endpoint: its workers lease tasks (:meth:`lease`, ``Worker.pull``) instead.
         """
         body = _endpoint(url, pull, concurrency, capabilities, batch_size, tasks)
+        return self._send(api.add_endpoint(queue, body))
+
+    def add_worker(
+        self,
+        queue: str,
+        url: str,
+        tasks: Iterable[TaskFunction[Any, Any]],
+        concurrency: int = 10,
+        capabilities: list[str] | None = None,
+        batch_size: int = WORKER_BATCH_SIZE,
+    ) -> EndpointCreated:
+        """Register an SDK :class:`~sdk.worker.Worker` serving ``tasks`` at ``url`` as an
+        endpoint of ``queue``: :meth:`add_endpoint` with the catalog of those of ``tasks`` that
+        are ``queue``'s, and pushes of up to ``batch_size`` tasks (``WORKER_BATCH_SIZE``, 32)
+        since a Worker takes batches. A backlog is sent in batches; a lone task at once, alone.
+        For another kind of service use :meth:`add_endpoint` (one task per push by default)."""
+        body = _worker_endpoint(queue, url, tasks, concurrency, capabilities, batch_size)
         return self._send(api.add_endpoint(queue, body))
 
     def lease(
@@ -379,6 +416,19 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         pull: bool = False,
     ) -> EndpointCreated:
         body = _endpoint(url, pull, concurrency, capabilities, batch_size, tasks)
+        return await self._send(api.add_endpoint(queue, body))
+
+    async def add_worker(
+        self,
+        queue: str,
+        url: str,
+        tasks: Iterable[TaskFunction[Any, Any]],
+        concurrency: int = 10,
+        capabilities: list[str] | None = None,
+        batch_size: int = WORKER_BATCH_SIZE,
+    ) -> EndpointCreated:
+        """Register an SDK worker serving ``tasks`` at ``url``: :meth:`Client.add_worker`."""
+        body = _worker_endpoint(queue, url, tasks, concurrency, capabilities, batch_size)
         return await self._send(api.add_endpoint(queue, body))
 
     async def lease(

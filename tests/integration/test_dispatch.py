@@ -274,6 +274,29 @@ async def test_sdk_async_client_over_its_default_transport(rig: Rig) -> None:
     assert sorted(t.result["echo"] for t in done) == list(range(20))  # type: ignore[index]
 
 
+async def test_a_batch_endpoint_gets_a_lone_task_at_once_and_a_backlog_in_batches(
+    rig: Rig,
+) -> None:
+    """Batching costs an idle queue nothing: the gateway waits for no second task (a lone task
+    goes alone, in a batch of one), and fills pushes only from tasks already waiting."""
+    await rig.queue("bulk")
+    worker_url = (await rig.api.get("/v1/queues/q/endpoints")).json()["items"][0]["url"]
+    r = await rig.api.post(
+        "/v1/queues/bulk/endpoints", json={"url": worker_url, "batch_size": 10, "concurrency": 50}
+    )
+    rig.worker.secret = r.json()["secret"]
+    lone = await rig.enqueue("hello", 0, queue="bulk")
+    assert (await rig.finished(lone))["result"] == {"echo": 0}
+    assert rig.worker.batches == [1]
+    await rig.api.patch("/v1/queues/bulk", json={"paused": True})
+    batch = [{"name": "hello", "payload": i} for i in range(1, 8)]
+    created = await rig.api.post("/v1/queues/bulk/tasks/batch", json={"tasks": batch})
+    await rig.api.patch("/v1/queues/bulk", json={"paused": False})
+    for task in created.json()["tasks"]:
+        await rig.finished(task["id"])
+    assert rig.worker.batches == [1, 7]
+
+
 async def test_batched_pushes_carry_many_tasks_and_are_answered_per_task(rig: Rig) -> None:
     await rig.queue("bulk", max_attempts=1)
     worker_url = (await rig.api.get("/v1/queues/q/endpoints")).json()["items"][0]["url"]
