@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 from pydantic import JsonValue
 
 from sdk import api
-from sdk.catalog import catalog
+from sdk.catalog import Described, catalog
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.errors import JobgateError
@@ -43,9 +43,6 @@ from sdk.wire import (
     TaskPage,
     TaskState,
 )
-
-if TYPE_CHECKING:
-    from sdk.tasks import TaskFunction
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -113,7 +110,7 @@ def _endpoint(
 def _worker_endpoint(
     queue: str,
     url: str,
-    tasks: Iterable[TaskFunction[Any, Any]],
+    tasks: Iterable[Described],
     concurrency: int,
     capabilities: list[str] | None,
     batch_size: int,
@@ -230,7 +227,7 @@ class Client(_Base, OperatorMethods, JobMethods):
         self,
         queue: str,
         url: str,
-        tasks: Iterable[TaskFunction[Any, Any]],
+        tasks: Iterable[Described],
         concurrency: int = 10,
         capabilities: list[str] | None = None,
         batch_size: int = WORKER_BATCH_SIZE,
@@ -422,7 +419,7 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         self,
         queue: str,
         url: str,
-        tasks: Iterable[TaskFunction[Any, Any]],
+        tasks: Iterable[Described],
         concurrency: int = 10,
         capabilities: list[str] | None = None,
         batch_size: int = WORKER_BATCH_SIZE,
