@@ -6,7 +6,9 @@ one paused queue per ``--variant CONCURRENCY:BATCH`` (an endpoint of that concur
 size on the worker). Then, ``--runs`` times, for each variant in turn: ``--tasks`` no-op tasks
 go into its paused queue, it is resumed, and until every task has succeeded ``/proc`` is read.
 Prints per variant and run the drain rate, each process's share of one core during the drain
-(Redis, each gateway, each uvicorn worker process), the machine's idle share (``/proc/stat``),
+(Redis, each gateway, each uvicorn worker process) and the share of the drain its main thread
+was runnable but waited for a core (``/proc/<pid>/schedstat``: on a busy machine, what is
+neither is time the process slept, waiting for another), the machine's idle share (``/proc/stat``),
 the tasks each gateway claimed and the pushes it sent (its ``tasks_selected`` and
 ``push_duration`` metrics), Redis's script calls per task, and CPU per task in all.
 
@@ -55,6 +57,16 @@ def metric_sum(url: str, family: str, suffix: str, queue: str) -> float:
         for s in f.samples
         if s.name.endswith(suffix) and s.labels.get("queue") == queue
     )
+
+
+def schedstat(pid: int) -> tuple[int, int]:
+    """Nanoseconds the main thread of ``pid`` ran, and was runnable but waited for a core."""
+    ran, waited, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(ran), int(waited)
+
+
+def _share(start: tuple[int, int], end: tuple[int, int], elapsed: float) -> str:
+    return f"{(end[1] - start[1]) / 1e9 / elapsed:.0%}"
 
 
 def machine_jiffies() -> tuple[int, int]:
@@ -148,6 +160,7 @@ def main() -> None:
     variants = [tuple(int(v) for v in s.split(":")) for s in (args.variant or ["128:32"])]
     rates: dict[int, list[float]] = {}
     cpus: dict[int, list[float]] = {}
+    by_role: dict[tuple[int, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as managed:
         redis_pid = managed.process.pid if managed.process else 0
         with (
@@ -181,6 +194,7 @@ def main() -> None:
                     pushes = [metric_sum(u, "push_duration", "_count", queue) for u in urls]
                     calls = script_calls(store)
                     start_cpu = {name: cpu_seconds(pid) for name, pid in procs.items()}
+                    start_sched = {name: schedstat(pid) for name, pid in procs.items()}
                     start_idle = machine_jiffies()
                     start = time.perf_counter()
                     admin.patch_queue(queue, paused=False)
@@ -189,6 +203,7 @@ def main() -> None:
                     elapsed = time.perf_counter() - start
                     end_idle = machine_jiffies()
                     end_cpu = {name: cpu_seconds(pid) for name, pid in procs.items()}
+                    end_sched = {name: schedstat(pid) for name, pid in procs.items()}
                     admin.patch_queue(queue, paused=True)
                     for spy in spies:
                         spy.send_signal(signal.SIGINT)
@@ -205,14 +220,27 @@ def main() -> None:
                     ]
                     idle = (end_idle[0] - start_idle[0]) / max(1, end_idle[1] - start_idle[1])
                     used = {n: end_cpu[n] - start_cpu[n] for n in procs}
-                    shares = ", ".join(f"{n} {used[n] / elapsed:.0%}" for n in procs)
+                    shares = ", ".join(
+                        f"{n} {used[n] / elapsed:.0%}"
+                        f" (waits for a core {_share(start_sched[n], end_sched[n], elapsed)})"
+                        for n in procs
+                    )
                     rate = args.tasks / elapsed
                     cpu_us = sum(used.values()) / args.tasks * 1e6
+                    roles = {
+                        role: sum(v for n, v in used.items() if n.startswith(role))
+                        / args.tasks
+                        * 1e6
+                        for role in ("redis", "gateway", "worker")
+                    }
                     rates.setdefault(i, []).append(rate)
                     cpus.setdefault(i, []).append(cpu_us)
+                    for role, us in roles.items():
+                        by_role.setdefault((i, role), []).append(us)
                     print(
                         f"run {run + 1}, concurrency {concurrency}, batch {batch}: "
-                        f"{rate:,.0f} tasks/s, {cpu_us:.0f} µs CPU per task; core share: "
+                        f"{rate:,.0f} tasks/s, {cpu_us:.0f} µs CPU per task ("
+                        f"{', '.join(f'{r} {us:.0f}' for r, us in roles.items())}); core share: "
                         f"{shares}; in all {sum(used.values()) / elapsed:.2f} cores, machine idle "
                         f"{idle:.0%}; claimed per gateway {[int(s) for s in selected]}, pushes "
                         f"{[int(p) for p in pushes]}; script calls per task "
@@ -225,7 +253,12 @@ def main() -> None:
             f"  concurrency {concurrency}, batch {batch}: "
             f"{statistics.median(rates[i]):,.0f} tasks/s "
             f"({', '.join(f'{r:,.0f}' for r in rates[i])}), "
-            f"{statistics.median(cpus[i]):.0f} µs CPU per task"
+            f"{statistics.median(cpus[i]):.0f} µs CPU per task ("
+            + ", ".join(
+                f"{role} {statistics.median(by_role[i, role]):.0f}"
+                for role in ("redis", "gateway", "worker")
+            )
+            + ")"
         )
 
 
