@@ -85,9 +85,9 @@ def script_calls(client: redis.Redis) -> int:
 @contextmanager
 def system(
     redis_url: str, gateways: int, workers: int, variants: list[tuple[int, int]]
-) -> Iterator[tuple[list[str], list[int], int]]:
+) -> Iterator[tuple[list[str], list[int], int, int]]:
     """Gateways, queues ``v0``, ``v1``, ... (paused, one endpoint each by ``variants``) and the
-    worker; yields the gateway URLs, their pids and the worker's root pid."""
+    worker; yields the gateway URLs, their pids, the worker's root pid and its port."""
     procs: list[subprocess.Popen[bytes]] = []
     env = {
         **os.environ,
@@ -133,7 +133,7 @@ def system(
             )
         )
         wait_http(f"http://127.0.0.1:{port}/", procs[-1])
-        yield urls, [p.pid for p in procs[:gateways]], procs[-1].pid
+        yield urls, [p.pid for p in procs[:gateways]], procs[-1].pid, port
     finally:
         for proc in procs:
             proc.terminate()
@@ -164,7 +164,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as managed:
         redis_pid = managed.process.pid if managed.process else 0
         with (
-            system(managed.url, args.gateways, workers, variants) as (urls, gateways, worker),
+            system(managed.url, args.gateways, workers, variants) as (urls, gateways, worker, port),
             Client(urls[0], KEY, timeout=60) as admin,
             redis.Redis.from_url(managed.url) as store,
         ):
@@ -244,7 +244,8 @@ def main() -> None:
                         f"{shares}; in all {sum(used.values()) / elapsed:.2f} cores, machine idle "
                         f"{idle:.0%}; claimed per gateway {[int(s) for s in selected]}, pushes "
                         f"{[int(p) for p in pushes]}; script calls per task "
-                        f"{calls / args.tasks:.3f}",
+                        f"{calls / args.tasks:.3f}; pushes' connections per worker process "
+                        f"{_connections(port, children)}",
                         flush=True,
                     )
     print(f"{args.gateways} gateway(s), {workers} worker process(es); medians:")
@@ -260,6 +261,17 @@ def main() -> None:
             )
             + ")"
         )
+
+
+def _connections(port: int, pids: list[int]) -> list[int]:
+    """How many connections to ``port`` each of ``pids`` holds (``ss``)."""
+    out = subprocess.run(
+        ["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return [out.count(f"pid={pid},") for pid in pids]
 
 
 def _spies(
