@@ -32,16 +32,13 @@ import logging
 import typing
 import warnings
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import Field, PydanticSchemaGenerationError, TypeAdapter, create_model
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from sdk.binding import Signature
 from sdk.wire import CatalogTask
-
-if TYPE_CHECKING:
-    from sdk.tasks import TaskFunction
 
 __all__ = ["catalog", "describe", "payload_schema"]
 
@@ -54,7 +51,21 @@ _BY_NAME = (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)
 _MAX_DESCRIPTION = 2000
 
 
-def describe(task: TaskFunction[Any, Any]) -> CatalogTask:
+class Described(Protocol):
+    """What the catalog reads of a task function (:class:`~sdk.tasks.TaskFunction`); a
+    protocol, so that the clients can describe task functions without importing them back."""
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def signature(self) -> Signature: ...
+
+
+def describe(task: Described) -> CatalogTask:
     """The catalog entry of a task function: its name, payload schema and description (the
     first paragraph of its docstring)."""
     doc = inspect.getdoc(task.fn)
@@ -68,7 +79,7 @@ def describe(task: TaskFunction[Any, Any]) -> CatalogTask:
     )
 
 
-def catalog(tasks: Iterable[TaskFunction[Any, Any]], queue: str | None = None) -> list[CatalogTask]:
+def catalog(tasks: Iterable[Described], queue: str | None = None) -> list[CatalogTask]:
     """The catalog entries of ``tasks`` (those of ``queue`` only, when given): what an
     endpoint serving them reports (``Client.add_endpoint(..., tasks=...)``)."""
     return [describe(fn) for fn in tasks if queue is None or fn.queue == queue]

@@ -13,13 +13,14 @@ Concurrent single enqueues may share batch requests (:mod:`sdk.coalescing`; ``li
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import JsonValue
 
 from sdk import api
+from sdk.catalog import Described, catalog
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.coalescing import AsyncCoalescer, BlockingCoalescer
@@ -54,6 +55,11 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = 10.0
 MAX_BATCH = 100
 """Most single enqueues one coalesced batch request carries (``max_batch``)."""
+WORKER_BATCH_SIZE = 32
+"""Most tasks one push to an SDK worker carries when :meth:`Client.add_worker` is not told
+otherwise. The gateway fills a push only from a backlog: a task that finds the endpoint with
+room goes at once, alone, so batching costs an idle queue nothing. Pushes of 32 took about half
+the CPU per task of one push each end to end (bench/RESULTS.md)."""
 ENV_URL = "JOBGATE_URL"
 ENV_API_KEY = "JOBGATE_API_KEY"
 
@@ -112,6 +118,17 @@ def _check_coalescing(linger: float | None, max_batch: int) -> None:
         raise ValueError(f"linger must be None or 0 to 1 seconds, not {linger!r}")
     if not 1 <= max_batch <= 1000:
         raise ValueError(f"max_batch must be 1 to 1000 (a batch request's limit), not {max_batch}")
+
+
+def _worker_endpoint(
+    queue: str,
+    url: str,
+    tasks: Iterable[Described],
+    concurrency: int,
+    capabilities: list[str] | None,
+    batch_size: int,
+) -> EndpointCreate:
+    return _endpoint(url, False, concurrency, capabilities, batch_size, catalog(tasks, queue))
 
 
 class _Base:
@@ -243,6 +260,23 @@ class Client(_Base, OperatorMethods, JobMethods):
         endpoint: its workers lease tasks (:meth:`lease`, ``Worker.pull``) instead.
         """
         body = _endpoint(url, pull, concurrency, capabilities, batch_size, tasks)
+        return self._send(api.add_endpoint(queue, body))
+
+    def add_worker(
+        self,
+        queue: str,
+        url: str,
+        tasks: Iterable[Described],
+        concurrency: int = 10,
+        capabilities: list[str] | None = None,
+        batch_size: int = WORKER_BATCH_SIZE,
+    ) -> EndpointCreated:
+        """Register an SDK :class:`~sdk.worker.Worker` serving ``tasks`` at ``url`` as an
+        endpoint of ``queue``: :meth:`add_endpoint` with the catalog of those of ``tasks`` that
+        are ``queue``'s, and pushes of up to ``batch_size`` tasks (``WORKER_BATCH_SIZE``, 32)
+        since a Worker takes batches. A backlog is sent in batches; a lone task at once, alone.
+        For another kind of service use :meth:`add_endpoint` (one task per push by default)."""
+        body = _worker_endpoint(queue, url, tasks, concurrency, capabilities, batch_size)
         return self._send(api.add_endpoint(queue, body))
 
     def lease(
@@ -437,6 +471,19 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         pull: bool = False,
     ) -> EndpointCreated:
         body = _endpoint(url, pull, concurrency, capabilities, batch_size, tasks)
+        return await self._send(api.add_endpoint(queue, body))
+
+    async def add_worker(
+        self,
+        queue: str,
+        url: str,
+        tasks: Iterable[Described],
+        concurrency: int = 10,
+        capabilities: list[str] | None = None,
+        batch_size: int = WORKER_BATCH_SIZE,
+    ) -> EndpointCreated:
+        """Register an SDK worker serving ``tasks`` at ``url``: :meth:`Client.add_worker`."""
+        body = _worker_endpoint(queue, url, tasks, concurrency, capabilities, batch_size)
         return await self._send(api.add_endpoint(queue, body))
 
     async def lease(

@@ -22,7 +22,6 @@ from devgateway import one_line_errors, use_dev_gateway
 from tasks import greet, slow_count
 
 from sdk import Client, Worker
-from sdk.catalog import catalog
 
 HOST = os.environ.get("HELLO_HOST", "127.0.0.1")
 PORT = int(os.environ.get("HELLO_PORT", "8001"))
@@ -36,8 +35,9 @@ def register() -> str:
         for endpoint in client.list_endpoints("hello"):
             if endpoint.url == URL:  # left by an earlier run: its secret is gone with it
                 client.delete_endpoint("hello", endpoint.id)
-        # the task catalog: enqueues of greet and slow_count are checked against their hints
-        return client.add_endpoint("hello", URL, tasks=catalog([greet, slow_count])).secret
+        # an SDK worker: batches of pushes when a backlog builds, and the task catalog
+        # (enqueues of greet and slow_count are checked against their hints)
+        return client.add_worker("hello", URL, [greet, slow_count]).secret
 
 
 if __name__ == "__main__" and "JOBGATE_WORKER_SECRET" not in os.environ:

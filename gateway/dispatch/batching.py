@@ -1,6 +1,7 @@
 """Writes of one kind coalesced per queue: one round trip at a time, each carrying every item
 that arrived while the previous one was in flight. The dispatcher records ends of attempts and
-acceptances (202) this way, so a busy queue costs a script call per batch, not per task."""
+acceptances (202) this way, so a busy queue costs a script call per batch, not per task; the
+answers of one push go in together, under one future."""
 
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ class Coalescer(Generic[Item, Result]):
 
     def __init__(self, write: Callable[[str, list[Item]], Awaitable[Sequence[Result]]]) -> None:
         self._write = write
-        self._pending: dict[str, list[tuple[Item, asyncio.Future[Result]]]] = {}
+        self._pending: dict[str, list[tuple[Sequence[Item], asyncio.Future[list[Result]]]]] = {}
         self._writers: dict[str, asyncio.Task[None]] = {}
 
-    def submit(self, queue: str, item: Item) -> asyncio.Future[Result]:
-        """Queue ``item`` for the next write; the future holds its result. The item is written
-        even if nobody awaits the future any more (a cancelled caller loses only the answer)."""
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(queue, []).append((item, future))
+    def submit(self, queue: str, items: Sequence[Item]) -> asyncio.Future[list[Result]]:
+        """Queue ``items`` for the next write; the future holds their results, in order. They
+        are written even if nobody awaits the future any more (a cancelled caller loses only
+        the answer)."""
+        future: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
+        self._pending.setdefault(queue, []).append((items, future))
         if queue not in self._writers:
             self._writers[queue] = asyncio.create_task(self._drain(queue), name=f"write:{queue}")
         return future
@@ -33,15 +35,21 @@ class Coalescer(Generic[Item, Result]):
     async def _drain(self, queue: str) -> None:
         try:
             while batch := self._pending.pop(queue, []):
+                items = [item for group, _ in batch for item in group]
                 try:
-                    results = await self._write(queue, [item for item, _ in batch])
+                    results = await self._write(queue, items)
+                    if len(results) != len(items):
+                        raise RuntimeError(f"{len(results)} results for {len(items)} items")
                 except Exception as e:
                     for _, future in batch:
                         if not future.done():
                             future.set_exception(e)
                     continue
-                for (_, future), result in zip(batch, results, strict=True):
+                start = 0
+                for group, future in batch:
+                    end = start + len(group)
                     if not future.done():
-                        future.set_result(result)
+                        future.set_result(list(results[start:end]))
+                    start = end
         finally:
             del self._writers[queue]

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import random
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from gateway.backoff import retry_delay_ms
@@ -47,6 +47,7 @@ T = TypeVar("T")
 LEASE_OVER = Answer(None, failure="no answer before the lease ran out", kind=FailureKind.TIMEOUT)
 
 IDLE_TICK = 5.0
+RETRIED_WITH_BACKOFF = frozenset({AttemptOutcome.ERROR, AttemptOutcome.BUSY})
 LEASE_MARGIN = 0.5  # seconds before its lease ends that a push gives up, at most
 
 
@@ -215,7 +216,7 @@ class Dispatcher:
             if view is None or endpoint is None:
                 # Deleted between claim and push: give the tasks back untouched.
                 gone = Verdict(AttemptOutcome.GONE, None, "endpoint was removed")
-                await asyncio.gather(*(self._record(lease, gone, 0) for lease in leases))
+                await self._record(queue, [(lease, gone, 0) for lease in leases])
                 return
             size = endpoint.batch_size
             if size == 1:
@@ -232,16 +233,14 @@ class Dispatcher:
     async def _push_one(self, lease: Lease, endpoint: EndpointRecord, view: QueueView) -> None:
         push = self._pusher.push(lease, endpoint, view.policy.push_timeout)
         answer = await self._within_lease(push, [lease])
-        await self._settle(lease, answer or LEASE_OVER, view)
+        await self._settle([lease], [answer or LEASE_OVER], view)
 
     async def _push_batch(
         self, leases: list[Lease], endpoint: EndpointRecord, view: QueueView
     ) -> None:
         push = self._pusher.push_batch(leases, endpoint, view.policy.push_timeout)
         answers = await self._within_lease(push, leases) or [LEASE_OVER] * len(leases)
-        await asyncio.gather(
-            *(self._settle(lease, a, view) for lease, a in zip(leases, answers, strict=True))
-        )
+        await self._settle(leases, answers, view)
 
     async def _within_lease(self, push: Awaitable[T], leases: list[Lease]) -> T | None:
         """The push's answer, or None when its leases ran out first (then the push is cut).
@@ -302,43 +301,75 @@ class Dispatcher:
                 raise failed[0] from None
             return None
 
-    async def _settle(self, lease: Lease, answer: Answer, view: QueueView) -> None:
-        """Read one task's answer by the table and record it."""
-        verdict = judge(answer)
-        if verdict.outcome is None:
-            # Accepted: the worker calls back. Losing this record costs little (the lease
-            # running out would then not count against the endpoint): no shield, no retry.
-            try:
-                await self._accepts.submit(lease.queue, (lease.task_id, lease.token))
-            except Exception:
-                log.warning("recording that task %s was accepted failed", lease.task_id)
+    async def _settle(
+        self, leases: Sequence[Lease], answers: Sequence[Answer], view: QueueView
+    ) -> None:
+        """Read each task's answer by the table and record them, a push's answers together (one
+        submission each for ends and acceptances, one wake-up: no task or future per task)."""
+        ends: list[tuple[Lease, Verdict, int]] = []
+        accepted: list[tuple[str, str]] = []
+        backoff = view.policy.backoff
+        for lease, answer in zip(leases, answers, strict=True):
+            verdict = judge(answer)
+            if verdict.outcome is None:
+                accepted.append((lease.task_id, lease.token))
+                continue
+            delay = 0
+            if verdict.outcome in RETRIED_WITH_BACKOFF:
+                delay = retry_delay_ms(lease.attempt, backoff, self._rng, verdict.requested_delay)
+            ends.append((lease, verdict, delay))
+        queue = leases[0].queue
+        if not accepted:
+            await self._record(queue, ends)
             return
-        delay = 0
-        if verdict.outcome in (AttemptOutcome.ERROR, AttemptOutcome.BUSY):
-            delay = retry_delay_ms(
-                lease.attempt, view.policy.backoff, self._rng, verdict.requested_delay
-            )
-        await self._record(lease, verdict, delay)
+        # Accepted: the worker calls back. Losing this record costs little (the lease running
+        # out would then not count against the endpoint): no shield, no retry. Both kinds are
+        # queued for writing before any await (see _record).
+        accepting = self._accepts.submit(queue, accepted)
+        written = self._write(queue, ends) if ends else None
+        try:
+            await accepting
+        except asyncio.CancelledError:
+            if written is not None:
+                written.cancel()  # the write goes on; its outcome is dropped, not left unread
+            raise
+        except Exception:
+            log.warning("recording that %d task(s) were accepted failed", len(accepted))
+        if written is not None:
+            self._ended(queue, await written)
 
-    async def _record(self, lease: Lease, verdict: Verdict, delay_ms: int) -> None:
-        assert verdict.outcome is not None
-        finish = Finish(
-            lease.task_id,
-            lease.token,
-            verdict.outcome,
-            verdict.http_status,
-            verdict.text,
-            verdict.traceback,
-            delay_ms,
-            warning=verdict.warning,
-            failure=verdict.failure,
-            task_failure=verdict.task_failure,
-        )
-        # Queued for writing before any await: shutting down (cancelling this task) cannot lose
-        # an answer the worker already gave. Shielded so the write's result still arrives.
-        done = await asyncio.shield(self._finishes.submit(lease.queue, finish))
-        self._on_finished(lease.queue, done)
-        self.wake(lease.queue)
+    async def _record(self, queue: str, ends: Sequence[tuple[Lease, Verdict, int]]) -> None:
+        """Record the ends of attempts: (lease, verdict, retry delay in ms) each."""
+        self._ended(queue, await self._write(queue, ends))
+
+    def _write(
+        self, queue: str, ends: Sequence[tuple[Lease, Verdict, int]]
+    ) -> asyncio.Future[list[Finished]]:
+        """Queue the ends for writing now, before the caller awaits anything: shutting down
+        (cancelling it) cannot lose an answer the worker already gave. Shielded so the write's
+        result still arrives."""
+        finishes = [
+            Finish(
+                lease.task_id,
+                lease.token,
+                verdict.outcome,
+                verdict.http_status,
+                verdict.text,
+                verdict.traceback,
+                delay_ms,
+                warning=verdict.warning,
+                failure=verdict.failure,
+                task_failure=verdict.task_failure,
+            )
+            for lease, verdict, delay_ms in ends
+            if verdict.outcome is not None
+        ]
+        return asyncio.shield(self._finishes.submit(queue, finishes))
+
+    def _ended(self, queue: str, done: Sequence[Finished]) -> None:
+        for end in done:
+            self._on_finished(queue, end)
+        self.wake(queue)  # room was freed
 
     async def _finish_many(self, queue: str, finishes: list[Finish]) -> list[Finished]:
         now_ms = self._clock.now_ms()

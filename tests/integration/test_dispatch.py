@@ -16,7 +16,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from sdk.wire import PushBody
+from sdk.wire import BatchItem, PushBody
 from tests.scripted_worker import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
 
@@ -272,6 +272,57 @@ async def test_sdk_async_client_over_its_default_transport(rig: Rig) -> None:
         done = await asyncio.gather(*(client.wait(t.id, timeout=10) for t in tasks))
     assert {t.state for t in done} == {TaskState.SUCCEEDED}
     assert sorted(t.result["echo"] for t in done) == list(range(20))  # type: ignore[index]
+
+
+async def test_a_batch_endpoint_gets_a_lone_task_at_once_and_a_backlog_in_batches(
+    rig: Rig,
+) -> None:
+    """Batching costs an idle queue nothing: the gateway waits for no second task (a lone task
+    goes alone, in a batch of one), and fills pushes only from tasks already waiting."""
+    await rig.queue("bulk")
+    worker_url = (await rig.api.get("/v1/queues/q/endpoints")).json()["items"][0]["url"]
+    r = await rig.api.post(
+        "/v1/queues/bulk/endpoints", json={"url": worker_url, "batch_size": 10, "concurrency": 50}
+    )
+    rig.worker.secret = r.json()["secret"]
+    lone = await rig.enqueue("hello", 0, queue="bulk")
+    assert (await rig.finished(lone))["result"] == {"echo": 0}
+    assert rig.worker.batches == [1]
+    await rig.api.patch("/v1/queues/bulk", json={"paused": True})
+    batch = [{"name": "hello", "payload": i} for i in range(1, 8)]
+    created = await rig.api.post("/v1/queues/bulk/tasks/batch", json={"tasks": batch})
+    await rig.api.patch("/v1/queues/bulk", json={"paused": False})
+    for task in created.json()["tasks"]:
+        await rig.finished(task["id"])
+    assert rig.worker.batches == [1, 7]
+
+
+async def test_a_batch_answered_partly_inline_and_partly_accepted(rig: Rig) -> None:
+    """One push's answers are recorded together: the ends in one write, the acceptances (202)
+    in another; each task then goes its own way."""
+    await rig.queue("bulk", paused=True)
+    worker_url = (await rig.api.get("/v1/queues/q/endpoints")).json()["items"][0]["url"]
+    r = await rig.api.post("/v1/queues/bulk/endpoints", json={"url": worker_url, "batch_size": 8})
+    rig.worker.secret = r.json()["secret"]
+    rig.worker.script["long"] = (202, None)
+    batch = [{"name": "hello", "payload": 1}, {"name": "long"}, {"name": "hello", "payload": 2}]
+    created = await rig.api.post("/v1/queues/bulk/tasks/batch", json={"tasks": batch})
+    first, long, last = (t["id"] for t in created.json()["tasks"])
+    await rig.api.patch("/v1/queues/bulk", json={"paused": False})
+    assert (await rig.finished(first))["result"] == {"echo": 1}
+    assert (await rig.finished(last))["result"] == {"echo": 2}
+    assert rig.worker.batches == [3]
+    assert (await rig.task(long))["state"] == "running"
+    ((_, item),) = rig.worker.pushes(long)
+    assert isinstance(item, BatchItem)
+    async with httpx.AsyncClient() as cb:
+        ok = await cb.post(
+            f"{item.callback}/result",
+            json={"result": "later"},
+            headers={"jobgate-lease": item.lease},
+        )
+    assert ok.status_code == 200, ok.text
+    assert (await rig.finished(long))["result"] == "later"
 
 
 async def test_batched_pushes_carry_many_tasks_and_are_answered_per_task(rig: Rig) -> None:

@@ -25,8 +25,11 @@ from sdk import (
     TaskState,
     TaskTimeout,
     api,
+    task,
 )
 from sdk.blocking import HttpxBlockingSession
+from sdk.catalog import catalog
+from sdk.client import WORKER_BATCH_SIZE
 from sdk.wire import QueuePolicyPatch
 
 URL = "http://gateway.test"
@@ -134,6 +137,47 @@ def test_queue_and_endpoint_routes(gw: respx.MockRouter, client: Client) -> None
     client.delete_endpoint("a", "ep1")
     assert deleted.called
     assert removed.called
+
+
+@task("images")
+def resize(path: str, size: int = 10) -> None: ...
+
+
+@task("emails")
+def send_mail(to: str) -> None: ...
+
+
+async def test_add_worker_registers_an_sdk_worker_with_its_catalog_and_batches(
+    gw: respx.MockRouter, client: Client
+) -> None:
+    endpoint = {
+        "id": "ep1",
+        "queue": "images",
+        "url": "https://worker.test/",
+        "concurrency": 10,
+        "capabilities": [],
+        "enabled": True,
+        "created_at": NOW,
+    }
+    added = gw.post("/v1/queues/images/endpoints").respond(201, json=endpoint | {"secret": "s"})
+    assert client.add_worker("images", "https://worker.test/", [resize, send_mail]).secret == "s"
+    body = sent(added)
+    assert body["batch_size"] == WORKER_BATCH_SIZE == 32  # a Worker takes batches
+    assert (body["url"], body["concurrency"], body["pull"]) == ("https://worker.test/", 10, False)
+    assert [t["name"] for t in body["tasks"]] == [resize.name]  # the queue's tasks only
+    assert body["tasks"][0]["schema"] == sent_catalog([resize])[0]["schema"]
+    client.add_worker("images", "https://worker.test/", [resize], concurrency=4, batch_size=1)
+    assert (sent(added)["concurrency"], sent(added)["batch_size"]) == (4, 1)
+    async with AsyncClient(URL, KEY, transport=httpx.AsyncHTTPTransport()) as async_client:
+        await async_client.add_worker("images", "https://worker.test/", [resize])
+    assert sent(added) == body
+    # add_endpoint is for any service: one task per push unless told
+    client.add_endpoint("images", "https://worker.test/")
+    assert sent(added)["batch_size"] == 1
+
+
+def sent_catalog(tasks: list[Any]) -> list[dict[str, Any]]:
+    return [t.model_dump(mode="json") for t in catalog(tasks)]
 
 
 def test_enqueue_sends_a_task_create(gw: respx.MockRouter, client: Client) -> None:
