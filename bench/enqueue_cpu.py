@@ -112,9 +112,9 @@ def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[
         asyncio.run(enqueue(url, args.warmup, args.in_flight))
         spy = None
         if profile is not None:
+            record = ["record", "--pid", str(pid), "--rate", "250", "--nonblocking"]
             spy = subprocess.Popen(
-                [args.py_spy, "record", "--pid", str(pid), "--rate", "250", "--nonblocking"]
-                + ["--format", "speedscope", "--output", str(profile)],
+                [args.py_spy, *record, "--format", "speedscope", "--output", str(profile)],
                 stdout=subprocess.DEVNULL,
             )
             time.sleep(1)  # py-spy attaches

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
 from gateway.store import keys
@@ -188,11 +191,17 @@ class Enqueuing(StoreBase):
         """One round trip: the index entries (each with its expiry), the script, and ``WAIT``
         when replicas must confirm (on the connection that wrote, as WAIT requires). Returns
         the replies of the index script (None without it), the enqueue script and WAIT (None
-        without it); errors come back as replies."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            one_command = len(index) > 1 and not isinstance(self._redis, RedisCluster)
-            if one_command:  # one script call, not a SET per task (5x the CPU for a batch)
-                pipe.execute_command(
+        without it); errors come back as replies.
+
+        On a single Redis the round trip is shared with the enqueues of the same moment
+        (:mod:`gateway.store.coalescing`); when its connection fails, it is sent again through
+        redis-py's pipeline, which retries (an enqueue whose first answer was lost is read back
+        as stored: :meth:`_stored_before`)."""
+        one_command = len(index) > 1 and not isinstance(self._redis, RedisCluster)
+        commands: list[tuple[Any, ...]]
+        if one_command:  # one script call, not a SET per task (5x the CPU for a batch)
+            commands = [
+                (
                     "EVALSHA",
                     self._scripts.sha("index"),
                     len(index),
@@ -200,15 +209,24 @@ class Enqueuing(StoreBase):
                     queue,
                     *(ttl_ms for _, ttl_ms in index),
                 )
-            else:  # one task; or a cluster, which refuses a script over several slots
-                _set_each(pipe, queue, index)
-            # EVALSHA through execute_command: redis-py's cluster pipeline refuses
-            # pipe.evalsha() but routes the command by its first key all the same.
-            sha = self._scripts.sha("enqueue")
-            pipe.execute_command("EVALSHA", sha, len(script_keys), *script_keys, *args)
-            if self._durability.waits:
-                pipe.execute_command(*self._durability.wait_command())
-            replies = await pipe.execute(raise_on_error=False)
+            ]
+        else:  # one task; or a cluster, which refuses a script over several slots
+            commands = [("SET", key, queue, "PX", ttl_ms) for key, ttl_ms in index]
+        # EVALSHA through execute_command: redis-py's cluster pipeline refuses
+        # pipe.evalsha() but routes the command by its first key all the same.
+        sha = self._scripts.sha("enqueue")
+        commands.append(("EVALSHA", sha, len(script_keys), *script_keys, *args))
+        replies = None
+        if self._coalescer is not None:
+            with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
+                replies = await self._coalescer.run(commands)
+        if replies is None:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                if self._durability.waits:
+                    pipe.execute_command(*self._durability.wait_command())
+                replies = await pipe.execute(raise_on_error=False)
         indexed = replies[0] if one_command else None
         if self._durability.waits:
             return indexed, replies[-2], replies[-1]
