@@ -112,7 +112,8 @@ def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[
         asyncio.run(enqueue(url, args.warmup, args.in_flight))
         spy = None
         if profile is not None:
-            record = ["record", "--pid", str(pid), "--rate", "250", "--nonblocking"]
+            record = ["record", "--pid", str(pid), "--rate", "250"]
+            record.append("--native" if args.native else "--nonblocking")
             spy = subprocess.Popen(
                 [args.py_spy, *record, "--format", "speedscope", "--output", str(profile)],
                 stdout=subprocess.DEVNULL,
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's speedscope files")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
+    parser.add_argument("--native", action="store_true", help="py-spy --native: C frames too")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
