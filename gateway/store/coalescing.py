@@ -23,12 +23,14 @@ connection in step (its replies are read and dropped).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.replication import NO_WAIT, Durability
 
@@ -90,11 +92,16 @@ class Coalescer:
             if self._durability.waits:
                 words.append(self._durability.wait_command())
             await connection.send_packed_command(pack(words))
-            replies = [[await _reply(connection) for _ in commands] for commands, _ in batch]
-            if self._durability.waits:
-                confirmed = await _reply(connection)
-                for each in replies:
-                    each.append(confirmed)
+            # One deadline for all the replies, not one per reply (a third of their reading).
+            async with asyncio.timeout(connection.socket_timeout):
+                replies = [[await _reply(connection) for _ in commands] for commands, _ in batch]
+                if self._durability.waits:
+                    confirmed = await _reply(connection)
+                    for each in replies:
+                        each.append(confirmed)
+        except TimeoutError:  # asyncio's: what redis-py raises for a read that timed out
+            await connection.disconnect(nowait=True)
+            _fail(batch, RedisTimeoutError("Timeout reading from Redis"))
         except BaseException as e:
             await connection.disconnect(nowait=True)  # replies may be left unread
             _fail(batch, e)
@@ -110,7 +117,7 @@ class Coalescer:
 
 async def _reply(connection: Any) -> Any:
     try:
-        return await connection.read_response()
+        return await connection.read_response(timeout=math.inf)  # under the round trip's
     except ResponseError as e:  # a reply, not a broken connection
         return e
 

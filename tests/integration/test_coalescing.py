@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.exceptions import ConnectionError, NoScriptError
+from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 from ulid import ULID
 
 from gateway.store.coalescing import Coalescer, Command
@@ -83,6 +83,21 @@ async def test_a_dropped_connection_fails_its_round_trip_and_the_next_call_recon
     assert isinstance(killed, ConnectionError)
     assert isinstance(after, ConnectionError)
     assert await coalescer.run([("PING",)]) == ["PONG"]
+
+
+async def test_replies_later_than_the_socket_timeout_fail_as_a_redis_timeout(
+    redis_url: str,
+) -> None:
+    slow = Redis.from_pool(
+        BlockingConnectionPool.from_url(redis_url, decode_responses=True, socket_timeout=0.05)
+    )
+    try:
+        coalescer = Coalescer(slow)
+        with pytest.raises(TimeoutError):  # BLPOP answers when its 1 s have passed
+            await asyncio.gather(coalescer.run([("PING",)]), coalescer.run([("BLPOP", "no", 1)]))
+        assert await coalescer.run([("PING",)]) == ["PONG"]
+    finally:
+        await slow.aclose()
 
 
 async def test_with_replicas_to_confirm_each_caller_gets_the_wait_answer_last(
