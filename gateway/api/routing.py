@@ -206,6 +206,8 @@ def endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
     """The Starlette endpoint of ``op``: authentication, the queue, the Idempotency-Key, the
     body, the handler, and its answer."""
 
+    idempotent = op.idempotent
+
     async def answer(request: Request) -> Response:
         services: Services = request.state.services
         try:
@@ -215,7 +217,7 @@ def endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
             queue = await _resolve_queue(request, services)
             if principal is not None:
                 principal.require(op.access, queue)
-            key = idempotency.requested_key(request) if op.idempotent else None
+            key = idempotency.requested_key(request) if idempotent else None
             body, raw = None, b""
             if op.body is not None:
                 body, raw = await read_model(request, op.body, services.max_body_bytes)
