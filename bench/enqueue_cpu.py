@@ -43,6 +43,22 @@ if __package__ in (None, ""):  # run as a script: make the `bench` folder import
 from bench.proc_stat import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where a profiled sample's CPU went: the first of these a sample's stack meets, from its
+# innermost frame outwards (so a socket write counts for whoever wrote).
+SHARES = [
+    ("Redis round trip (redis-py, coalescer, their socket I/O)", ("Coalescer.", "Pipeline.")),
+    ("the enqueue store call (args, records, index)", ("Enqueuing.",)),
+    ("task building (ids, records, trace)", ("_new_task", "record_json")),
+    ("answer: Task model, JSON, response, its write", ("_respond", "_created_view", "Response.")),
+    ("answer: uvicorn's send, its write", ("RequestResponseCycle.send", "_OneWritePerTurn.")),
+    ("body: read, parse, validate (pydantic)", ("read_model",)),
+    ("auth, queue name, Idempotency-Key", ("authenticate", "_resolve_queue", "requested_key")),
+    ("task service (directory, catalog, metrics)", ("TaskService.", "enqueue (")),
+    ("route: endpoint, Call, params", ("endpoint.<locals>", "Call.")),
+    ("Starlette app, middleware, router", ("starlette/", "RefuseFragments", "DirectRoute")),
+    ("uvicorn: parse request, scope, ASGI task", ("HttpToolsProtocol", "_Protocol", "run_asgi")),
+    ("background: directory refresh, loops", ("Directory._read", "Dispatcher", "Recover")),
+]
 KEY = "bench-admin-key-0123456789"
 QUEUE = "enqueue-cpu"
 BODY = json.dumps({"name": "bench.worker_app.noop", "payload": {"n": 1}}).encode()
@@ -128,6 +144,30 @@ def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[
     return {"gateway CPU µs per enqueue": used / args.count * 1e6, "enqueues/s": args.count / took}
 
 
+def shares(speedscope: Path) -> dict[str, float]:
+    """A py-spy speedscope profile's samples by where they went (:data:`SHARES`), in %, those
+    waiting in ``epoll_wait`` left out."""
+    found = json.loads(speedscope.read_text())
+    frames = [
+        f"{f['name']} ({f.get('file', '').rpartition('site-packages/')[2]})"
+        for f in found["shared"]["frames"]
+    ]
+    totals: dict[str, float] = {}
+    for profile in found["profiles"]:
+        for stack, weight in zip(profile["samples"], profile["weights"], strict=True):
+            if stack and frames[stack[-1]].startswith(("epoll_wait", "epoll_pwait")):
+                continue  # waiting for the sockets: idle, though py-spy --native samples it
+            where = "the event loop and the rest"
+            for frame in reversed([frames[i] for i in stack]):
+                named = next((n for n, marks in SHARES if any(m in frame for m in marks)), None)
+                if named is not None:
+                    where = named
+                    break
+            totals[where] = totals.get(where, 0.0) + weight
+    whole = sum(totals.values())
+    return {k: v / whole * 100 for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trees", nargs="+", type=Path, default=[ROOT])
@@ -138,8 +178,13 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's speedscope files")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
     parser.add_argument("--native", action="store_true", help="py-spy --native: C frames too")
+    parser.add_argument("--shares", type=Path, help="only print where a profile's CPU went")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    if args.shares is not None:
+        for where, share in shares(args.shares).items():
+            print(f"| {where} | {share:.1f} % |")
+        return
     if args.quick:
         args.rounds, args.count, args.warmup = 1, 2_000, 500
     trees = [t.resolve() for t in args.trees]
@@ -154,6 +199,11 @@ def main() -> None:
             runs[tree].append(found)
             shown = ", ".join(f"{k} {v:,.1f}" for k, v in found.items())
             print(f"round {n + 1}/{args.rounds}, {tree}: {shown}", flush=True)
+    if args.profile is not None:
+        for path in sorted(args.profile.glob("*.speedscope.json")):
+            print(f"\n{path.name}: share of the gateway's samples\n")
+            for where, share in shares(path).items():
+                print(f"| {where} | {share:.1f} % |")
     print(f"\n{args.rounds} round(s), {args.count:,} enqueues each, {args.in_flight} in flight.\n")
     print("| tree | gateway CPU µs per enqueue (runs) | median | ÷ first | enqueues/s |")
     print("| --- | --- | --: | --: | --: |")

@@ -34,10 +34,10 @@ class _OneWritePerTurn:
     """A connection's transport whose writes of one turn of the event loop go out as one.
 
     uvicorn writes a response's head and its body separately: two system calls and two TCP
-    segments per answer, where one does (about 10 µs of the gateway's CPU per request here;
-    bench/RESULTS.md, "Gateway CPU per enqueue"). Writes are kept in order and sent at the
-    next turn of the loop; closing sends what is kept first. Everything else is the
-    transport's own.
+    segments per answer, where one does (a single enqueue went from 258 to 225 µs of the
+    gateway's CPU on a loaded machine; bench/RESULTS.md, "Gateway CPU per enqueue"). Writes
+    are kept in order and sent at the next turn of the loop; closing sends what is kept
+    first. Everything else is the transport's own.
     """
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
