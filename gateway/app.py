@@ -22,7 +22,9 @@ from starlette.middleware import Middleware
 
 from gateway.admin import admin_mount, session_codec
 from gateway.api import OPERATIONS
+from gateway.api import tasks as task_routes
 from gateway.api.access_log import AccessLog
+from gateway.api.direct import DirectRoute
 from gateway.api.problems import EXCEPTION_HANDLERS
 from gateway.api.routing import routes
 from gateway.api.target import RefuseFragments
@@ -336,6 +338,9 @@ def create_app(
     middleware.append(Middleware(RefuseFragments))
     if tracing.enabled:
         middleware.append(Middleware(ServerSpans, tracing=tracing))
+    # Innermost: single enqueues skip the router (gateway/api/direct.py).
+    enqueue = next(op for op in OPERATIONS if op.handler is task_routes.enqueue)
+    middleware.append(Middleware(DirectRoute, operation=enqueue))
     app = Starlette(
         routes=[*routes(OPERATIONS), admin_mount(settings, codec)],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -110,6 +110,8 @@ class Call:
 
     def param(self, param: Param) -> Any:
         """The value of a query or header parameter, checked against its declared type."""
+        if param.location == "query" and not self.request.scope["query_string"]:
+            return param.default  # what parse(None) gives, without parsing an empty query
         source = self.request.query_params if param.location == "query" else self.request.headers
         return param.parse(source.get(param.name))
 
@@ -200,8 +202,13 @@ def _respond(op: Operation, result: BaseModel | Reply | Response | None) -> Resp
     )
 
 
-def _endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
-    async def endpoint(request: Request) -> Response:
+def endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
+    """The Starlette endpoint of ``op``: authentication, the queue, the Idempotency-Key, the
+    body, the handler, and its answer."""
+
+    idempotent = op.idempotent
+
+    async def answer(request: Request) -> Response:
         services: Services = request.state.services
         try:
             principal = None
@@ -210,7 +217,7 @@ def _endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
             queue = await _resolve_queue(request, services)
             if principal is not None:
                 principal.require(op.access, queue)
-            key = idempotency.requested_key(request) if op.idempotent else None
+            key = idempotency.requested_key(request) if idempotent else None
             body, raw = None, b""
             if op.body is not None:
                 body, raw = await read_model(request, op.body, services.max_body_bytes)
@@ -231,8 +238,8 @@ def _endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
                 raise known from e
             raise
 
-    endpoint.__name__ = op.operation_id
-    return endpoint
+    answer.__name__ = op.operation_id
+    return answer
 
 
 def routes(operations: Sequence[Operation]) -> list[Route]:
@@ -240,7 +247,7 @@ def routes(operations: Sequence[Operation]) -> list[Route]:
     names every method it has (HEAD comes with GET)."""
     by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
     for op in operations:
-        by_path.setdefault(op.path, {})[op.method] = _endpoint(op)
+        by_path.setdefault(op.path, {})[op.method] = endpoint(op)
         if op.method == "GET":
             by_path[op.path]["HEAD"] = by_path[op.path]["GET"]
     return [Route(path, _by_method(table), methods=list(table)) for path, table in by_path.items()]

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
+from gateway.store.coalescing import Coalescer
 from gateway.store.replication import NO_WAIT, Durability
 from gateway.store.scripts import Scripts
 
 
 class StoreBase:
-    """The Redis client (decoding responses), the scripts every task state change calls, and
-    how many replicas must confirm an enqueue."""
+    """The Redis client (decoding responses), the scripts every task state change calls, how
+    many replicas must confirm an enqueue, and the round trips enqueues share (a single Redis
+    or Sentinel; a cluster routes each command by its key, through redis-py)."""
 
     def __init__(self, redis: Redis, scripts: Scripts, *, durability: Durability = NO_WAIT) -> None:
         self._redis = redis
         self._scripts = scripts
         self._durability = durability
+        self._coalescer = None if isinstance(redis, RedisCluster) else Coalescer(redis, durability)

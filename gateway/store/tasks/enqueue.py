@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
 from gateway.store import keys
+from gateway.store.coalescing import Command, Packed, unpacked
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
 from gateway.store.records import NewTask, load_record
@@ -19,27 +24,32 @@ from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
 
 
-def _enqueue_keys(k: QueueKeys) -> list[str]:
-    return [
-        k.policy,
-        k.meta,
-        k.payload,
-        k.ready,
-        k.scheduled,
-        k.seq,
-        k.waiting,
-        k.dependents,
-        k.groups,
-        k.outbox,
-        k.failed,
-        k.dead,
-        k.dedup,
-        k.dedup_exp,
-        k.singleton,
-        k.capabilities,
-        k.links,
-        k.notify,
-    ]
+@functools.lru_cache(maxsize=4096)
+def _enqueue_keys(queue: str) -> Packed:
+    """The enqueue script's keys for ``queue``, packed once."""
+    k = QueueKeys.of(queue)
+    return Packed.of(
+        (
+            k.policy,
+            k.meta,
+            k.payload,
+            k.ready,
+            k.scheduled,
+            k.seq,
+            k.waiting,
+            k.dependents,
+            k.groups,
+            k.outbox,
+            k.failed,
+            k.dead,
+            k.dedup,
+            k.dedup_exp,
+            k.singleton,
+            k.capabilities,
+            k.links,
+            k.notify,
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +100,10 @@ class Enqueuing(StoreBase):
         index entries ride in the script's round trip; ids a client chose are claimed in the
         index first, so one already used in another queue is refused before anything is stored.
         """
-        k = QueueKeys.of(queue)
         args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
         for t in tasks:
             args += [t.id, t.record_json(), t.payload_json]
-        script_keys = _enqueue_keys(k)
+        script_keys = _enqueue_keys(queue)
         index = [keys.task_index(t.id) for t in tasks]
         entries = [
             (key, keys.task_index_ttl_ms(t.run_at_ms, now_ms))
@@ -159,7 +168,7 @@ class Enqueuing(StoreBase):
     async def _store(
         self,
         queue: str,
-        script_keys: list[str],
+        script_keys: Packed,
         args: list[str | int],
         index: list[tuple[str, int]],
     ) -> tuple[Reply, int | None]:
@@ -176,23 +185,29 @@ class Enqueuing(StoreBase):
         for answer in (reply, confirmed):
             if isinstance(answer, Exception):
                 raise answer
-        return await self._scripts.unwrap("enqueue", script_keys, reply), confirmed
+        return await self._scripts.unwrap("enqueue", script_keys.words, reply), confirmed
 
     async def _pipeline(
         self,
         queue: str,
-        script_keys: list[str],
+        script_keys: Packed,
         args: list[str | int],
         index: list[tuple[str, int]],
     ) -> tuple[Reply, Reply, Reply]:
         """One round trip: the index entries (each with its expiry), the script, and ``WAIT``
         when replicas must confirm (on the connection that wrote, as WAIT requires). Returns
         the replies of the index script (None without it), the enqueue script and WAIT (None
-        without it); errors come back as replies."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            one_command = len(index) > 1 and not isinstance(self._redis, RedisCluster)
-            if one_command:  # one script call, not a SET per task (5x the CPU for a batch)
-                pipe.execute_command(
+        without it); errors come back as replies.
+
+        On a single Redis the round trip is shared with the enqueues of the same moment
+        (:mod:`gateway.store.coalescing`); when its connection fails, it is sent again through
+        redis-py's pipeline, which retries (an enqueue whose first answer was lost is read back
+        as stored: :meth:`_stored_before`)."""
+        one_command = len(index) > 1 and not isinstance(self._redis, RedisCluster)
+        commands: list[Command]
+        if one_command:  # one script call, not a SET per task (5x the CPU for a batch)
+            commands = [
+                (
                     "EVALSHA",
                     self._scripts.sha("index"),
                     len(index),
@@ -200,15 +215,24 @@ class Enqueuing(StoreBase):
                     queue,
                     *(ttl_ms for _, ttl_ms in index),
                 )
-            else:  # one task; or a cluster, which refuses a script over several slots
-                _set_each(pipe, queue, index)
-            # EVALSHA through execute_command: redis-py's cluster pipeline refuses
-            # pipe.evalsha() but routes the command by its first key all the same.
-            sha = self._scripts.sha("enqueue")
-            pipe.execute_command("EVALSHA", sha, len(script_keys), *script_keys, *args)
-            if self._durability.waits:
-                pipe.execute_command(*self._durability.wait_command())
-            replies = await pipe.execute(raise_on_error=False)
+            ]
+        else:  # one task; or a cluster, which refuses a script over several slots
+            commands = [("SET", key, queue, "PX", ttl_ms) for key, ttl_ms in index]
+        # EVALSHA through execute_command: redis-py's cluster pipeline refuses
+        # pipe.evalsha() but routes the command by its first key all the same.
+        sha = self._scripts.sha("enqueue")
+        commands.append(("EVALSHA", sha, len(script_keys.words), script_keys, *args))
+        replies = None
+        if self._coalescer is not None:
+            with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
+                replies = await self._coalescer.run(commands)
+        if replies is None:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*unpacked(command))
+                if self._durability.waits:
+                    pipe.execute_command(*self._durability.wait_command())
+                replies = await pipe.execute(raise_on_error=False)
         indexed = replies[0] if one_command else None
         if self._durability.waits:
             return indexed, replies[-2], replies[-1]
