@@ -103,7 +103,7 @@ def times(value: float | None) -> str:
 def metric_table(results: Results, metric: Metric) -> list[str]:
     """One metric: each system's median and runs, and Jobgate's ratios to the best peer."""
     lines = [
-        f"#### {metric.title}",
+        f"##### {metric.title}",
         "",
         "| system | median | runs | ÷ best peer (median of per-run ratios) |",
         "| --- | --: | --- | --: |",

@@ -24,22 +24,34 @@ DEADLINE = 300.0  # seconds any one wait may take before the run is abandoned
 
 
 @dataclass(frozen=True)
+class Service:
+    """The user's HTTP service of the HTTP race (``bench/service_app.py``): one process."""
+
+    url: str
+    pid: int
+
+
+@dataclass(frozen=True)
 class Stage:
-    """What every session of an invocation shares: its Redis, its options, a folder for logs."""
+    """What every session of an invocation shares: its Redis, its options, a folder for logs;
+    in the HTTP race also the user's service (None in the Python race)."""
 
     redis_url: str
     redis_pid: int
     options: Options
     logs: Path
+    service: Service | None = None
 
 
 @dataclass(frozen=True)
 class Drain:
-    """One drain: enqueue rate, drain rate, and CPU µs per task of each role over both."""
+    """One drain: enqueue rate, drain rate, CPU µs per task of each role over both, and the
+    Redis memory each queued task held (bytes, measured before the release)."""
 
     enqueue_rate: float
     drain_rate: float
     cpu_us: dict[str, float]
+    queued_bytes: float | None = None
 
 
 @dataclass
@@ -48,6 +60,7 @@ class Session:
 
     drains: dict[str, Drain] = field(default_factory=dict)
     enqueue: dict[str, float] = field(default_factory=dict)
+    enqueue_cpu_us: dict[str, dict[str, float]] = field(default_factory=dict)  # per role
     latency_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
