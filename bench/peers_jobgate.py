@@ -36,6 +36,7 @@ from bench.peers_session import (
     Drain,
     Session,
     Stage,
+    keyspace_bytes,
     latency_ms,
     paced,
     per_task_us,
@@ -135,19 +136,15 @@ def _drainer(
     def drain(queue: str) -> Drain:
         enqueue_batches(urls, options.warmup, queue)
         released(queue, options.warmup)
+        memory = keyspace_bytes(progress)
         before = {**roles(), "producer": producer_cpu()}
-        memory = _used_memory(progress)
         enqueue_rate = enqueue_batches(urls, options.tasks, queue)
-        queued = (_used_memory(progress) - memory) / options.tasks
+        queued = (keyspace_bytes(progress) - memory) / options.tasks
         drain_rate = options.tasks / released(queue, options.warmup + options.tasks)
         after = {**roles(), "producer": producer_cpu()}
         return Drain(enqueue_rate, drain_rate, per_task_us(before, after, options.tasks), queued)
 
     return drain
-
-
-def _used_memory(client: redis.Redis) -> int:
-    return int(client.info("memory")["used_memory"])
 
 
 def _roles(cpu: dict[str, float]) -> dict[str, float]:

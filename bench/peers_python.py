@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
 from bench.peers_options import Options
@@ -34,6 +35,7 @@ from bench.peers_session import (
     Session,
     Stage,
     await_until,
+    keyspace_bytes,
     latency_ms,
     paced,
     per_task_us,
@@ -303,6 +305,7 @@ async def _session(
     options = stage.options
     found = Session()
     redis = Redis.from_url(stage.redis_url)
+    memory_reader = SyncRedis.from_url(stage.redis_url)  # nothing else runs while it reads
     producer: Producer | None = None
     try:
 
@@ -323,12 +326,12 @@ async def _session(
         frozen = Frozen(worker.pid)
         frozen.stop()
         try:
+            memory = keyspace_bytes(memory_reader)
             before = _cpu(stage, worker.pid)
-            memory = await used_memory(redis)
             start = time.perf_counter()
             await producer.send(options.tasks, options.in_flight)
             enqueue_rate = options.tasks / (time.perf_counter() - start)
-            queued = (await used_memory(redis) - memory) / options.tasks
+            queued = (keyspace_bytes(memory_reader) - memory) / options.tasks
         finally:
             start = time.perf_counter()
             frozen.resume()
@@ -351,12 +354,8 @@ async def _session(
         if producer is not None:
             await producer.close()
         await redis.aclose()
+        memory_reader.close()
     return found
-
-
-async def used_memory(redis: Redis) -> int:
-    """Bytes Redis has allocated (``INFO memory``'s ``used_memory``)."""
-    return int((await redis.info("memory"))["used_memory"])
 
 
 def _cpu(stage: Stage, worker_pid: int) -> dict[str, float]:

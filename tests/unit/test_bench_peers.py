@@ -300,3 +300,20 @@ async def test_the_service_verifies_jobgate_pushes_and_takes_the_peers_posts() -
         assert tampered.status_code == 401
         assert (await client.post("/jobgate", content=BODY)).status_code == 401
         assert (await client.post(PATH, content=BODY)).status_code == 204
+
+
+def test_keyspace_bytes_grow_with_what_is_stored(redis_url: str) -> None:
+    """Memory per queued task is read from the keys themselves, not INFO's used_memory (whose
+    client buffers shrank during a peer's enqueue and made its figure negative)."""
+    import redis
+
+    from bench.peers_session import keyspace_bytes
+
+    with redis.Redis.from_url(redis_url) as client:
+        assert keyspace_bytes(client) == 0
+        client.hset("task", mapping={"payload": "x" * 1_000})
+        client.rpush("queue", *(f"message-{i}" for i in range(100)))
+        one = keyspace_bytes(client)
+        assert one > 1_000 + 100 * len("message-00")
+        client.xadd("stream", {"data": "y" * 500})
+        assert keyspace_bytes(client) - one > 500
