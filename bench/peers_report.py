@@ -97,7 +97,7 @@ def number(value: float | None) -> str:
 
 
 def times(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}\u00d7"  # the multiplication sign
+    return "—" if value is None else f"{value:,.2f}\u00d7"  # the multiplication sign
 
 
 def metric_table(results: Results, metric: Metric) -> list[str]:
