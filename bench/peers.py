@@ -71,7 +71,7 @@ from bench.peers_report import (
     summary_table,
 )
 from bench.peers_session import Service, Session, Stage
-from bench.peers_targets import target_table, targets
+from bench.peers_targets import backlog_note, target_table, targets
 from gateway.redis_server import ManagedRedis, free_port
 
 # What a producer imports to send, per system (the label its figures go under).
@@ -205,6 +205,7 @@ def report(results: Results, options: Options, argv: list[str], load: tuple[floa
         "#### Issue 20's targets",
         "",
         *target_table(results, targets(options.processes, options.in_flight)),
+        *backlog_note(results, options.in_flight, options.rate),
     ]
     for race in options.races:
         drains = {n: drain_metric(race, n) for n in options.processes}

@@ -150,3 +150,19 @@ def target_table(results: Results, found: Sequence[Target]) -> list[str]:
         lines.append(f"| {target.text} | {target.shown(results)} | {verdict} |")
     lines.append("")
     return lines
+
+
+def backlog_note(results: Results, in_flight: int, rate: float) -> list[str]:
+    """A warning when the latency run's arrivals came near Jobgate's single-enqueue rate: then
+    enqueue to start measures a queue of arrivals waiting in the producer and gateway, not the
+    dispatch (seen at a load average of 20, where single enqueues ran at 264/s)."""
+    found = results.median(ENQUEUE, single_in_flight(in_flight))
+    if found is None or found >= 2 * rate:
+        return []
+    return [
+        f"Note: Jobgate's single enqueues ran at {number(found)}/s with {in_flight} in flight, "
+        f"under twice the latency run's {rate:g} arrivals/s, so its enqueue-to-start figures "
+        "include arrivals queued behind each other, not only the dispatch; a lower `--rate` "
+        "measures the dispatch alone.",
+        "",
+    ]

@@ -317,3 +317,15 @@ def test_keyspace_bytes_grow_with_what_is_stored(redis_url: str) -> None:
         assert one > 1_000 + 100 * len("message-00")
         client.xadd("stream", {"data": "y" * 500})
         assert keyspace_bytes(client) - one > 500
+
+
+def test_latency_is_flagged_when_arrivals_near_the_single_enqueue_rate() -> None:
+    from bench.peers_metrics import ENQUEUE, single_in_flight
+    from bench.peers_targets import backlog_note
+
+    results = Results()
+    results.record(ENQUEUE, single_in_flight(64), 0, 264.0)
+    note = backlog_note(results, 64, 200.0)
+    assert note[0].startswith("Note: Jobgate's single enqueues ran at 264/s with 64 in flight")
+    assert backlog_note(results, 64, 100.0) == []  # 264/s is over twice 100/s
+    assert backlog_note(Results(), 64, 200.0) == []  # not measured: nothing to say
