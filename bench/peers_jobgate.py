@@ -21,7 +21,6 @@ import httpx
 import redis
 
 from bench.e2e import (
-    BATCH_SIZE,
     KEY,
     STAMP,
     cpu_reader,
@@ -31,6 +30,7 @@ from bench.e2e import (
     gateways,
     jobgate,
 )
+from bench.peers_metrics import BATCHED, BATCHES_500, ONE, SINGLE, single_in_flight
 from bench.peers_options import Options
 from bench.peers_session import (
     Drain,
@@ -47,11 +47,6 @@ from bench.proc_stat import cpu_seconds
 from gateway.store.keys import QueueKeys
 from sdk import AsyncClient, Client
 
-ONE = "Jobgate, one push each"
-BATCHED = f"Jobgate, pushes of up to {BATCH_SIZE}"
-SINGLE_64 = "Jobgate, 1 per request, {in_flight} in flight"
-SINGLE_CPU = "Jobgate, 1 per request"
-BATCHES_500 = "Jobgate, batches of 500"
 WORKER_CONCURRENCY = 128  # in-flight pushes per endpoint, as in bench/e2e.py
 RESULT_WAITS = 16  # concurrent result reads after the latency run
 HTTP_QUEUE = "http"
@@ -76,11 +71,11 @@ def session(stage: Stage, processes: int, race: str, full: bool) -> Session:
             count = min(5_000, options.tasks)
             queue = fresh_queue(admin, "enqueue-many")
             before = {**_roles(cpu()), "producer": producer_cpu()}
-            found.enqueue[SINGLE_64.format(in_flight=options.in_flight)] = enqueue_concurrent(
+            found.enqueue[single_in_flight(options.in_flight)] = enqueue_concurrent(
                 urls, count, queue, options.in_flight
             )
             after = {**_roles(cpu()), "producer": producer_cpu()}
-            found.enqueue_cpu_us[SINGLE_CPU] = per_task_us(before, after, count)
+            found.enqueue_cpu_us[SINGLE] = per_task_us(before, after, count)
             admin.patch_queue("bench", paused=False)
             found.latency_ms[ONE] = asyncio.run(_latency(urls, options))
     return found
