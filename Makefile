@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 DEV_ARGS ?=
 BENCH_ARGS ?=
-# The benchmark's own extra (Dramatiq, taskiq, py-spy), installed by `make bench` only.
+# The benchmark's own extra (Dramatiq, taskiq, Celery, py-spy), installed by `make bench` only.
 BENCH_INSTALLED := $(VENV)/.bench-installed
 
 .DEFAULT_GOAL := help
@@ -27,8 +27,9 @@ help:
 	@echo "  test          lint, then the test suite in PYTEST_WORKERS=$(PYTEST_WORKERS) parallel workers"
 	@echo "                (needs redis-server). Extra: PYTEST_ARGS=..."
 	@echo "  lint          ruff check, ruff format --check, mypy --strict on gateway and sdk"
-	@echo "  bench         Jobgate against Dramatiq and taskiq, then idle cost (bench/run.sh);"
-	@echo "                installs the [bench] extra. Flags: BENCH_ARGS=--quick"
+	@echo "  bench         Jobgate against Dramatiq, taskiq and Celery: Python functions and an"
+	@echo "                HTTP service, issue 20's targets met or not; then idle cost"
+	@echo "                (bench/run.sh); installs the [bench] extra. Flags: BENCH_ARGS=--quick"
 	@echo "  openapi       regenerate openapi.yaml from the code"
 	@echo "  sdk-dist      build the light jobgate-sdk distribution (sdist and wheel: sdk/ alone,"
 	@echo "                none of the gateway's dependencies) into dist/"

@@ -71,10 +71,47 @@ def system(
 
 
 @contextmanager
+def gateways(
+    redis_url: str, count: int, gateway_env: Mapping[str, str] | None = None
+) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """``count`` gateway processes on a given Redis (``gateway_env`` added to their
+    environment), each answering its health check; yields their URLs and processes."""
+    procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+    env = {
+        **os.environ,
+        "JOBGATE_REDIS_URL": redis_url,
+        "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
+        "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
+        "JOBGATE_LOG_LEVEL": "warning",
+        **(gateway_env or {}),
+    }
+    try:
+        for _ in range(count):
+            port = free_port()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway", "serve"],
+                env={**env, "JOBGATE_PORT": str(port)},
+                cwd=ROOT,
+            )
+            procs.append((f"http://127.0.0.1:{port}", proc))
+            wait_http(procs[-1][0] + "/healthz", proc)
+        yield procs
+    finally:
+        stop([proc for _, proc in procs])
+
+
+def stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.wait(15)
+
+
+@contextmanager
 def jobgate(
     redis_url: str,
     redis_pid: int,
-    gateways: int,
+    gateways_count: int,
     worker_concurrency: int,
     worker_processes: int = 1,
     gateway_env: Mapping[str, str] | None = None,
@@ -87,27 +124,8 @@ def jobgate(
     Yields the gateway URLs and a reader of CPU seconds per process (the worker's counts its
     uvicorn children too; ``redis_pid`` 0 leaves Redis out).
     """
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        urls = []
-        env = {
-            **os.environ,
-            "JOBGATE_REDIS_URL": redis_url,
-            "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
-            "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
-            "JOBGATE_LOG_LEVEL": "warning",
-            **(gateway_env or {}),
-        }
-        for _ in range(gateways):
-            port = free_port()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway", "serve"],
-                env={**env, "JOBGATE_PORT": str(port)},
-                cwd=ROOT,
-            )
-            procs.append(proc)
-            urls.append(f"http://127.0.0.1:{port}")
-            wait_http(urls[-1] + "/healthz", proc)
+    with gateways(redis_url, gateways_count, gateway_env) as started:
+        urls = [url for url, _ in started]
         port = free_port()
         secrets = []
         with Client(urls[0], KEY) as client:
@@ -143,22 +161,29 @@ def jobgate(
             env={**os.environ, "JOBGATE_WORKER_SECRET": ",".join(secrets)},
             cwd=ROOT,
         )
-        procs.append(worker)
-        wait_http(f"http://127.0.0.1:{port}/", worker)
-        pids = {"redis": redis_pid} if redis_pid else {}
-        pids.update({f"gateway{i}": p.pid for i, p in enumerate(procs[:gateways])})
+        try:
+            wait_http(f"http://127.0.0.1:{port}/", worker)
+            cpu = cpu_reader(redis_pid, [proc for _, proc in started])
 
-        def cpu() -> dict[str, float]:
-            found = {name: cpu_seconds(pid) for name, pid in pids.items()}
-            found["worker"] = tree_cpu_seconds(worker.pid)
-            return found
+            def with_worker() -> dict[str, float]:
+                return {**cpu(), "worker": tree_cpu_seconds(worker.pid)}
 
-        yield urls, cpu
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(15)
+            yield urls, with_worker
+        finally:
+            stop([worker])
+
+
+def cpu_reader(
+    redis_pid: int, gateway_procs: Sequence[subprocess.Popen[bytes]]
+) -> Callable[[], dict[str, float]]:
+    """A reader of CPU seconds of Redis (left out when ``redis_pid`` is 0) and each gateway."""
+    pids = {"redis": redis_pid} if redis_pid else {}
+    pids.update({f"gateway{i}": p.pid for i, p in enumerate(gateway_procs)})
+
+    def cpu() -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+    return cpu
 
 
 def fresh_queue(client: Client, name: str) -> str:

@@ -1,4 +1,4 @@
-"""The taskiq side of ``bench/peers.py``: a no-op task and a start-time task.
+"""The taskiq side of ``bench/peers.py``: a no-op task, a start-time task, an HTTP-calling task.
 
 Served by taskiq's own CLI (``taskiq worker bench.peer_taskiq:broker --workers N``), the way its
 users run it: async tasks, default worker options (acknowledged once the result is saved), the
@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 import time
 
+import aiohttp
 from redis.asyncio import Redis
 from taskiq_redis import RedisStreamBroker
+
+from bench.service_body import BODY, PATH
 
 QUEUE = "bench"
 STAMPS = "bench:stamps"
@@ -24,6 +27,7 @@ STAMPS = "bench:stamps"
 # ends within XREADGROUP's own 2 s block anyway, so this changes nothing else.
 broker = RedisStreamBroker(url=os.environ["BENCH_REDIS_URL"], queue_name=QUEUE, socket_timeout=None)
 _stamps: list[Redis] = []  # one client per worker process, made on first use
+_sessions: list[aiohttp.ClientSession] = []  # likewise: one keep-alive session per process
 
 
 @broker.task
@@ -38,3 +42,17 @@ async def stamp(index: int) -> None:
     if not _stamps:
         _stamps.append(Redis.from_url(os.environ["BENCH_REDIS_URL"]))
     await _stamps[0].rpush(STAMPS, f"{index} {started!r}")
+
+
+@broker.task
+async def post() -> None:
+    """The HTTP race's task: the same body to the user's service over a shared aiohttp session."""
+    if not _sessions:
+        _sessions.append(aiohttp.ClientSession())
+    async with _sessions[0].post(
+        os.environ["BENCH_SERVICE_URL"] + PATH,
+        data=BODY,
+        headers={"content-type": "application/json"},
+    ) as answer:
+        await answer.read()
+        answer.raise_for_status()

@@ -1,7 +1,9 @@
-"""Jobgate's session in ``bench/peers.py``, built from ``bench/e2e.py``'s pieces.
+"""Jobgate's sessions in ``bench/peers.py``, built from ``bench/e2e.py``'s pieces.
 
-N gateway processes and an N-process SDK worker under uvicorn (``e2e.jobgate``); the two queues
-``e2e`` registers give the two variants: one task per push, and pushes of up to 32. Tasks go in
+Python race: N gateway processes and an N-process SDK worker under uvicorn (``e2e.jobgate``);
+the two queues ``e2e`` registers give the two variants: one task per push, and pushes of up to
+32. HTTP race: N gateway processes pushing one task per request to the user's service
+(``bench/service_app.py``, shared with the peers), which verifies each push's signature. Tasks go in
 through the SDK in batches of 500 (``e2e.enqueue_batches``) while the queue is paused; the drain
 clock starts at the request that resumes it and stops when every task is in the queue's
 ``done:succeeded`` set. That set is read straight from Redis (one ``ZCARD``, as the peers'
@@ -13,41 +15,46 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
+import httpx
 import redis
 
 from bench.e2e import (
-    BATCH_SIZE,
     KEY,
     STAMP,
+    cpu_reader,
     enqueue_batches,
     enqueue_concurrent,
     fresh_queue,
+    gateways,
     jobgate,
 )
+from bench.peers_metrics import BATCHED, BATCHES_500, ONE, SINGLE, single_in_flight
 from bench.peers_options import Options
 from bench.peers_session import (
     Drain,
     Session,
     Stage,
+    keyspace_bytes,
     latency_ms,
     paced,
     per_task_us,
     producer_cpu,
     wait_until,
 )
+from bench.proc_stat import cpu_seconds
 from gateway.store.keys import QueueKeys
 from sdk import AsyncClient, Client
 
-ONE = "Jobgate, one push each"
-BATCHED = f"Jobgate, pushes of up to {BATCH_SIZE}"
-SINGLE_64 = "Jobgate, single enqueues (SDK defaults, coalesced), {in_flight} in flight"
-BATCHES_500 = "Jobgate, batches of 500"
 WORKER_CONCURRENCY = 128  # in-flight pushes per endpoint, as in bench/e2e.py
 RESULT_WAITS = 16  # concurrent result reads after the latency run
+HTTP_QUEUE = "http"
 
 
-def session(stage: Stage, processes: int, full: bool) -> Session:
+def session(stage: Stage, processes: int, race: str, full: bool) -> Session:
+    if race == "http":
+        return _http_session(stage, processes)
     options = stage.options
     found = Session()
     started = jobgate(stage.redis_url, stage.redis_pid, processes, WORKER_CONCURRENCY, processes)
@@ -56,50 +63,97 @@ def session(stage: Stage, processes: int, full: bool) -> Session:
         Client(urls[0], KEY, timeout=60) as admin,
         redis.Redis.from_url(stage.redis_url) as progress,
     ):
-
-        def succeeded(queue: str) -> int:
-            return int(progress.zcard(QueueKeys.of(queue).succeeded))
-
-        def drain(queue: str, done_before: int) -> Drain:
-            """``options.tasks`` into the paused queue, then resumed until all succeeded."""
-            before = {**_roles(cpu()), "producer": producer_cpu()}
-            enqueue_rate = enqueue_batches(urls, options.tasks, queue)
-            start = time.perf_counter()
-            admin.patch_queue(queue, paused=False)
-            target = done_before + options.tasks
-            wait_until(lambda: succeeded(queue) >= target, f"Jobgate drain of {queue}")
-            drain_rate = options.tasks / (time.perf_counter() - start)
-            after = {**_roles(cpu()), "producer": producer_cpu()}
-            admin.patch_queue(queue, paused=True)
-            return Drain(enqueue_rate, drain_rate, per_task_us(before, after, options.tasks))
-
-        def warm_up(queue: str) -> None:
-            enqueue_batches(urls, options.warmup, queue)
-            admin.patch_queue(queue, paused=False)
-            wait_until(lambda: succeeded(queue) >= options.warmup, f"Jobgate warm-up of {queue}")
-            admin.patch_queue(queue, paused=True)
-
+        drain = _drainer(urls, admin, progress, lambda: _roles(cpu()), options)
         for queue, label in (("bench", ONE), ("bench-batch", BATCHED)):
-            warm_up(queue)
-            found.drains[label] = drain(queue, options.warmup)
+            found.drains[label] = drain(queue)
         if full:
             found.enqueue[BATCHES_500] = found.drains[ONE].enqueue_rate
             count = min(5_000, options.tasks)
-            found.enqueue[SINGLE_64.format(in_flight=options.in_flight)] = enqueue_concurrent(
+            found.enqueue[single_in_flight(options.in_flight)] = enqueue_concurrent(
                 urls, count, fresh_queue(admin, "enqueue-many"), options.in_flight, linger=0.0
             )
+            # The gateway's CPU per single-task request: one request per task (linger=None).
+            queue = fresh_queue(admin, "enqueue-single")
+            before = {**_roles(cpu()), "producer": producer_cpu()}
+            enqueue_concurrent(urls, count, queue, options.in_flight, linger=None)
+            after = {**_roles(cpu()), "producer": producer_cpu()}
+            found.enqueue_cpu_us[SINGLE] = per_task_us(before, after, count)
             admin.patch_queue("bench", paused=False)
             found.latency_ms[ONE] = asyncio.run(_latency(urls, options))
     return found
 
 
+def _http_session(stage: Stage, processes: int) -> Session:
+    """N gateways pushing one task per request to the user's service; its CPU is a role."""
+    assert stage.service is not None, "the HTTP race needs the service"
+    service = stage.service
+    found = Session()
+    with (
+        gateways(stage.redis_url, processes) as started,
+        Client(started[0][0], KEY, timeout=60) as admin,
+        redis.Redis.from_url(stage.redis_url) as progress,
+    ):
+        urls = [url for url, _ in started]
+        admin.put_queue(HTTP_QUEUE, max_concurrency=1000, paused=True)
+        endpoint = admin.add_endpoint(
+            HTTP_QUEUE, service.url + "/jobgate", concurrency=WORKER_CONCURRENCY, batch_size=1
+        )
+        httpx.put(service.url + "/secret", content=endpoint.secret).raise_for_status()
+        cpu = cpu_reader(stage.redis_pid, [proc for _, proc in started])
+
+        def roles() -> dict[str, float]:
+            return {**_roles(cpu()), "service": cpu_seconds(service.pid)}
+
+        drain = _drainer(urls, admin, progress, roles, stage.options)
+        found.drains[ONE] = drain(HTTP_QUEUE)
+    return found
+
+
+def _drainer(
+    urls: list[str],
+    admin: Client,
+    progress: redis.Redis,
+    roles: Callable[[], dict[str, float]],
+    options: Options,
+) -> Callable[[str], Drain]:
+    """A queue's warm-up then its measured drain: ``options.tasks`` enqueued into the paused
+    queue, then resumed until all succeeded (read straight from Redis)."""
+
+    def succeeded(queue: str) -> int:
+        return int(progress.zcard(QueueKeys.of(queue).succeeded))
+
+    def released(queue: str, target: int) -> float:
+        start = time.perf_counter()
+        admin.patch_queue(queue, paused=False)
+        wait_until(lambda: succeeded(queue) >= target, f"Jobgate drain of {queue}")
+        elapsed = time.perf_counter() - start
+        admin.patch_queue(queue, paused=True)
+        return elapsed
+
+    def drain(queue: str) -> Drain:
+        enqueue_batches(urls, options.warmup, queue)
+        released(queue, options.warmup)
+        memory = keyspace_bytes(progress)
+        before = {**roles(), "producer": producer_cpu()}
+        enqueue_rate = enqueue_batches(urls, options.tasks, queue)
+        queued = (keyspace_bytes(progress) - memory) / options.tasks
+        drain_rate = options.tasks / released(queue, options.warmup + options.tasks)
+        after = {**roles(), "producer": producer_cpu()}
+        return Drain(enqueue_rate, drain_rate, per_task_us(before, after, options.tasks), queued)
+
+    return drain
+
+
 def _roles(cpu: dict[str, float]) -> dict[str, float]:
-    """Gateway processes summed into one role, as the peers' worker processes are."""
-    return {
+    """Gateway processes summed into one role, as the peers' worker processes are (no
+    ``worker`` in the HTTP race: the user's service is its own role)."""
+    found = {
         "redis": cpu["redis"],
         "gateway": sum(v for name, v in cpu.items() if name.startswith("gateway")),
-        "worker": cpu["worker"],
     }
+    if "worker" in cpu:
+        found["worker"] = cpu["worker"]
+    return found
 
 
 async def _latency(urls: list[str], options: Options) -> list[float]:

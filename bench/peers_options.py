@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-SYSTEMS = ("jobgate", "dramatiq", "taskiq")
+SYSTEMS = ("jobgate", "dramatiq", "taskiq", "celery")
+RACES = ("python", "http")  # (a) Python functions, (b) the user's HTTP service
 QUICK_TASKS = 2_000
 
 
@@ -19,6 +20,7 @@ class Options:
     seconds: float
     in_flight: int
     systems: tuple[str, ...]
+    races: tuple[str, ...] = RACES
 
     @property
     def warmup(self) -> int:
@@ -68,13 +70,25 @@ def parse_systems(text: str) -> tuple[str, ...]:
     return names
 
 
+def parse_races(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip().lower() for part in text.split(","))
+    unknown = [name for name in names if name not in RACES]
+    if unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"bad races {text!r}; a comma-separated subset of {', '.join(RACES)}"
+        )
+    return names
+
+
 def parser() -> argparse.ArgumentParser:
     made = argparse.ArgumentParser(
         prog="bench/peers.py",
         description=(
-            "Jobgate side by side with Dramatiq and taskiq (Redis stream broker): the same no-op "
-            "workload on one managed Redis, back to back in each run; prints each metric's "
-            "medians and Jobgate ÷ best peer ratios as Markdown."
+            "Jobgate side by side with Dramatiq, taskiq (Redis stream broker) and Celery on one "
+            "managed Redis, back to back in each run, in two races: Python functions (a no-op "
+            "task) and the user's HTTP service (each task one POST to the same service); prints "
+            "each metric's medians, Jobgate ÷ best peer ratios and issue 20's targets as "
+            "Markdown."
         ),
     )
     made.add_argument(
@@ -116,6 +130,15 @@ def parser() -> argparse.ArgumentParser:
         help=f"comma-separated subset of {','.join(SYSTEMS)} (default all)",
     )
     made.add_argument(
+        "--races",
+        type=parse_races,
+        default=RACES,
+        help=(
+            "comma-separated subset of python (no-op Python functions) and http (each task "
+            "one POST to the user's HTTP service) (default both)"
+        ),
+    )
+    made.add_argument(
         "--quick",
         action="store_true",
         help=f"smoke run: {QUICK_TASKS} tasks, one run, 2 s of latency samples",
@@ -136,4 +159,5 @@ def parse(argv: Sequence[str] | None = None) -> Options:
         seconds=seconds,
         in_flight=args.in_flight,
         systems=args.systems,
+        races=args.races,
     )

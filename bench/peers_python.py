@@ -1,11 +1,14 @@
-"""Sessions of the Python peers in ``bench/peers.py``: Dramatiq and taskiq, on the run's Redis.
+"""Sessions of the Python peers in ``bench/peers.py``: Dramatiq, taskiq and Celery, on the run's
+Redis.
 
 Each peer runs its own worker CLI with N processes on the worker modules
-``bench/peer_dramatiq.py`` and ``bench/peer_taskiq.py``, and this process is its producer,
-through the peer's own API. The peers have no paused queue, so their worker processes are
-started, warmed up, and stopped with SIGSTOP while the tasks go in (``Frozen``); the drain
-clock starts at SIGCONT and stops when the peer's own Redis state shows no task left: no message
-left in Dramatiq's message hash, nothing pending or undelivered in taskiq's consumer group.
+``bench/peer_dramatiq.py``, ``bench/peer_taskiq.py`` and ``bench/peer_celery.py``, and this
+process is its producer, through the peer's own API. In the Python race the task is a no-op;
+in the HTTP race it POSTs a body to the user's service (``bench/service_app.py``). The peers
+have no paused queue, so their worker processes are started, warmed up, and stopped with
+SIGSTOP while the tasks go in (``Frozen``); the drain clock starts at SIGCONT and stops when the
+peer's own Redis state shows no task left: no message left in Dramatiq's message hash, nothing
+pending or undelivered in taskiq's consumer group, nothing in Celery's list or unacked hash.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
 from bench.peers_options import Options
@@ -31,6 +35,7 @@ from bench.peers_session import (
     Session,
     Stage,
     await_until,
+    keyspace_bytes,
     latency_ms,
     paced,
     per_task_us,
@@ -42,12 +47,14 @@ ROOT = Path(__file__).parents[1]
 QUEUE = "bench"  # the queue (Dramatiq) or stream (taskiq) name in the worker modules
 STAMPS = "bench:stamps"
 READY_TIMEOUT = 60.0
+TASKS = {"python": "noop", "http": "post"}  # the task each race sends
 
 
 def versions() -> str:
     """The peers' versions, for the report's header."""
     found = {
-        name: importlib.metadata.version(name) for name in ("dramatiq", "taskiq", "taskiq-redis")
+        name: importlib.metadata.version(name)
+        for name in ("dramatiq", "taskiq", "taskiq-redis", "celery", "requests", "aiohttp")
     }
     return ", ".join(f"{name} {number}" for name, number in found.items())
 
@@ -59,16 +66,18 @@ class Peer:
     name: str
     label: str
     enqueue_how: str
+    http_how: str  # the HTTP race's task: how it POSTs
     command: Callable[[str], list[str]]  # for a process count, or "N" to show it
     consumers: Callable[[Redis], Awaitable[int]]
+    listeners: Callable[[int], int]  # consumers to wait for, for a process count
     left: Callable[[Redis], Awaitable[int]]
-    producer: Callable[[], Awaitable[Producer]]
+    producer: Callable[[str], Awaitable[Producer]]  # for the task to send: "noop" or "post"
 
 
 class Producer:
-    """A peer's enqueue side: no-op tasks as fast as its API allows, and stamp tasks."""
+    """A peer's enqueue side: one task as fast as its API allows, and stamp tasks."""
 
-    async def noops(self, count: int, in_flight: int) -> None:
+    async def send(self, count: int, in_flight: int) -> None:
         raise NotImplementedError
 
     async def stamp(self, index: int) -> None:
@@ -81,13 +90,14 @@ class Producer:
 class DramatiqProducer(Producer):
     """``actor.send()``: Dramatiq's API is synchronous, so one message at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, task: str) -> None:
         from bench import peer_dramatiq
 
         self._module = peer_dramatiq
+        self._task = task
 
-    async def noops(self, count: int, in_flight: int) -> None:
-        send = self._module.noop.send
+    async def send(self, count: int, in_flight: int) -> None:
+        send = getattr(self._module, self._task).send
         for _ in range(count):
             send()
 
@@ -98,12 +108,13 @@ class DramatiqProducer(Producer):
 class TaskiqProducer(Producer):
     """``await task.kiq()`` with ``in_flight`` enqueues at a time, as Jobgate's async client."""
 
-    def __init__(self, module: Any) -> None:
+    def __init__(self, module: Any, task: str) -> None:
         self._module = module
+        self._task = task
 
-    async def noops(self, count: int, in_flight: int) -> None:
+    async def send(self, count: int, in_flight: int) -> None:
         gate = asyncio.Semaphore(in_flight)
-        kiq = self._module.noop.kiq
+        kiq = getattr(self._module, self._task).kiq
 
         async def one() -> None:
             async with gate:
@@ -118,15 +129,37 @@ class TaskiqProducer(Producer):
         await self._module.broker.shutdown()
 
 
-async def _dramatiq_producer() -> Producer:
-    return DramatiqProducer()
+class CeleryProducer(Producer):
+    """``task.delay()``: Celery's API is synchronous, so one message at a time."""
+
+    def __init__(self, task: str) -> None:
+        from bench import peer_celery
+
+        self._module = peer_celery
+        self._task = task
+
+    async def send(self, count: int, in_flight: int) -> None:
+        delay = getattr(self._module, self._task).delay
+        for _ in range(count):
+            delay()
+
+    async def stamp(self, index: int) -> None:
+        self._module.stamp.delay(index)
 
 
-async def _taskiq_producer() -> Producer:
+async def _dramatiq_producer(task: str) -> Producer:
+    return DramatiqProducer(task)
+
+
+async def _taskiq_producer(task: str) -> Producer:
     from bench import peer_taskiq
 
     await peer_taskiq.broker.startup()
-    return TaskiqProducer(peer_taskiq)
+    return TaskiqProducer(peer_taskiq, task)
+
+
+async def _celery_producer(task: str) -> Producer:
+    return CeleryProducer(task)
 
 
 async def _dramatiq_consumers(redis: Redis) -> int:
@@ -162,11 +195,26 @@ async def _taskiq_left(redis: Redis) -> int:
     raise SystemExit("taskiq stream: no consumer group 'taskiq'")
 
 
+async def _celery_consumers(redis: Redis) -> int:
+    """Connections blocked in ``BRPOP``: a Celery worker's main process consumes for its pool."""
+    clients = await redis.client_list()
+    return sum(1 for c in clients if c.get("cmd") == "brpop" and "b" in c.get("flags", ""))
+
+
+async def _celery_left(redis: Redis) -> int:
+    """Messages in the queue's list plus those delivered and not acknowledged (kombu's
+    ``unacked`` hash). Celery acknowledges as a task starts (its default), so the drain's clock
+    may stop while the last few (at most the pool's size) still run: microseconds for a no-op,
+    one HTTP call in the HTTP race."""
+    return int(await redis.llen(QUEUE)) + int(await redis.hlen("unacked"))
+
+
 PEERS = {
     "dramatiq": Peer(
         name="dramatiq",
         label="Dramatiq",
         enqueue_how="actor.send(), one at a time",
+        http_how="a requests.Session per worker thread (8 threads per process)",
         command=lambda n: [
             sys.executable,
             "-m",
@@ -176,6 +224,7 @@ PEERS = {
             n,
         ],
         consumers=_dramatiq_consumers,
+        listeners=lambda n: n,
         left=_dramatiq_left,
         producer=_dramatiq_producer,
     ),
@@ -183,6 +232,7 @@ PEERS = {
         name="taskiq",
         label="taskiq (stream)",
         enqueue_how="task.kiq(), {in_flight} in flight",
+        http_how="an aiohttp ClientSession per worker process",
         command=lambda n: [
             sys.executable,
             "-m",
@@ -195,24 +245,48 @@ PEERS = {
             "WARNING",
         ],
         consumers=_taskiq_consumers,
+        listeners=lambda n: n,
         left=_taskiq_left,
         producer=_taskiq_producer,
+    ),
+    "celery": Peer(
+        name="celery",
+        label="Celery",
+        enqueue_how="task.delay(), one at a time",
+        http_how="a requests.Session per pool process",
+        command=lambda n: [
+            sys.executable,
+            "-m",
+            "celery",
+            "--app",
+            "bench.peer_celery",
+            "worker",
+            "--concurrency",
+            n,
+            "--loglevel",
+            "WARNING",
+        ],
+        consumers=_celery_consumers,
+        listeners=lambda n: 1,
+        left=_celery_left,
+        producer=_celery_producer,
     ),
 }
 
 
-def session(peer: Peer, stage: Stage, processes: int, full: bool) -> Session:
-    log = stage.logs / f"{peer.name}-{processes}.log"
+def session(peer: Peer, stage: Stage, processes: int, race: str, full: bool) -> Session:
+    """One session of ``peer`` with ``processes`` worker processes in ``race``; ``full`` adds
+    the enqueue rate and the idle latency (Python race only)."""
+    log = stage.logs / f"{peer.name}-{race}-{processes}.log"
+    env = {**os.environ, "BENCH_REDIS_URL": stage.redis_url}
+    if stage.service is not None:
+        env["BENCH_SERVICE_URL"] = stage.service.url
     with log.open("ab") as out:
         worker = subprocess.Popen(
-            peer.command(str(processes)),
-            cwd=ROOT,
-            env={**os.environ, "BENCH_REDIS_URL": stage.redis_url},
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            peer.command(str(processes)), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        return asyncio.run(_session(peer, worker, stage, processes, full))
+        return asyncio.run(_session(peer, worker, stage, processes, race, full))
     except BaseException:
         print(f"{peer.name} failed; its output is in {log}", file=sys.stderr)
         raise
@@ -221,35 +295,43 @@ def session(peer: Peer, stage: Stage, processes: int, full: bool) -> Session:
 
 
 async def _session(
-    peer: Peer, worker: subprocess.Popen[bytes], stage: Stage, processes: int, full: bool
+    peer: Peer,
+    worker: subprocess.Popen[bytes],
+    stage: Stage,
+    processes: int,
+    race: str,
+    full: bool,
 ) -> Session:
-    options, redis_pid = stage.options, stage.redis_pid
+    options = stage.options
     found = Session()
     redis = Redis.from_url(stage.redis_url)
+    memory_reader = SyncRedis.from_url(stage.redis_url)  # nothing else runs while it reads
     producer: Producer | None = None
     try:
 
         async def ready() -> bool:
             if worker.poll() is not None:
                 raise SystemExit(f"{peer.name} workers exited with {worker.returncode}")
-            return await peer.consumers(redis) >= processes
+            return await peer.consumers(redis) >= peer.listeners(processes)
 
         await await_until(ready, f"{peer.name}: {processes} worker processes", READY_TIMEOUT)
-        producer = await peer.producer()
+        producer = await peer.producer(TASKS[race])
 
         async def drained() -> bool:
             return await peer.left(redis) == 0
 
-        await producer.noops(options.warmup, options.in_flight)
+        await producer.send(options.warmup, options.in_flight)
         await await_until(drained, f"{peer.name} warm-up")
 
         frozen = Frozen(worker.pid)
         frozen.stop()
         try:
-            before = _cpu(redis_pid, worker.pid)
+            memory = keyspace_bytes(memory_reader)
+            before = _cpu(stage, worker.pid)
             start = time.perf_counter()
-            await producer.noops(options.tasks, options.in_flight)
+            await producer.send(options.tasks, options.in_flight)
             enqueue_rate = options.tasks / (time.perf_counter() - start)
+            queued = (keyspace_bytes(memory_reader) - memory) / options.tasks
         finally:
             start = time.perf_counter()
             frozen.resume()
@@ -261,9 +343,9 @@ async def _session(
 
         await await_until(drained_by_the_same_processes, f"{peer.name} drain")
         drain_rate = options.tasks / (time.perf_counter() - start)
-        after = _cpu(redis_pid, worker.pid)
+        after = _cpu(stage, worker.pid)
         found.drains[peer.label] = Drain(
-            enqueue_rate, drain_rate, per_task_us(before, after, options.tasks)
+            enqueue_rate, drain_rate, per_task_us(before, after, options.tasks), queued
         )
         if full:
             found.enqueue[peer.label] = enqueue_rate
@@ -272,15 +354,19 @@ async def _session(
         if producer is not None:
             await producer.close()
         await redis.aclose()
+        memory_reader.close()
     return found
 
 
-def _cpu(redis_pid: int, worker_pid: int) -> dict[str, float]:
-    return {
-        "redis": cpu_seconds(redis_pid),
+def _cpu(stage: Stage, worker_pid: int) -> dict[str, float]:
+    found = {
+        "redis": cpu_seconds(stage.redis_pid),
         "worker": tree_cpu_seconds(worker_pid),
         "producer": producer_cpu(),
     }
+    if stage.service is not None:
+        found["service"] = cpu_seconds(stage.service.pid)
+    return found
 
 
 async def _latency(peer: Peer, producer: Producer, redis: Redis, options: Options) -> list[float]:

@@ -97,13 +97,13 @@ def number(value: float | None) -> str:
 
 
 def times(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}\u00d7"  # the multiplication sign
+    return "—" if value is None else f"{value:,.2f}\u00d7"  # the multiplication sign
 
 
 def metric_table(results: Results, metric: Metric) -> list[str]:
     """One metric: each system's median and runs, and Jobgate's ratios to the best peer."""
     lines = [
-        f"#### {metric.title}",
+        f"##### {metric.title}",
         "",
         "| system | median | runs | ÷ best peer (median of per-run ratios) |",
         "| --- | --: | --- | --: |",

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from bench.peers_options import Options
 from bench.proc_stat import cpu_seconds, descendants
 
@@ -24,22 +26,34 @@ DEADLINE = 300.0  # seconds any one wait may take before the run is abandoned
 
 
 @dataclass(frozen=True)
+class Service:
+    """The user's HTTP service of the HTTP race (``bench/service_app.py``): one process."""
+
+    url: str
+    pid: int
+
+
+@dataclass(frozen=True)
 class Stage:
-    """What every session of an invocation shares: its Redis, its options, a folder for logs."""
+    """What every session of an invocation shares: its Redis, its options, a folder for logs;
+    in the HTTP race also the user's service (None in the Python race)."""
 
     redis_url: str
     redis_pid: int
     options: Options
     logs: Path
+    service: Service | None = None
 
 
 @dataclass(frozen=True)
 class Drain:
-    """One drain: enqueue rate, drain rate, and CPU µs per task of each role over both."""
+    """One drain: enqueue rate, drain rate, CPU µs per task of each role over both, and the
+    Redis memory each queued task held (bytes, measured before the release)."""
 
     enqueue_rate: float
     drain_rate: float
     cpu_us: dict[str, float]
+    queued_bytes: float | None = None
 
 
 @dataclass
@@ -48,6 +62,7 @@ class Session:
 
     drains: dict[str, Drain] = field(default_factory=dict)
     enqueue: dict[str, float] = field(default_factory=dict)
+    enqueue_cpu_us: dict[str, dict[str, float]] = field(default_factory=dict)  # per role
     latency_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -60,6 +75,22 @@ def per_task_us(before: dict[str, float], after: dict[str, float], tasks: int) -
     found = {role: (after[role] - before[role]) / tasks * 1e6 for role in after}
     found["total"] = sum(found.values())
     return found
+
+
+def keyspace_bytes(client: redis.Redis) -> int:
+    """Bytes every key and its value take (``MEMORY USAGE key SAMPLES 0``, summed over a
+    ``SCAN``): what stored tasks cost, without Redis's transient buffers.
+
+    ``INFO``'s ``used_memory`` also moves with the clients' buffers and whatever Redis frees
+    in the background: read before and after a peer's enqueue it fell by more than the 10,000
+    queued tasks took (taskiq's came out below 0 bytes each). The sum leaves out only the main
+    dictionary's bucket arrays (8 bytes per slot, a power of two at least the key count).
+    """
+    keys = list(client.scan_iter(count=1000))
+    sizes = client.pipeline(transaction=False)
+    for key in keys:
+        sizes.memory_usage(key, samples=0)
+    return sum(size or 0 for size in sizes.execute())  # None: the key expired meanwhile
 
 
 def wait_until(done: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:

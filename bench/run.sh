@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# `make bench`: Jobgate side by side with Dramatiq and taskiq (bench/peers.py, median of 3 runs
-# at 1 and 2 processes; its flags come from BENCH_ARGS, e.g. BENCH_ARGS=--quick), then the idle
+# `make bench`: Jobgate side by side with Dramatiq, taskiq and Celery in issue 20's two races,
+# (a) Python functions and (b) the user's HTTP service (bench/peers.py, median of 3 runs at 1
+# and 2 processes; it prints issue 20's targets met or not, then each race's ratios to the
+# fastest peer, as Markdown for bench/RESULTS.md; its flags come from BENCH_ARGS, e.g.
+# BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--races http'), then the idle
 # cost with 0, 10 and 100 queues (about 7 minutes; BENCH_IDLE=0 skips it), then, with
 # BENCH_ALL=1, the idle cost of queues holding far-off due times too. BENCH_E2E=1 adds Jobgate's
 # own end-to-end benchmark (bench/e2e.py: sequential enqueue, two gateways with --gateways 2);

@@ -47,7 +47,8 @@ def test_help_runs_without_the_peers_installed_or_imported() -> None:
 def test_defaults() -> None:
     options = parse([])
     assert (options.tasks, options.repeat, options.processes) == (10_000, 3, (1, 2))
-    assert options.systems == ("jobgate", "dramatiq", "taskiq")
+    assert options.systems == ("jobgate", "dramatiq", "taskiq", "celery")
+    assert options.races == ("python", "http")
     assert options.latency_samples == 1_000  # 200/s for 5 s
     assert options.warmup == 500
 
@@ -72,7 +73,14 @@ def test_bad_process_counts_are_refused(text: str) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--systems", "celery"], ["--rate", "0"], ["--rate", "nan"], ["--tasks", "1.5"]],
+    [
+        ["--systems", "huey"],
+        ["--races", "go"],
+        ["--races", "http,http"],
+        ["--rate", "0"],
+        ["--rate", "nan"],
+        ["--tasks", "1.5"],
+    ],
 )
 def test_bad_flags_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -194,3 +202,130 @@ def test_process_tree_cpu_counts_live_children() -> None:
             child = int(parent.stdout.readline())  # the child inherits both pipes
             assert descendants(parent.pid) == [child]
             assert tree_cpu_seconds(parent.pid) - cpu_seconds(parent.pid) >= 0.25
+
+
+def test_races_keep_the_order_given() -> None:
+    assert parse(["--races", "http"]).races == ("http",)
+    assert parse(["--races", "HTTP, python"]).races == ("http", "python")
+
+
+def test_a_session_is_recorded_under_its_race_and_process_count() -> None:
+    """CPU at every process count; memory, enqueue and latency only from the full session."""
+    from bench.peers import record
+    from bench.peers_metrics import ENQUEUE, QUEUED, cpu_metric, drain_metric, enqueue_cpu_metric
+    from bench.peers_session import Drain, Session
+
+    found = Session(
+        drains={"Jobgate, one push each": Drain(100.0, 50.0, {"redis": 10.0, "total": 30.0}, 400)},
+        enqueue={"Jobgate, batches of 500": 9_000.0},
+        enqueue_cpu_us={"Jobgate, 1 per request": {"gateway": 140.0}},
+    )
+    results = Results()
+    record(results, found, 0, "http", 2, full=False)
+    record(results, found, 1, "python", 1, full=True)
+    assert results.median(drain_metric("http", 2), "Jobgate, one push each") == 50.0
+    assert results.median(cpu_metric("http", "redis", 2), "Jobgate, one push each") == 10.0
+    assert results.median(cpu_metric("python", "total", 1), "Jobgate, one push each") == 30.0
+    assert results.runs(QUEUED, "Jobgate, one push each") == [400]  # from the full one only
+    assert results.runs(ENQUEUE, "Jobgate, batches of 500") == [9_000.0, 9_000.0]
+    assert results.median(enqueue_cpu_metric("gateway"), "Jobgate, 1 per request") == 140.0
+    assert drain_metric("http", 1) != drain_metric("python", 1)
+
+
+def race_results(jobgate_batched: float, fastest_peer: float) -> Results:
+    from bench.peers_metrics import BATCHED, IMPORT, IMPORT_SDK, drain_metric
+
+    results = Results()
+    for run in range(3):
+        results.record(drain_metric("python", 1), BATCHED, run, jobgate_batched * (run + 1))
+        results.record(drain_metric("python", 1), "Celery", run, 10.0 * (run + 1))
+        results.record(drain_metric("python", 1), "taskiq", run, fastest_peer * (run + 1))
+        results.record(IMPORT, IMPORT_SDK, run, 0.25 + run)  # median 1.25 s
+    return results
+
+
+def test_targets_compare_ratios_and_medians_in_the_right_direction() -> None:
+    from bench.peers_targets import targets
+
+    found = {t.text: t for t in targets((1, 2), 64)}
+    drain = found["(a) drain ≥ 2\u00d7 the fastest peer, 1 process(es)"]
+    imports = found["`import sdk` ≤ 0.3 s"]
+    met = race_results(jobgate_batched=200.0, fastest_peer=100.0)
+    assert drain.figure(met) == 2.0
+    assert drain.met(met) is True
+    assert drain.met(race_results(jobgate_batched=199.0, fastest_peer=100.0)) is False
+    assert imports.figure(met) == 1.25
+    assert imports.met(met) is False  # at most 0.3 s
+    unmeasured = found["(a) drain ≥ 2\u00d7 the fastest peer, 2 process(es)"]
+    assert unmeasured.met(met) is None
+
+
+def test_target_table_marks_met_not_met_and_not_measured() -> None:
+    from bench.peers_targets import target_table, targets
+
+    table = target_table(race_results(250.0, 100.0), targets((1, 2), 64))
+    assert table[0] == "| target | Jobgate | met |"
+    assert "| (a) drain ≥ 2\u00d7 the fastest peer, 1 process(es) | 2.50\u00d7 | met |" in table
+    assert "| (a) drain ≥ 2\u00d7 the fastest peer, 2 process(es) | — | not measured |" in table
+    assert "| `import sdk` ≤ 0.3 s | 1.25 s | **not met** |" in table
+    texts = [line.split(" | ")[0] for line in table[2:-1]]
+    assert len(texts) == len(set(texts)) == 14  # 2 drains per race, 10 others
+
+
+async def test_the_service_verifies_jobgate_pushes_and_takes_the_peers_posts() -> None:
+    """A bad or missing signature must not count as a pushed task done."""
+    import base64
+    from datetime import UTC, datetime
+
+    import httpx
+    from standardwebhooks import Webhook
+
+    from bench.service_app import app
+    from bench.service_body import BODY, PATH
+
+    secret = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+    now = datetime.now(UTC)
+    headers = {
+        "webhook-id": "msg_1",
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(secret).sign("msg_1", now, BODY.decode()),
+        "content-type": "application/json",
+    }
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+        assert (await client.post("/jobgate", content=BODY, headers=headers)).status_code == 401
+        assert (await client.put("/secret", content=secret)).status_code == 204
+        assert (await client.post("/jobgate", content=BODY, headers=headers)).status_code == 204
+        tampered = await client.post("/jobgate", content=BODY + b" ", headers=headers)
+        assert tampered.status_code == 401
+        assert (await client.post("/jobgate", content=BODY)).status_code == 401
+        assert (await client.post(PATH, content=BODY)).status_code == 204
+
+
+def test_keyspace_bytes_grow_with_what_is_stored(redis_url: str) -> None:
+    """Memory per queued task is read from the keys themselves, not INFO's used_memory (whose
+    client buffers shrank during a peer's enqueue and made its figure negative)."""
+    import redis
+
+    from bench.peers_session import keyspace_bytes
+
+    with redis.Redis.from_url(redis_url) as client:
+        assert keyspace_bytes(client) == 0
+        client.hset("task", mapping={"payload": "x" * 1_000})
+        client.rpush("queue", *(f"message-{i}" for i in range(100)))
+        one = keyspace_bytes(client)
+        assert one > 1_000 + 100 * len("message-00")
+        client.xadd("stream", {"data": "y" * 500})
+        assert keyspace_bytes(client) - one > 500
+
+
+def test_latency_is_flagged_when_arrivals_near_the_single_enqueue_rate() -> None:
+    from bench.peers_metrics import ENQUEUE, single_in_flight
+    from bench.peers_targets import backlog_note
+
+    results = Results()
+    results.record(ENQUEUE, single_in_flight(64), 0, 264.0)
+    note = backlog_note(results, 64, 200.0)
+    assert note[0].startswith("Note: Jobgate's single enqueues ran at 264/s with 64 in flight")
+    assert backlog_note(results, 64, 100.0) == []  # 264/s is over twice 100/s
+    assert backlog_note(Results(), 64, 200.0) == []  # not measured: nothing to say
