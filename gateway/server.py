@@ -44,6 +44,7 @@ from gateway import gc_tuning
 from gateway.app import create_app
 from gateway.settings import Settings
 from gateway.tcp_server import StartupFailed, serve_tcp
+from sdk.wire.base import build_models
 
 __all__ = ["Listening", "ServerError", "configure_logging", "run", "serve", "serve_async"]
 
@@ -118,6 +119,7 @@ async def serve_async(
         bound = settings.model_copy(update={"port": _tcp_port(sockets)})
         listening = Listening(_base_url(bound), _quic_port(sockets))
         gateway = create_app(bound)
+        build_models()  # before the startup heap is frozen, not at each model's first request
         app = _StartupSignal(gateway, partial(on_ready, listening) if on_ready else None)
         with _until_signalled(shutdown) as stop:
 

@@ -203,6 +203,22 @@ class OutputModel(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
+def build_models() -> int:
+    """Build every wire model now rather than at its first use (they are declared with
+    ``defer_build`` so that ``import sdk`` stays light). A long-lived server calls this at
+    start, so no request pays for a build and the built schemas are in the startup heap it
+    freezes (gateway/gc_tuning.py). Returns how many were built."""
+    built = 0
+    waiting: list[type[BaseModel]] = [InputModel, OutputModel]
+    while waiting:
+        model = waiting.pop()
+        waiting.extend(model.__subclasses__())
+        if model not in (InputModel, OutputModel) and not model.__pydantic_complete__:
+            model.model_rebuild()
+            built += 1
+    return built
+
+
 class FieldError(OutputModel):
     field: str = Field(description="Dotted path of the offending field, e.g. 'tasks.0.name'.")
     reason: str
