@@ -204,6 +204,7 @@ def create_app(
             notifier,
             dependencies,
             on_ready=wake,
+            claim_for=dispatcher.offer,
             catalog=catalog_service,
             allow_private_urls=settings.allow_private_endpoints,
             tracing=tracing,

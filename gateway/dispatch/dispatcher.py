@@ -10,6 +10,13 @@ there are; a wake-up lost while the pub/sub connection was broken is made up by
 full, no endpoint with room) also re-checks on a slow safety tick, for changes made through
 another gateway.
 
+A loop waiting with nothing left to claim (its last claim found the queue empty, or took all
+that could go) is *idle*, and then an enqueue through this gateway claims for it
+(:meth:`Dispatcher.offer`, :meth:`Dispatcher.take`): the claim script rides in the enqueue's
+own round trip, right after the enqueue script, and what it leased is pushed at once, without
+the wake-up and the claim's round trip of a cycle. The loop is woken only when that claim
+leaves something to do.
+
 Several gateways may run dispatchers on one Redis: the claim script is the only way a task
 becomes running, so each attempt is pushed once.
 
@@ -37,7 +44,15 @@ from gateway.dispatch.batching import Coalescer
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
-from gateway.store.tasks import Claim, ClaimStatus, Fence, Finish, Finished, TaskStore
+from gateway.store.tasks import (
+    Claim,
+    ClaimOrder,
+    ClaimStatus,
+    Fence,
+    Finish,
+    Finished,
+    TaskStore,
+)
 from gateway.telemetry.metrics import Metrics
 from sdk.wire import AttemptOutcome, FailureKind
 
@@ -82,6 +97,7 @@ class Dispatcher:
         self._on_finished = on_finished
         self._events: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self._loops: dict[str, asyncio.Task[None]] = {}
+        self._idle: set[str] = set()  # queues whose loop waits with nothing it could claim
         self._pushes: set[asyncio.Task[None]] = set()
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
@@ -102,6 +118,30 @@ class Dispatcher:
         """Tell every queue's loop there may be work (wake-ups may have been lost)."""
         for queue in list(self._loops):
             self.wake(queue)
+
+    def offer(self, queue: str) -> ClaimOrder | None:
+        """The claim an enqueue into ``queue`` may carry for this dispatcher: one when the
+        queue's loop is idle (a busy loop claims the new tasks with the rest), else None. The
+        enqueue then hands its answer to :meth:`take`."""
+        if queue not in self._idle or self._stopping:
+            return None
+        return ClaimOrder(self._batch, secrets.token_hex(16), lambda c: self.take(queue, c))
+
+    def take(self, queue: str, claim: Claim | None) -> None:
+        """Push what an enqueue claimed for this dispatcher; wake the queue's loop unless the
+        claim left nothing to do (it took all that could go, or found nothing: taken by
+        another gateway) or only what a change wakes the loop for anyway (``FULL``: an
+        attempt's end; ``PAUSED``: a policy change). None: the claim's answer was lost."""
+        if claim is not None:
+            self._push_claimed(queue, claim)
+            status = claim.status
+            if (status is ClaimStatus.OK and claim.settled) or status in (
+                ClaimStatus.EMPTY,
+                ClaimStatus.FULL,
+                ClaimStatus.PAUSED,
+            ):
+                return
+        self.wake(queue)
 
     def changed(self, queue: str) -> None:
         """Tell the queue's loop its policy or endpoints changed (it may be unpaused)."""
@@ -141,28 +181,36 @@ class Dispatcher:
                     # All that can go now went: wait for a change rather than claim again to
                     # hear FULL (a wake-up since this claim began is not lost: the event is
                     # cleared before the claim). The slow tick covers a lost message.
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(work.wait(), IDLE_TICK)
+                    await self._idle_wait(queue, work, IDLE_TICK)
                     continue
-                # Nothing ready: only a wake-up can change that. Otherwise re-check slowly.
-                timeout = None if status is ClaimStatus.EMPTY else IDLE_TICK
+                if status is ClaimStatus.EMPTY:
+                    await self._idle_wait(queue, work, None)  # only a wake-up can change that
+                    continue
+                # Held back (full, paused, no endpoint, rate): re-check slowly as well.
+                timeout = IDLE_TICK
                 if claim.retry_at_ms is not None:
                     retry_in = max(0, claim.retry_at_ms - self._clock.now_ms()) / 1000
-                    timeout = retry_in if timeout is None else min(timeout, retry_in)
+                    timeout = min(timeout, retry_in)
                 if status is ClaimStatus.RATE and not claim.held:
                     # The bucket refills at its own pace: new work cannot make it sooner. (Held
                     # by per-name or per-key buckets, a new task of another key can.)
-                    await asyncio.sleep(IDLE_TICK if timeout is None else timeout)
+                    await asyncio.sleep(timeout)
                     continue
                 # A paused queue ignores new work until its policy changes.
                 awaited = changes if status is ClaimStatus.PAUSED else work
-                if timeout is None:
-                    await awaited.wait()
-                else:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(awaited.wait(), timeout)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(awaited.wait(), timeout)
         finally:
             self._loops.pop(queue, None)
+
+    async def _idle_wait(self, queue: str, work: asyncio.Event, timeout: float | None) -> None:
+        """Wait for ``work`` (or ``timeout``) as an idle loop: enqueues claim meanwhile."""
+        self._idle.add(queue)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(work.wait(), timeout)
+        finally:
+            self._idle.discard(queue)
 
     async def step(self, queue: str) -> ClaimStatus:
         """Claim one batch and start pushing it; returns the claim's status."""
@@ -173,6 +221,11 @@ class Dispatcher:
         claim = await self._tasks.claim(
             queue, self._batch, secrets.token_hex(16), self._clock.now_ms()
         )
+        self._push_claimed(queue, claim)
+        return claim
+
+    def _push_claimed(self, queue: str, claim: Claim) -> None:
+        """Start a push task per endpoint for the claim's leases."""
         if claim.leases:
             self._metrics.selected(claim.leases)
         by_endpoint: dict[str, list[Lease]] = {}
@@ -184,7 +237,6 @@ class Dispatcher:
             )
             self._pushes.add(push)
             push.add_done_callback(self._pushes.discard)
-        return claim
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming; let pushes in flight finish for up to ``grace`` seconds. A push cut
