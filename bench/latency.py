@@ -1,0 +1,123 @@
+"""Enqueue to start, on its own: how long from "enqueue sent" to "the worker's task began".
+
+Starts a managed Redis (AOF everysec), one gateway and the bench SDK worker (``bench/e2e.py``'s
+``system``), then, in this order:
+
+- **idle**: ``--samples`` stamp tasks into the one-push queue ``bench`` at ``--rate`` per second
+  (an open loop: each is sent on time whether or not the previous one was answered), one
+  SDK async client;
+- **busy**: the same while the queue ``bench-batch`` (pushes of up to 32) drains a backlog of
+  ``--backlog`` no-op tasks through the same gateway and worker;
+- **backlog in the queue**: the same again while ``bench`` itself drains ``--backlog`` no-op
+  tasks enqueued in batches of 500 just before (the stamps wait their turn: this shows the
+  queueing, and that dispatch still batches its claims);
+- **drain**: ``--backlog`` no-op tasks enqueued in batches of 500 into ``bench`` while it
+  dispatches, tasks/s from the first enqueue until all succeeded (as ``e2e.end_to_end``).
+
+Each stamp task returns ``time.time()`` when it starts; the results are read back afterwards.
+Prints one JSON line of figures (ms, tasks/s), for ``bench/run.sh``-style alternating runs of
+two trees (copy this file into the other tree and run it there: the gateway runs from the
+tree the script is in).
+
+Run: ``.venv/bin/python bench/latency.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the `bench` folder importable as a package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.e2e import KEY, STAMP, enqueue_batches, system
+from bench.peers_session import latency_ms, paced
+from sdk import AsyncClient, Client, TaskState
+
+WARM_UP = 100
+
+
+async def stamps(url: str, queue: str, samples: int, rate: float) -> list[float]:
+    """Enqueue-to-start delays (ms) of ``samples`` stamp tasks sent at ``rate`` per second."""
+    sent: dict[int, float] = {}
+    ids: dict[int, str] = {}
+    async with AsyncClient(url, KEY, timeout=60) as client:
+
+        async def send(index: int) -> None:
+            sent[index] = time.time()
+            ids[index] = (await client.enqueue(queue, STAMP)).id
+
+        await paced(samples, rate, send)
+        started: dict[int, float] = {}
+        gate = asyncio.Semaphore(16)
+
+        async def read(index: int) -> None:
+            async with gate:
+                result = (await client.wait(ids[index], timeout=120)).result
+            assert isinstance(result, float), result
+            started[index] = result
+
+        await asyncio.gather(*(read(i) for i in ids))
+    return latency_ms(sent, started)
+
+
+def succeeded(admin: Client, queue: str) -> int:
+    return admin.get_queue(queue).counts[TaskState.SUCCEEDED]
+
+
+def wait_drained(admin: Client, queue: str, count: int) -> None:
+    """Until ``count`` tasks of ``queue`` have succeeded in all."""
+    deadline = time.monotonic() + 300
+    while succeeded(admin, queue) < count:
+        assert time.monotonic() < deadline, f"{queue} did not drain"
+        time.sleep(0.02)
+
+
+def percentiles(found: list[float]) -> tuple[float, float]:
+    found = sorted(found)
+    return statistics.median(found), found[min(len(found) - 1, round(0.99 * len(found)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--backlog", type=int, default=10_000)
+    args = parser.parse_args()
+    figures: dict[str, float] = {}
+    with system(1, worker_concurrency=128) as (urls, _), Client(urls[0], KEY, timeout=60) as admin:
+        url = urls[0]
+        # Warm up: connections, caches, the worker's first pushes.
+        admin.patch_queue("bench", paused=False)
+        asyncio.run(stamps(url, "bench", WARM_UP, args.rate))
+        figures["idle p50"], figures["idle p99"] = percentiles(
+            asyncio.run(stamps(url, "bench", args.samples, args.rate))
+        )
+
+        enqueue_batches(urls, args.backlog, "bench-batch")
+        admin.patch_queue("bench-batch", paused=False)
+        busy = asyncio.run(stamps(url, "bench", min(args.samples, 500), args.rate))
+        figures["busy p50"], figures["busy p99"] = percentiles(busy)
+        wait_drained(admin, "bench-batch", args.backlog)
+
+        admin.patch_queue("bench", paused=True)
+        enqueue_batches(urls, args.backlog, "bench")
+        admin.patch_queue("bench", paused=False)
+        queued = asyncio.run(stamps(url, "bench", min(args.samples, 500), args.rate))
+        figures["behind a backlog p50"], figures["behind a backlog p99"] = percentiles(queued)
+
+        sent = WARM_UP + args.samples + 2 * min(args.samples, 500) + args.backlog
+        wait_drained(admin, "bench", sent)
+        start = time.perf_counter()
+        enqueue_batches(urls, args.backlog, "bench")
+        wait_drained(admin, "bench", sent + args.backlog)
+        figures["drain while enqueuing (tasks/s)"] = args.backlog / (time.perf_counter() - start)
+    print(json.dumps({k: round(v, 3) for k, v in figures.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
