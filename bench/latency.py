@@ -11,6 +11,8 @@ Starts a managed Redis (AOF everysec), one gateway and the bench SDK worker (``b
 - **backlog in the queue**: the same again while ``bench`` itself drains ``--backlog`` no-op
   tasks enqueued in batches of 500 just before (the stamps wait their turn: this shows the
   queueing, and that dispatch still batches its claims);
+- the CPU the gateway and Redis spent per task during the idle run (each stamp task is also
+  read back once, by a long poll: the same for both trees);
 - **drain**: ``--backlog`` no-op tasks enqueued in batches of 500 into ``bench`` while it
   dispatches, tasks/s from the first enqueue until all succeeded (as ``e2e.end_to_end``).
 
@@ -87,16 +89,27 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--backlog", type=int, default=10_000)
+    parser.add_argument(
+        "--idle-only", action="store_true", help="only the idle figures (quicker: more runs)"
+    )
     args = parser.parse_args()
     figures: dict[str, float] = {}
-    with system(1, worker_concurrency=128) as (urls, _), Client(urls[0], KEY, timeout=60) as admin:
+    with system(1, worker_concurrency=128) as (urls, cpu), Client(urls[0], KEY) as admin:
         url = urls[0]
         # Warm up: connections, caches, the worker's first pushes.
         admin.patch_queue("bench", paused=False)
         asyncio.run(stamps(url, "bench", WARM_UP, args.rate))
+        before = cpu()
         figures["idle p50"], figures["idle p99"] = percentiles(
             asyncio.run(stamps(url, "bench", args.samples, args.rate))
         )
+        after = cpu()
+        for name in ("gateway0", "redis"):
+            per_task = (after[name] - before[name]) / args.samples * 1e6
+            figures[f"idle {name.removesuffix('0')} CPU per task (µs)"] = per_task
+        if args.idle_only:
+            print(json.dumps({k: round(v, 3) for k, v in figures.items()}), flush=True)
+            return
 
         enqueue_batches(urls, args.backlog, "bench-batch")
         admin.patch_queue("bench-batch", paused=False)

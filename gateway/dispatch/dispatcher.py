@@ -125,7 +125,12 @@ class Dispatcher:
         enqueue then hands its answer to :meth:`take`."""
         if queue not in self._idle or self._stopping:
             return None
-        return ClaimOrder(self._batch, secrets.token_hex(16), lambda c: self.take(queue, c))
+        return ClaimOrder(
+            self._batch,
+            secrets.token_hex(16),
+            self._clock.now_ms,
+            lambda claim: self.take(queue, claim),
+        )
 
     def take(self, queue: str, claim: Claim | None) -> None:
         """Push what an enqueue claimed for this dispatcher; wake the queue's loop unless the

@@ -31,17 +31,20 @@ from .test_store import new_task, setup_queue
 class Taker:
     """What a ClaimOrder's taker was handed."""
 
-    def __init__(self) -> None:
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
         self.taken: list[Claim | None] = []
+        self.now_ms = now_ms
 
     def order(self, count: int = 8) -> ClaimOrder:
-        return ClaimOrder(count, secrets.token_hex(16), self.taken.append)
+        return ClaimOrder(count, secrets.token_hex(16), lambda: self.now_ms, self.taken.append)
 
 
 async def test_the_claim_rides_with_the_enqueue_and_leases_the_new_task(stores: Stores) -> None:
     await setup_queue(stores)
     now = stores.clock.now_ms()
-    taker = Taker()
+    # The claim's time is read when the round trip is sent, after the enqueue's own (an earlier
+    # time stored by a claim would let a rate bucket refill early).
+    taker = Taker(now + 40)
     task = new_task(now)
     enqueued = await stores.tasks.enqueue_batch("q", [task], now, claim=taker.order())
     # The answer says what the enqueue stored; the claim ran after it.
@@ -51,6 +54,7 @@ async def test_the_claim_rides_with_the_enqueue_and_leases_the_new_task(stores: 
     assert (claim.status, claim.settled) == (ClaimStatus.OK, True)
     (lease,) = claim.leases
     assert (lease.task_id, lease.endpoint_id, lease.attempt) == (task.id, "ep1", 1)
+    assert lease.started_ms == now + 40
     record = load_record(await stores.redis.hget(QueueKeys.of("q").meta, task.id))
     assert (record["state"], record["lease"]) == ("running", lease.token)
 

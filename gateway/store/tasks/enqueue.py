@@ -70,9 +70,9 @@ def _stored(entry: str) -> Stored:
 class _Order:
     """The claim an enqueue carries, until its taker has been given an answer (or none)."""
 
-    def __init__(self, queue: str, now_ms: int, claim: ClaimOrder | None) -> None:
+    def __init__(self, queue: str, claim: ClaimOrder | None) -> None:
         self.queue = queue
-        self.now_ms = now_ms
+        self.now_ms = 0  # the claim's time, when sent
         self.pending = claim
 
     def answered(self, reply: Reply) -> None:
@@ -131,7 +131,7 @@ class Enqueuing(StoreBase):
             (key, keys.task_index_ttl_ms(t.run_at_ms, now_ms))
             for key, t in zip(index, tasks, strict=True)
         ]
-        order = _Order(queue, now_ms, claim)
+        order = _Order(queue, claim)
         try:
             if client_ids:
                 indexed = await self._claim_index(queue, entries)
@@ -203,13 +203,13 @@ class Enqueuing(StoreBase):
         before it and the claim ``order`` asks for after it, in the same round trip. Returns its
         reply and, when replicas must confirm, how many did."""
         indexed, reply, claimed, confirmed = await self._pipeline(
-            queue, script_keys, args, index, order.pending
+            queue, script_keys, args, index, order
         )
         await self._hand_over(order, claimed)
         if isinstance(reply, NoScriptError):
             await self._scripts.load()  # Redis restarted or failed over: load, run again
             indexed, reply, claimed, confirmed = await self._pipeline(
-                queue, script_keys, args, index, order.pending
+                queue, script_keys, args, index, order
             )
             await self._hand_over(order, claimed)
         elif isinstance(indexed, NoScriptError):  # scripts flushed between the two commands
@@ -226,10 +226,10 @@ class Enqueuing(StoreBase):
         script_keys: list[str],
         args: list[str | int],
         index: list[tuple[str, int]],
-        claim: ClaimOrder | None,
+        order: _Order,
     ) -> tuple[Reply, Reply, Reply, Reply]:
         """One round trip: the index entries (each with its expiry), the script, the claim
-        script when ``claim`` asks for it, and ``WAIT`` when replicas must confirm (on the
+        script when ``order`` still asks for it, and ``WAIT`` when replicas must confirm (on the
         connection that wrote, as WAIT requires). Returns the replies of the index script (None
         without it), the enqueue script, the claim (None without it) and WAIT (None without
         it); errors come back as replies."""
@@ -250,14 +250,16 @@ class Enqueuing(StoreBase):
             # pipe.evalsha() but routes the command by its first key all the same.
             sha = self._scripts.sha("enqueue")
             pipe.execute_command("EVALSHA", sha, len(script_keys), *script_keys, *args)
+            claim = order.pending
             if claim is not None:
                 claiming = claim_keys(QueueKeys.of(queue))
+                order.now_ms = claim.now_ms()
                 pipe.execute_command(
                     "EVALSHA",
                     self._scripts.sha("claim"),
                     len(claiming),
                     *claiming,
-                    *claim_args(claim.count, claim.seed, int(args[0])),
+                    *claim_args(claim.count, claim.seed, order.now_ms),
                 )
             if self._durability.waits:
                 pipe.execute_command(*self._durability.wait_command())

@@ -41,12 +41,15 @@ class Claim:
 class ClaimOrder:
     """A push claim an enqueue carries in its own round trip (:meth:`Enqueuing.enqueue_batch`):
     the claim script, run right after the enqueue script, for up to ``count`` tasks with lease
-    tokens from ``seed``. ``take`` is called once, as soon as the claim's answer is read and
-    whatever the enqueue's own outcome: with the :class:`Claim`, or None when no answer came
-    (the claim may or may not have run)."""
+    tokens from ``seed``, at the time ``now_ms()`` tells when the round trip is sent (not the
+    enqueue's own, read before its records were built: a claim's time stored earlier than it
+    ran would let a rate bucket refill early). ``take`` is called once, as soon as the claim's
+    answer is read and whatever the enqueue's own outcome: with the :class:`Claim`, or None when
+    no answer came (the claim may or may not have run)."""
 
     count: int
     seed: str
+    now_ms: Callable[[], int]
     take: Callable[[Claim | None], None]
 
 
