@@ -133,18 +133,20 @@ class Dispatcher:
         )
 
     def take(self, queue: str, claim: Claim | None) -> None:
-        """Push what an enqueue claimed for this dispatcher; wake the queue's loop unless the
-        claim left nothing to do (it took all that could go, or found nothing: taken by
-        another gateway) or only what a change wakes the loop for anyway (``FULL``: an
-        attempt's end; ``PAUSED``: a policy change). None: the claim's answer was lost."""
+        """Push what an enqueue claimed for this dispatcher, and wake the queue's loop when that
+        claim left it something to do. None: the claim's answer was lost."""
         if claim is not None:
             self._push_claimed(queue, claim)
             status = claim.status
-            if (status is ClaimStatus.OK and claim.settled) or status in (
-                ClaimStatus.EMPTY,
-                ClaimStatus.FULL,
-                ClaimStatus.PAUSED,
+            if (status is ClaimStatus.OK and claim.settled) or status is ClaimStatus.EMPTY:
+                return  # all that could go went (or another gateway took it): still idle
+            if status in (ClaimStatus.FULL, ClaimStatus.PAUSED) or (
+                status is ClaimStatus.NOENDPOINT and claim.retry_at_ms is None
             ):
+                # Held until an attempt ends or the policy or endpoints change, which wake the
+                # loop anyway. Not idle meanwhile: the next enqueues wake the loop rather than
+                # each carry a claim that would hear the same.
+                self._idle.discard(queue)
                 return
         self.wake(queue)
 

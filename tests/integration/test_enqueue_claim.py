@@ -193,30 +193,34 @@ async def test_a_claim_that_leaves_tasks_ready_wakes_the_loop(
             assert finished.json()["state"] == "succeeded"
 
 
-def test_the_loop_is_woken_unless_the_claim_left_nothing_to_do(
+def test_the_loop_is_woken_only_when_the_claim_left_it_something_to_do(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dispatcher = Dispatcher(None, None, None, None)  # type: ignore[arg-type]
     woken: list[str] = []
     monkeypatch.setattr(dispatcher, "wake", woken.append)
-    quiet = [
-        Claim(ClaimStatus.OK, [], settled=True),
-        Claim(ClaimStatus.EMPTY, []),
-        Claim(ClaimStatus.FULL, []),
-        Claim(ClaimStatus.PAUSED, []),
-    ]
-    for claim in quiet:
+
+    def take(claim: Claim | None) -> tuple[bool, bool]:
+        """(woken, still idle) after the claim is taken from an idle loop."""
+        woken.clear()
+        dispatcher._idle.add("q")
         dispatcher.take("q", claim)
-    assert woken == []
-    for loud in (
-        Claim(ClaimStatus.OK, [], settled=False),
-        Claim(ClaimStatus.NOENDPOINT, [], 5),
-        Claim(ClaimStatus.RATE, [], 5, held=True),
-        Claim(ClaimStatus.NOQUEUE, []),
-        None,
-    ):
-        dispatcher.take("q", loud)
-    assert woken == ["q"] * 5
+        return woken == ["q"], "q" in dispatcher._idle
+
+    # All that could go went, or nothing was there: the loop idles on.
+    assert take(Claim(ClaimStatus.OK, [], settled=True)) == (False, True)
+    assert take(Claim(ClaimStatus.EMPTY, [])) == (False, True)
+    # Held until an attempt ends or a change: not woken, but no longer idle (the next enqueue
+    # wakes it rather than claim only to hear the same).
+    assert take(Claim(ClaimStatus.FULL, [])) == (False, False)
+    assert take(Claim(ClaimStatus.PAUSED, [])) == (False, False)
+    assert take(Claim(ClaimStatus.NOENDPOINT, [])) == (False, False)
+    # Left work, or a time the loop must keep (a circuit's probe, a rate bucket), or no answer.
+    assert take(Claim(ClaimStatus.OK, [], settled=False))[0]
+    assert take(Claim(ClaimStatus.NOENDPOINT, [], 5))[0]
+    assert take(Claim(ClaimStatus.RATE, [], 5, held=True))[0]
+    assert take(Claim(ClaimStatus.NOQUEUE, []))[0]
+    assert take(None)[0]
 
 
 async def test_a_task_enqueued_where_the_dispatcher_is_stopped_goes_through_another(
