@@ -10,8 +10,8 @@ there are; a wake-up lost while the pub/sub connection was broken is made up by
 full, no endpoint with room) also re-checks on a slow safety tick, for changes made through
 another gateway.
 
-A loop waiting with nothing left to claim (its last claim found the queue empty, or took all
-that could go) is *idle*, and then an enqueue through this gateway claims for it
+A loop whose last claim found nothing left to take (the queue empty, or all that could go
+taken) is *idle*, and then an enqueue through this gateway claims for it
 (:meth:`Dispatcher.offer`, :meth:`Dispatcher.take`): the claim script rides in the enqueue's
 own round trip, right after the enqueue script, and what it leased is pushed at once, without
 the wake-up and the claim's round trip of a cycle. The loop is woken only when that claim
@@ -97,7 +97,9 @@ class Dispatcher:
         self._on_finished = on_finished
         self._events: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self._loops: dict[str, asyncio.Task[None]] = {}
-        self._idle: set[str] = set()  # queues whose loop waits with nothing it could claim
+        # Queues whose loop's last claim found nothing it could take: no ready task, or none
+        # left that an endpoint with room can take (it may be claiming again, woken).
+        self._idle: set[str] = set()
         self._pushes: set[asyncio.Task[None]] = set()
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
@@ -140,14 +142,13 @@ class Dispatcher:
             status = claim.status
             if (status is ClaimStatus.OK and claim.settled) or status is ClaimStatus.EMPTY:
                 return  # all that could go went (or another gateway took it): still idle
+            # Not idle until the loop's next claim says so: the next enqueues wake the loop
+            # rather than each carry a claim that would hear the same.
+            self._idle.discard(queue)
             if status in (ClaimStatus.FULL, ClaimStatus.PAUSED) or (
                 status is ClaimStatus.NOENDPOINT and claim.retry_at_ms is None
             ):
-                # Held until an attempt ends or the policy or endpoints change, which wake the
-                # loop anyway. Not idle meanwhile: the next enqueues wake the loop rather than
-                # each carry a claim that would hear the same.
-                self._idle.discard(queue)
-                return
+                return  # held until an attempt ends or a change, which wake the loop anyway
         self.wake(queue)
 
     def changed(self, queue: str) -> None:
@@ -180,6 +181,10 @@ class Dispatcher:
                         await asyncio.wait_for(work.wait(), IDLE_TICK)
                     continue
                 status = claim.status
+                if status is ClaimStatus.EMPTY or (status is ClaimStatus.OK and claim.settled):
+                    self._idle.add(queue)
+                else:
+                    self._idle.discard(queue)
                 if status is ClaimStatus.NOQUEUE:
                     return
                 if status is ClaimStatus.OK and not claim.settled:
@@ -188,36 +193,29 @@ class Dispatcher:
                     # All that can go now went: wait for a change rather than claim again to
                     # hear FULL (a wake-up since this claim began is not lost: the event is
                     # cleared before the claim). The slow tick covers a lost message.
-                    await self._idle_wait(queue, work, IDLE_TICK)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(work.wait(), IDLE_TICK)
                     continue
-                if status is ClaimStatus.EMPTY:
-                    await self._idle_wait(queue, work, None)  # only a wake-up can change that
-                    continue
-                # Held back (full, paused, no endpoint, rate): re-check slowly as well.
-                timeout = IDLE_TICK
+                # Nothing ready: only a wake-up can change that. Otherwise re-check slowly.
+                timeout = None if status is ClaimStatus.EMPTY else IDLE_TICK
                 if claim.retry_at_ms is not None:
                     retry_in = max(0, claim.retry_at_ms - self._clock.now_ms()) / 1000
-                    timeout = min(timeout, retry_in)
+                    timeout = retry_in if timeout is None else min(timeout, retry_in)
                 if status is ClaimStatus.RATE and not claim.held:
                     # The bucket refills at its own pace: new work cannot make it sooner. (Held
                     # by per-name or per-key buckets, a new task of another key can.)
-                    await asyncio.sleep(timeout)
+                    await asyncio.sleep(IDLE_TICK if timeout is None else timeout)
                     continue
                 # A paused queue ignores new work until its policy changes.
                 awaited = changes if status is ClaimStatus.PAUSED else work
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(awaited.wait(), timeout)
-        finally:
-            self._loops.pop(queue, None)
-
-    async def _idle_wait(self, queue: str, work: asyncio.Event, timeout: float | None) -> None:
-        """Wait for ``work`` (or ``timeout``) as an idle loop: enqueues claim meanwhile."""
-        self._idle.add(queue)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(work.wait(), timeout)
+                if timeout is None:
+                    await awaited.wait()
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(awaited.wait(), timeout)
         finally:
             self._idle.discard(queue)
+            self._loops.pop(queue, None)
 
     async def step(self, queue: str) -> ClaimStatus:
         """Claim one batch and start pushing it; returns the claim's status."""
