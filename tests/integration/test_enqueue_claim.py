@@ -17,6 +17,7 @@ from starlette.routing import Route
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.errors import QueueNotFound
 from gateway.store.keys import QueueKeys
+from gateway.store.pubsub import Notifier
 from gateway.store.records import load_record
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Claim, ClaimOrder, ClaimStatus, TaskStore
@@ -242,3 +243,30 @@ async def test_a_task_enqueued_where_the_dispatcher_is_stopped_goes_through_anot
         assert r.status_code == 201, r.text
         finished = await api_a.get(f"/v1/tasks/{r.json()['id']}", params={"wait": 10})
         assert finished.json()["state"] == "succeeded"
+
+
+async def test_a_gateway_tells_its_own_enqueues_wake_message_apart(stores: Stores) -> None:
+    """Its dispatcher was woken, or claimed, by the enqueue itself: the message of its own
+    enqueue goes to the pull polls only; another gateway's goes to both."""
+    await setup_queue(stores)
+    heard: list[tuple[str, str, int | None]] = []
+    notifier = Notifier(
+        stores.redis,
+        on_wake=lambda queue, ready: heard.append(("wake", queue, ready)),
+        origin="gw-a",
+        on_own_wake=lambda queue, ready: heard.append(("own", queue, ready)),
+    )
+    await notifier.start()
+    try:
+        scripts = Scripts(stores.redis)
+        now = stores.clock.now_ms()
+        ours = TaskStore(stores.redis, scripts, origin="gw-a")
+        theirs = TaskStore(stores.redis, scripts, origin="gw-b")
+        untold = TaskStore(stores.redis, scripts)
+        for store, count in ((ours, 2), (theirs, 1), (untold, 3)):
+            await store.enqueue("q", [new_task(now) for _ in range(count)], now)
+            await stores.tasks.claim("q", 10, secrets.token_hex(16), now)  # empty again
+        await until(lambda: len(heard) == 3, what="three wake-ups")
+    finally:
+        await notifier.stop()
+    assert heard == [("own", "q", 2), ("wake", "q", 1), ("wake", "q", 3)]

@@ -9,10 +9,19 @@ from gateway.store.scripts import Scripts
 
 
 class StoreBase:
-    """The Redis client (decoding responses), the scripts every task state change calls, and
-    how many replicas must confirm an enqueue."""
+    """The Redis client (decoding responses), the scripts every task state change calls, how
+    many replicas must confirm an enqueue, and this gateway's name in the wake messages of its
+    enqueues (``origin``; :class:`gateway.store.pubsub.Notifier` tells its own apart)."""
 
-    def __init__(self, redis: Redis, scripts: Scripts, *, durability: Durability = NO_WAIT) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        scripts: Scripts,
+        *,
+        durability: Durability = NO_WAIT,
+        origin: str = "",
+    ) -> None:
         self._redis = redis
         self._scripts = scripts
         self._durability = durability
+        self._origin = origin

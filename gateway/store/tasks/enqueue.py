@@ -125,6 +125,7 @@ class Enqueuing(StoreBase):
         args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
         for t in tasks:
             args += [t.id, t.record_json(), t.payload_json]
+        args.append(self._origin)
         script_keys = _enqueue_keys(k)
         index = [keys.task_index(t.id) for t in tasks]
         entries = [
