@@ -230,6 +230,11 @@ class TaskService:
                 enqueued = await self._tasks.enqueue_batch(
                     queue, new, now, client_ids=bool(seen), claim=order
                 )
+        if order is not None:
+            # The pushes of what the claim took were just started: let them write their
+            # requests before this answer is built (the worker starts sooner; the answer waits
+            # about as long as building a push takes).
+            await asyncio.sleep(0)
         stored = enqueued.stored
         self._metrics.enqueued(queue, (n.name for n, s in zip(new, stored, strict=True) if s.state))
         links = [
