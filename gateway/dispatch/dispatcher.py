@@ -100,6 +100,7 @@ class Dispatcher:
         # Queues whose loop's last claim found nothing it could take: no ready task, or none
         # left that an endpoint with room can take (it may be claiming again, woken).
         self._idle: set[str] = set()
+        self._carried: set[str] = set()  # queues with an enqueue's claim under way
         self._pushes: set[asyncio.Task[None]] = set()
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
@@ -123,10 +124,13 @@ class Dispatcher:
 
     def offer(self, queue: str) -> ClaimOrder | None:
         """The claim an enqueue into ``queue`` may carry for this dispatcher: one when the
-        queue's loop is idle (a busy loop claims the new tasks with the rest), else None. The
-        enqueue then hands its answer to :meth:`take`."""
-        if queue not in self._idle or self._stopping:
+        queue's loop is idle (a busy loop claims the new tasks with the rest) and no other
+        enqueue's claim is under way (a burst of enqueues wakes the loop, which claims for all
+        of them at once, rather than each carrying a claim), else None. The enqueue then hands
+        its answer to :meth:`take`."""
+        if queue not in self._idle or queue in self._carried or self._stopping:
             return None
+        self._carried.add(queue)
         return ClaimOrder(
             self._batch,
             secrets.token_hex(16),
@@ -137,6 +141,7 @@ class Dispatcher:
     def take(self, queue: str, claim: Claim | None) -> None:
         """Push what an enqueue claimed for this dispatcher, and wake the queue's loop when that
         claim left it something to do. None: the claim's answer was lost."""
+        self._carried.discard(queue)
         if claim is not None:
             self._push_claimed(queue, claim)
             status = claim.status

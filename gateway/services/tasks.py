@@ -217,16 +217,20 @@ class TaskService:
         now = self._clock.now_ms()
         keyed = view.policy.key_rate_limit
         # An idle dispatcher here has its claim ride in the enqueue's round trip, so a task
-        # that can go now is pushed without waiting for a dispatcher cycle.
-        order = self._claim_for(queue) if any(_ready_now(spec, now) for spec in specs) else None
+        # that can go now is pushed without waiting for a dispatcher cycle. (Asked for right
+        # before the round trip: the store hands every order it was given its answer.)
+        ready_now = any(_ready_now(spec, now) for spec in specs)
+        order = None
         if not self._tracing.enabled:
             new = [_new_task(spec, now, located, queue, keyed, trace) for spec in specs]
+            order = self._claim_for(queue) if ready_now else None
             enqueued = await self._tasks.enqueue_batch(
                 queue, new, now, client_ids=bool(seen), claim=order
             )
         else:
             untraced = [_new_task(spec, now, located, queue, keyed) for spec in specs]
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
+                order = self._claim_for(queue) if ready_now else None
                 enqueued = await self._tasks.enqueue_batch(
                     queue, new, now, client_ids=bool(seen), claim=order
                 )

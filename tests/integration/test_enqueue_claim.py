@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway.clock import ManualClock
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.errors import QueueNotFound
 from gateway.store.keys import QueueKeys
@@ -155,7 +156,7 @@ async def test_a_lone_enqueue_is_pushed_without_a_dispatcher_cycle(
     async with live_gateway(redis_url, ADMIN) as (_, api):
         (dispatcher,) = dispatchers
         await _queue_with_endpoint(api, scripted, url)
-        await until(lambda: dispatcher.offer("q"), what="the queue's loop to be idle")
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
         woken: list[str] = []
         monkeypatch.setattr(dispatcher, "wake", woken.append)
         claims: list[str] = []
@@ -184,7 +185,7 @@ async def test_a_claim_that_leaves_tasks_ready_wakes_the_loop(
     async with live_gateway(redis_url, ADMIN, dispatch_batch=2) as (_, api):
         (dispatcher,) = dispatchers
         await _queue_with_endpoint(api, scripted, url)
-        await until(lambda: dispatcher.offer("q"), what="the queue's loop to be idle")
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
         tasks = [{"name": "hello", "payload": i} for i in range(5)]
         r = await api.post("/v1/queues/q/tasks/batch", json={"tasks": tasks})
         assert r.status_code == 201, r.text
@@ -236,7 +237,7 @@ async def test_a_task_enqueued_where_the_dispatcher_is_stopped_goes_through_anot
     ):
         a, b = dispatchers
         await _queue_with_endpoint(api_b, scripted, url)
-        await until(lambda: a.offer("q") and b.offer("q"), what="both loops to be idle")
+        await until(lambda: "q" in a._idle and "q" in b._idle, what="both loops to be idle")
         await a.stop()
         assert a.offer("q") is None
         r = await api_a.post("/v1/queues/q/tasks", json={"name": "hello", "payload": 1})
@@ -270,3 +271,16 @@ async def test_a_gateway_tells_its_own_enqueues_wake_message_apart(stores: Store
     finally:
         await notifier.stop()
     assert heard == [("own", "q", 2), ("wake", "q", 1), ("wake", "q", 3)]
+
+
+def test_one_enqueue_at_a_time_carries_a_claim_for_a_queue() -> None:
+    """A burst of enqueues wakes the loop, which claims for all of them at once, rather than
+    each carrying a claim of its own."""
+    dispatcher = Dispatcher(None, None, None, ManualClock())  # type: ignore[arg-type]
+    dispatcher._idle.update({"q", "r"})
+    first = dispatcher.offer("q")
+    assert first is not None
+    assert dispatcher.offer("q") is None
+    assert dispatcher.offer("r") is not None  # another queue's
+    first.take(Claim(ClaimStatus.OK, [], settled=True))
+    assert dispatcher.offer("q") is not None

@@ -121,19 +121,19 @@ class Enqueuing(StoreBase):
         script of its own: the claim's rules are the claim script's), handed to its ``take``
         whatever the enqueue's outcome.
         """
-        k = QueueKeys.of(queue)
-        args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
-        for t in tasks:
-            args += [t.id, t.record_json(), t.payload_json]
-        args.append(self._origin)
-        script_keys = _enqueue_keys(k)
-        index = [keys.task_index(t.id) for t in tasks]
-        entries = [
-            (key, keys.task_index_ttl_ms(t.run_at_ms, now_ms))
-            for key, t in zip(index, tasks, strict=True)
-        ]
         order = _Order(queue, claim)
         try:
+            k = QueueKeys.of(queue)
+            args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
+            for t in tasks:
+                args += [t.id, t.record_json(), t.payload_json]
+            args.append(self._origin)
+            script_keys = _enqueue_keys(k)
+            index = [keys.task_index(t.id) for t in tasks]
+            entries = [
+                (key, keys.task_index_ttl_ms(t.run_at_ms, now_ms))
+                for key, t in zip(index, tasks, strict=True)
+            ]
             if client_ids:
                 indexed = await self._claim_index(queue, entries)
                 reply, confirmed = await self._store(queue, script_keys, args, [], order)
