@@ -11,6 +11,8 @@ Starts a managed Redis (AOF everysec), one gateway and the bench SDK worker (``b
 - **backlog in the queue**: the same again while ``bench`` itself drains ``--backlog`` no-op
   tasks enqueued in batches of 500 just before (the stamps wait their turn: this shows the
   queueing, and that dispatch still batches its claims);
+- with ``--one-at-a-time N``: N stamp tasks each sent once the previous one finished (a
+  closed loop: no queue forms on a loaded machine, where an open loop at ``--rate`` may);
 - the CPU the gateway and Redis spent per task during the idle run (each stamp task is also
   read back once, by a long poll: the same for both trees);
 - **drain**: ``--backlog`` no-op tasks enqueued in batches of 500 into ``bench`` while it
@@ -67,6 +69,20 @@ async def stamps(url: str, queue: str, samples: int, rate: float) -> list[float]
     return latency_ms(sent, started)
 
 
+async def one_at_a_time(url: str, queue: str, samples: int) -> list[float]:
+    """Enqueue-to-start delays (ms) of stamp tasks sent one at a time, each once the previous
+    one has finished: a closed loop, so no queue can form whatever the machine's load."""
+    found = []
+    async with AsyncClient(url, KEY, timeout=60) as client:
+        for _ in range(samples):
+            sent = time.time()
+            task = await client.enqueue(queue, STAMP)
+            started = (await client.wait(task.id, timeout=60)).result
+            assert isinstance(started, float), started
+            found.append((started - sent) * 1000)
+    return found
+
+
 def succeeded(admin: Client, queue: str) -> int:
     return admin.get_queue(queue).counts[TaskState.SUCCEEDED]
 
@@ -92,6 +108,13 @@ def main() -> None:
     parser.add_argument(
         "--idle-only", action="store_true", help="only the idle figures (quicker: more runs)"
     )
+    parser.add_argument(
+        "--one-at-a-time",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N stamp tasks one at a time, each after the previous finished",
+    )
     args = parser.parse_args()
     figures: dict[str, float] = {}
     with system(1, worker_concurrency=128) as (urls, cpu), Client(urls[0], KEY) as admin:
@@ -107,6 +130,10 @@ def main() -> None:
         for name in ("gateway0", "redis"):
             per_task = (after[name] - before[name]) / args.samples * 1e6
             figures[f"idle {name.removesuffix('0')} CPU per task (µs)"] = per_task
+        if args.one_at_a_time:
+            figures["one at a time p50"], figures["one at a time p99"] = percentiles(
+                asyncio.run(one_at_a_time(url, "bench", args.one_at_a_time))
+            )
         if args.idle_only:
             print(json.dumps({k: round(v, 3) for k, v in figures.items()}), flush=True)
             return
