@@ -14,8 +14,9 @@ A loop whose last claim found nothing left to take (the queue empty, or all that
 taken) is *idle*, and then an enqueue through this gateway claims for it
 (:meth:`Dispatcher.offer`, :meth:`Dispatcher.take`): the claim script rides in the enqueue's
 own round trip, right after the enqueue script, and what it leased is pushed at once, without
-the wake-up and the claim's round trip of a cycle. The loop is woken only when that claim
-leaves something to do.
+the wake-up and the claim's round trip of a cycle (one such claim per queue at a time: a burst
+of enqueues wakes the loop instead). The loop is woken only when that claim leaves something
+to do.
 
 Several gateways may run dispatchers on one Redis: the claim script is the only way a task
 becomes running, so each attempt is pushed once.
