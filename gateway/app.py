@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -105,10 +106,13 @@ def create_app(
         await scripts.load()
         clock = RedisClock(lambda: server_time_ms(redis))
         await clock.sync()
+        # This process's name in the wake messages of its enqueues (gateway/store/pubsub.py).
+        origin = secrets.token_hex(6)
         tasks = TaskStore(
             redis,
             scripts,
             durability=Durability(settings.wait_replicas, settings.wait_timeout),
+            origin=origin,
         )
         queues = QueueStore(redis, scripts)
         dependencies = DependencyStore(redis, scripts)
@@ -198,6 +202,10 @@ def create_app(
             on_job=lambda due_ms: firing_loop.notice(due_ms),
             on_reconnect=reconnected,
             on_change=changed_here,
+            origin=origin,
+            # This gateway's enqueue claimed for its dispatcher or woke it already: the message
+            # is for the pull polls (it says how many tasks to wake them for).
+            on_own_wake=pull_waiters.wake,
         )
         catalog_service = CatalogService(catalog, catalog_store, queues, clock, on_change=changed)
         task_service = TaskService(
@@ -208,6 +216,7 @@ def create_app(
             notifier,
             dependencies,
             on_ready=wake,
+            claim_for=dispatcher.offer,
             catalog=catalog_service,
             allow_private_urls=settings.allow_private_endpoints,
             tracing=tracing,

@@ -10,6 +10,14 @@ there are; a wake-up lost while the pub/sub connection was broken is made up by
 full, no endpoint with room) also re-checks on a slow safety tick, for changes made through
 another gateway.
 
+A loop whose last claim found nothing left to take (the queue empty, or all that could go
+taken) is *idle*, and then an enqueue through this gateway claims for it
+(:meth:`Dispatcher.offer`, :meth:`Dispatcher.take`): the claim script rides in the enqueue's
+own round trip, right after the enqueue script, and what it leased is pushed at once, without
+the wake-up and the claim's round trip of a cycle (one such claim per queue at a time: a burst
+of enqueues wakes the loop instead). The loop is woken only when that claim leaves something
+to do.
+
 Several gateways may run dispatchers on one Redis: the claim script is the only way a task
 becomes running, so each attempt is pushed once.
 
@@ -37,7 +45,15 @@ from gateway.dispatch.batching import Coalescer
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
-from gateway.store.tasks import Claim, ClaimStatus, Fence, Finish, Finished, TaskStore
+from gateway.store.tasks import (
+    Claim,
+    ClaimOrder,
+    ClaimStatus,
+    Fence,
+    Finish,
+    Finished,
+    TaskStore,
+)
 from gateway.telemetry.metrics import Metrics
 from sdk.wire import AttemptOutcome, FailureKind
 
@@ -83,6 +99,10 @@ class Dispatcher:
         self._on_finished = on_finished
         self._events: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self._loops: dict[str, asyncio.Task[None]] = {}
+        # Queues whose loop's last claim found nothing it could take: no ready task, or none
+        # left that an endpoint with room can take (it may be claiming again, woken).
+        self._idle: set[str] = set()
+        self._carried: set[str] = set()  # queues with an enqueue's claim under way
         self._pushes: set[asyncio.Task[None]] = set()
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
@@ -103,6 +123,40 @@ class Dispatcher:
         """Tell every queue's loop there may be work (wake-ups may have been lost)."""
         for queue in list(self._loops):
             self.wake(queue)
+
+    def offer(self, queue: str) -> ClaimOrder | None:
+        """The claim an enqueue into ``queue`` may carry for this dispatcher: one when the
+        queue's loop is idle (a busy loop claims the new tasks with the rest) and no other
+        enqueue's claim is under way (a burst of enqueues wakes the loop, which claims for all
+        of them at once, rather than each carrying a claim), else None. The enqueue then hands
+        its answer to :meth:`take`."""
+        if queue not in self._idle or queue in self._carried or self._stopping:
+            return None
+        self._carried.add(queue)
+        return ClaimOrder(
+            self._batch,
+            secrets.token_hex(16),
+            self._clock.now_ms,
+            lambda claim: self.take(queue, claim),
+        )
+
+    def take(self, queue: str, claim: Claim | None) -> None:
+        """Push what an enqueue claimed for this dispatcher, and wake the queue's loop when that
+        claim left it something to do. None: the claim's answer was lost."""
+        self._carried.discard(queue)
+        if claim is not None:
+            self._push_claimed(queue, claim)
+            status = claim.status
+            if (status is ClaimStatus.OK and claim.settled) or status is ClaimStatus.EMPTY:
+                return  # all that could go went (or another gateway took it): still idle
+            # Not idle until the loop's next claim says so: the next enqueues wake the loop
+            # rather than each carry a claim that would hear the same.
+            self._idle.discard(queue)
+            if status in (ClaimStatus.FULL, ClaimStatus.PAUSED) or (
+                status is ClaimStatus.NOENDPOINT and claim.retry_at_ms is None
+            ):
+                return  # held until an attempt ends or a change, which wake the loop anyway
+        self.wake(queue)
 
     def changed(self, queue: str) -> None:
         """Tell the queue's loop its policy or endpoints changed (it may be unpaused)."""
@@ -134,6 +188,10 @@ class Dispatcher:
                         await asyncio.wait_for(work.wait(), IDLE_TICK)
                     continue
                 status = claim.status
+                if status is ClaimStatus.EMPTY or (status is ClaimStatus.OK and claim.settled):
+                    self._idle.add(queue)
+                else:
+                    self._idle.discard(queue)
                 if status is ClaimStatus.NOQUEUE:
                     return
                 if status is ClaimStatus.OK and not claim.settled:
@@ -163,6 +221,7 @@ class Dispatcher:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(awaited.wait(), timeout)
         finally:
+            self._idle.discard(queue)
             self._loops.pop(queue, None)
 
     async def step(self, queue: str) -> ClaimStatus:
@@ -174,6 +233,11 @@ class Dispatcher:
         claim = await self._tasks.claim(
             queue, self._batch, secrets.token_hex(16), self._clock.now_ms()
         )
+        self._push_claimed(queue, claim)
+        return claim
+
+    def _push_claimed(self, queue: str, claim: Claim) -> None:
+        """Start a push task per endpoint for the claim's leases."""
         if claim.leases:
             self._metrics.selected(claim.leases)
         by_endpoint: dict[str, list[Lease]] = {}
@@ -185,7 +249,6 @@ class Dispatcher:
             )
             self._pushes.add(push)
             push.add_done_callback(self._pushes.discard)
-        return claim
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming; let pushes in flight finish for up to ``grace`` seconds. A push cut

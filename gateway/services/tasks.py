@@ -35,7 +35,7 @@ from gateway.store.records import (
     to_datetime,
     to_ms,
 )
-from gateway.store.tasks import CancelResult, TaskStore
+from gateway.store.tasks import CancelResult, ClaimOrder, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
 from sdk.wire import KeyRateLimit, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
@@ -89,6 +89,13 @@ def _new_task(
         notify=spec.notify,
         rate_key=None if key_rate_limit is None else rate_key_of(spec.payload, key_rate_limit.path),
     )
+
+
+def _ready_now(spec: TaskCreate, now_ms: int) -> bool:
+    """Whether the task goes straight to the ready set (no delay, no dependency)."""
+    if spec.depends_on or spec.after_group or spec.delay:
+        return False
+    return spec.run_at is None or to_ms(spec.run_at) <= now_ms
 
 
 def _created_view(
@@ -150,6 +157,7 @@ class TaskService:
         dependencies: DependencyStore,
         *,
         on_ready: Callable[[str, int], None],
+        claim_for: Callable[[str], ClaimOrder | None] = lambda queue: None,
         catalog: CatalogService | None = None,
         allow_private_urls: bool = False,
         tracing: Tracing | None = None,
@@ -166,6 +174,7 @@ class TaskService:
         self._clock = clock
         self._notifier = notifier
         self._on_ready = on_ready
+        self._claim_for = claim_for
 
     async def enqueue(
         self,
@@ -219,13 +228,29 @@ class TaskService:
         located = await self._locate_dependencies(specs, seen)
         now = self._clock.now_ms()
         keyed = view.policy.key_rate_limit
+        # An idle dispatcher here has its claim ride in the enqueue's round trip, so a task
+        # that can go now is pushed without waiting for a dispatcher cycle. (Asked for right
+        # before the round trip: the store hands every order it was given its answer.)
+        ready_now = any(_ready_now(spec, now) for spec in specs)
+        order = None
         if not self._tracing.enabled:
             new = [_new_task(spec, now, located, queue, keyed, trace) for spec in specs]
-            enqueued = await self._tasks.enqueue_batch(queue, new, now, client_ids=bool(seen))
+            order = self._claim_for(queue) if ready_now else None
+            enqueued = await self._tasks.enqueue_batch(
+                queue, new, now, client_ids=bool(seen), claim=order
+            )
         else:
             untraced = [_new_task(spec, now, located, queue, keyed) for spec in specs]
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
-                enqueued = await self._tasks.enqueue_batch(queue, new, now, client_ids=bool(seen))
+                order = self._claim_for(queue) if ready_now else None
+                enqueued = await self._tasks.enqueue_batch(
+                    queue, new, now, client_ids=bool(seen), claim=order
+                )
+        if order is not None:
+            # The pushes of what the claim took were just started: let them write their
+            # requests before this answer is built (the worker starts sooner; the answer waits
+            # about as long as building a push takes).
+            await asyncio.sleep(0)
         stored = enqueued.stored
         self._metrics.enqueued(queue, (n.name for n, s in zip(new, stored, strict=True) if s.state))
         links = [
@@ -237,9 +262,10 @@ class TaskService:
         if links:
             await self._dependencies.link(queue, links, now)
         ready = sum(s.state is TaskState.QUEUED for s in stored)
-        if ready:
+        if ready and not (order and enqueued.announced):
             # Pub/sub tells the pull polls of every gateway, this one's too, when the script
-            # announced the tasks: counting them here as well would wake twice as many.
+            # announced the tasks: counting them here as well would wake twice as many. (Then
+            # only the dispatcher is left to wake, and a claim that rode along did that.)
             self._on_ready(queue, 0 if enqueued.announced else ready)
         views = []
         for spec, n, s in zip(specs, new, stored, strict=True):

@@ -3,7 +3,9 @@ time, and long-polls on finish.
 
 One pub/sub connection per gateway process. ``jg:wake`` carries queue names that got ready work
 (published by the enqueue and promote scripts, possibly from another gateway), followed by a
-space and how many tasks became ready when the publisher knows (the enqueue script does);
+space and how many tasks became ready when the publisher knows (the enqueue script does), and
+by the name of the gateway whose enqueue published it (``origin``): that gateway's own message
+goes to ``on_own_wake`` (its dispatcher was woken, or claimed, by the enqueue itself);
 ``jg:due:wake`` carries a due time that became the earliest of the due index; ``jg:changed``
 carries a queue whose policy or endpoints changed (:meth:`Notifier.changed`, so every gateway
 forgets its cached view and its paused or idle dispatcher loop looks again at once);
@@ -58,9 +60,13 @@ class Notifier:
         on_job: Callable[[int], None] = lambda due_ms: None,
         on_reconnect: Callable[[], None] = lambda: None,
         on_change: Callable[[str], None] = lambda queue: None,
+        origin: str = "",
+        on_own_wake: Callable[[str, int | None], None] | None = None,
     ) -> None:
         self._redis = redis
         self._on_wake = on_wake
+        self._origin = origin
+        self._on_own_wake = on_own_wake or on_wake
         self._on_change = on_change
         self._publishing: set[asyncio.Task[None]] = set()
         self._on_due = on_due
@@ -159,7 +165,9 @@ class Notifier:
                 continue
             channel = message["channel"]
             if channel == keys.WAKE_CHANNEL:
-                self._on_wake(*_wake_message(message["data"]))
+                queue, ready, origin = _wake_message(message["data"])
+                own = origin == self._origin and origin != ""
+                (self._on_own_wake if own else self._on_wake)(queue, ready)
             elif channel == keys.CHANGED_CHANNEL:
                 self._on_change(message["data"])
             elif channel in (keys.DUE_CHANNEL, keys.NOTICE_CHANNEL, keys.JOBS_CHANNEL):
@@ -178,7 +186,9 @@ class Notifier:
                     event.set()
 
 
-def _wake_message(data: str) -> tuple[str, int | None]:
-    """A ``jg:wake`` message's queue, and how many tasks became ready if it says."""
-    queue, _, ready = data.partition(" ")
-    return queue, int(ready) if ready.isdigit() else None
+def _wake_message(data: str) -> tuple[str, int | None, str]:
+    """A ``jg:wake`` message's queue, how many tasks became ready if it says, and the gateway
+    whose enqueue sent it if it says."""
+    queue, _, rest = data.partition(" ")
+    ready, _, origin = rest.partition(" ")
+    return queue, int(ready) if ready.isdigit() else None, origin

@@ -7,6 +7,8 @@
 -- ARGV[5..] three values per task: id, initial record JSON (name, prio, created, run_at and
 --           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
 --           {queue, id}), payload JSON
+-- ARGV[#ARGV] (last) the enqueuing gateway's name, or '': added to the wake message, so that
+--           gateway's dispatcher can tell its own enqueue's message (it claimed already) apart
 -- Returns {'OK', one entry per task...}: the state it was stored in, or 'dup:<id>' when its
 --      dedup or singleton key matched task <id> (nothing stored for it); then 'WOKE' when the
 --      wake channel was told (the ready set was empty), then 'NOTICE' when a completion
@@ -21,7 +23,7 @@ if not policy then
 end
 local now = tonumber(ARGV[1])
 local queue = ARGV[2]
-local count = (#ARGV - 4) / 3
+local count = (#ARGV - 5) / 3
 for i = 0, count - 1 do
   local id = ARGV[5 + i * 3]
   if redis.call('HEXISTS', KEYS[2], id) == 1 then
@@ -199,12 +201,13 @@ for _, s in ipairs(stored) do
   end
 end
 
--- Told once the ready set stops being empty: '<queue> <tasks now ready>' (they are all new),
--- so each gateway wakes as many pull polls as there are tasks.
+-- Told once the ready set stops being empty: '<queue> <tasks now ready>[ <gateway>]' (they are
+-- all new), so each gateway wakes as many pull polls as there are tasks.
 if was_empty then
   local ready = redis.call('ZCARD', KEYS[4])
   if ready > 0 then
-    redis.call('PUBLISH', ARGV[3], queue .. ' ' .. ready)
+    local origin = ARGV[#ARGV]
+    redis.call('PUBLISH', ARGV[3], queue .. ' ' .. ready .. (origin ~= '' and ' ' .. origin or ''))
     out[#out + 1] = 'WOKE'
   end
 end

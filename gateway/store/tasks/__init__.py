@@ -14,7 +14,15 @@ from __future__ import annotations
 from gateway.store.tasks.due import DueIndexing
 from gateway.store.tasks.enqueue import Enqueued, Enqueuing, Stored
 from gateway.store.tasks.finish import CancelResult, Finish, Finished, Finishing
-from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
+from gateway.store.tasks.leases import (
+    LOG_LINES_KEPT,
+    Claim,
+    ClaimOrder,
+    ClaimStatus,
+    Fence,
+    Heartbeat,
+    Leasing,
+)
 from gateway.store.tasks.reads import Reading
 from gateway.store.tasks.recovery import Expired, Recovering
 
@@ -22,6 +30,7 @@ __all__ = [
     "LOG_LINES_KEPT",
     "CancelResult",
     "Claim",
+    "ClaimOrder",
     "ClaimStatus",
     "Enqueued",
     "Expired",

@@ -12,11 +12,21 @@ from gateway.store.scripts import Scripts
 
 class StoreBase:
     """The Redis client (decoding responses), the scripts every task state change calls, how
-    many replicas must confirm an enqueue, and the round trips enqueues share (a single Redis
-    or Sentinel; a cluster routes each command by its key, through redis-py)."""
+    many replicas must confirm an enqueue, the round trips enqueues share (a single Redis or
+    Sentinel; a cluster routes each command by its key, through redis-py), and this gateway's
+    name in the wake messages of its enqueues (``origin``; :class:`gateway.store.pubsub.Notifier`
+    tells its own apart)."""
 
-    def __init__(self, redis: Redis, scripts: Scripts, *, durability: Durability = NO_WAIT) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        scripts: Scripts,
+        *,
+        durability: Durability = NO_WAIT,
+        origin: str = "",
+    ) -> None:
         self._redis = redis
         self._scripts = scripts
         self._durability = durability
         self._coalescer = None if isinstance(redis, RedisCluster) else Coalescer(redis, durability)
+        self._origin = origin

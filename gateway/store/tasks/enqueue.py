@@ -21,6 +21,7 @@ from gateway.store.notices import mark as mark_noticed
 from gateway.store.records import NewTask, load_record
 from gateway.store.scripts import Reply
 from gateway.store.tasks.base import StoreBase
+from gateway.store.tasks.leases import ClaimOrder, claim_args, claim_keys, read_claim
 from sdk.wire import TaskState
 
 
@@ -76,6 +77,26 @@ def _stored(entry: str) -> Stored:
     return Stored(TaskState(entry))
 
 
+class _Order:
+    """The claim an enqueue carries, until its taker has been given an answer (or none)."""
+
+    def __init__(self, queue: str, claim: ClaimOrder | None) -> None:
+        self.queue = queue
+        self.now_ms = 0  # the claim's time, when sent
+        self.pending = claim
+
+    def answered(self, reply: Reply) -> None:
+        if self.pending is not None:
+            take, self.pending = self.pending.take, None
+            take(read_claim(self.queue, reply, self.now_ms))
+
+    def unanswered(self) -> None:
+        """No answer came (the round trip failed) or none will: the taker hears None."""
+        if self.pending is not None:
+            take, self.pending = self.pending.take, None
+            take(None)
+
+
 def _set_each(pipe: Any, queue: str, index: list[tuple[str, int]]) -> None:
     """Index entries (key, expiry in ms) pointing at ``queue``, one SET each, into ``pipe``."""
     for key, ttl_ms in index:
@@ -92,29 +113,44 @@ class Enqueuing(StoreBase):
         return (await self.enqueue_batch(queue, tasks, now_ms, client_ids=client_ids)).stored
 
     async def enqueue_batch(
-        self, queue: str, tasks: Sequence[NewTask], now_ms: int, *, client_ids: bool = False
+        self,
+        queue: str,
+        tasks: Sequence[NewTask],
+        now_ms: int,
+        *,
+        client_ids: bool = False,
+        claim: ClaimOrder | None = None,
     ) -> Enqueued:
         """Store tasks atomically; raises QueueNotFound or TaskExists and then stores nothing.
 
         The id index lives outside the queue's slot. Ids the gateway made are unique, so their
         index entries ride in the script's round trip; ids a client chose are claimed in the
         index first, so one already used in another queue is refused before anything is stored.
+
+        ``claim``: a push claim run right after the enqueue script in the same round trip (a
+        script of its own: the claim's rules are the claim script's), handed to its ``take``
+        whatever the enqueue's outcome.
         """
-        args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
-        for t in tasks:
-            args += [t.id, t.record_json(), t.payload_json]
-        script_keys = _enqueue_keys(queue)
-        index = [keys.task_index(t.id) for t in tasks]
-        entries = [
-            (key, keys.task_index_ttl_ms(t.run_at_ms, now_ms))
-            for key, t in zip(index, tasks, strict=True)
-        ]
-        if client_ids:
-            indexed = await self._claim_index(queue, entries)
-            reply, confirmed = await self._store(queue, script_keys, args, [])
-        else:
-            indexed = index
-            reply, confirmed = await self._store(queue, script_keys, args, entries)
+        order = _Order(queue, claim)
+        try:
+            args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
+            for t in tasks:
+                args += [t.id, t.record_json(), t.payload_json]
+            args.append(self._origin)
+            script_keys = _enqueue_keys(queue)
+            index = [keys.task_index(t.id) for t in tasks]
+            entries = [
+                (key, keys.task_index_ttl_ms(t.run_at_ms, now_ms))
+                for key, t in zip(index, tasks, strict=True)
+            ]
+            if client_ids:
+                indexed = await self._claim_index(queue, entries)
+                reply, confirmed = await self._store(queue, script_keys, args, [], order)
+            else:
+                indexed = index
+                reply, confirmed = await self._store(queue, script_keys, args, entries, order)
+        finally:
+            order.unanswered()
         if reply[0] == "OK":
             entries = reply[1 : len(tasks) + 1]
             markers = reply[len(tasks) + 1 :]
@@ -171,14 +207,21 @@ class Enqueuing(StoreBase):
         script_keys: Packed,
         args: list[str | int],
         index: list[tuple[str, int]],
+        order: _Order,
     ) -> tuple[Reply, int | None]:
         """Run the enqueue script, with the index entries ``index`` (key, expiry in ms) set
-        before it in the same round trip. Returns its reply and, when replicas must confirm, how
-        many did."""
-        indexed, reply, confirmed = await self._pipeline(queue, script_keys, args, index)
+        before it and the claim ``order`` asks for after it, in the same round trip. Returns its
+        reply and, when replicas must confirm, how many did."""
+        indexed, reply, claimed, confirmed = await self._pipeline(
+            queue, script_keys, args, index, order
+        )
+        await self._hand_over(order, claimed)
         if isinstance(reply, NoScriptError):
             await self._scripts.load()  # Redis restarted or failed over: load, run again
-            indexed, reply, confirmed = await self._pipeline(queue, script_keys, args, index)
+            indexed, reply, claimed, confirmed = await self._pipeline(
+                queue, script_keys, args, index, order
+            )
+            await self._hand_over(order, claimed)
         elif isinstance(indexed, NoScriptError):  # scripts flushed between the two commands
             await self._scripts.load()
             await self._set_index(queue, index)
@@ -193,11 +236,13 @@ class Enqueuing(StoreBase):
         script_keys: Packed,
         args: list[str | int],
         index: list[tuple[str, int]],
-    ) -> tuple[Reply, Reply, Reply]:
-        """One round trip: the index entries (each with its expiry), the script, and ``WAIT``
-        when replicas must confirm (on the connection that wrote, as WAIT requires). Returns
-        the replies of the index script (None without it), the enqueue script and WAIT (None
-        without it); errors come back as replies.
+        order: _Order,
+    ) -> tuple[Reply, Reply, Reply, Reply]:
+        """One round trip: the index entries (each with its expiry), the script, the claim
+        script when ``order`` still asks for it, and ``WAIT`` when replicas must confirm (on the
+        connection that wrote, as WAIT requires). Returns the replies of the index script (None
+        without it), the enqueue script, the claim (None without it) and WAIT (None without
+        it); errors come back as replies.
 
         On a single Redis the round trip is shared with the enqueues of the same moment
         (:mod:`gateway.store.coalescing`); when its connection fails, it is sent again through
@@ -222,6 +267,13 @@ class Enqueuing(StoreBase):
         # pipe.evalsha() but routes the command by its first key all the same.
         sha = self._scripts.sha("enqueue")
         commands.append(("EVALSHA", sha, len(script_keys.words), script_keys, *args))
+        claim = order.pending
+        if claim is not None:
+            claiming = claim_keys(QueueKeys.of(queue))
+            order.now_ms = claim.now_ms()
+            claim_sha = self._scripts.sha("claim")
+            arguments = claim_args(claim.count, claim.seed, order.now_ms)
+            commands.append(("EVALSHA", claim_sha, len(claiming), *claiming, *arguments))
         replies = None
         if self._coalescer is not None:
             with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
@@ -234,9 +286,20 @@ class Enqueuing(StoreBase):
                     pipe.execute_command(*self._durability.wait_command())
                 replies = await pipe.execute(raise_on_error=False)
         indexed = replies[0] if one_command else None
-        if self._durability.waits:
-            return indexed, replies[-2], replies[-1]
-        return indexed, replies[-1], None
+        confirmed = replies.pop() if self._durability.waits else None
+        claimed = replies.pop() if claim is not None else None
+        return indexed, replies[-1], claimed, confirmed
+
+    async def _hand_over(self, order: _Order, claimed: Reply) -> None:
+        """Give the claim that rode with the enqueue to its taker, once it ran (a NOSCRIPT
+        answer means it did not: it rides again when the enqueue is sent again)."""
+        if order.pending is None or claimed is None or isinstance(claimed, NoScriptError):
+            return
+        if isinstance(claimed, Exception):
+            order.unanswered()
+            return
+        script_keys = claim_keys(QueueKeys.of(order.queue))
+        order.answered(await self._scripts.unwrap("claim", script_keys, claimed))
 
     async def _set_index(self, queue: str, index: list[tuple[str, int]]) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:

@@ -3,12 +3,13 @@ lease token."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from gateway.store.keys import QueueKeys
 from gateway.store.records import Lease, load_record
+from gateway.store.scripts import Arg, Reply
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
 
@@ -34,6 +35,82 @@ class Claim:
     # OK, and no ready task is left that an endpoint with room can take: claiming again before
     # something changes (an enqueue, an attempt's end, a policy change) would find nothing.
     settled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOrder:
+    """A push claim an enqueue carries in its own round trip (:meth:`Enqueuing.enqueue_batch`):
+    the claim script, run right after the enqueue script, for up to ``count`` tasks with lease
+    tokens from ``seed``, at the time ``now_ms()`` tells when the round trip is sent (not the
+    enqueue's own, read before its records were built: a claim's time stored earlier than it
+    ran would let a rate bucket refill early). ``take`` is called once, as soon as the claim's
+    answer is read and whatever the enqueue's own outcome: with the :class:`Claim`, or None when
+    no answer came (the claim may or may not have run)."""
+
+    count: int
+    seed: str
+    now_ms: Callable[[], int]
+    take: Callable[[Claim | None], None]
+
+
+def claim_keys(k: QueueKeys) -> list[str]:
+    """The claim script's KEYS (``lua/claim.lua``)."""
+    return [
+        k.policy,
+        k.meta,
+        k.payload,
+        k.checkpoint,
+        k.running,
+        k.endpoints,
+        k.inflight,
+        k.ready,
+        k.singleton,
+        k.stalls,
+        k.health,
+        k.rates,
+        k.rates_full,
+    ]
+
+
+def claim_args(count: int, seed: str, now_ms: int, endpoint_id: str | None = None) -> list[Arg]:
+    """The claim script's ARGV: for the push dispatcher without ``endpoint_id``."""
+    return [now_ms, count, seed, endpoint_id or ""]
+
+
+def read_claim(queue: str, reply: Reply, now_ms: int) -> Claim:
+    """The claim script's (unwrapped) reply as a :class:`Claim`."""
+    status = ClaimStatus(reply[0])
+    if status is ClaimStatus.RATE:
+        return Claim(status, [], now_ms + int(reply[1]), held=len(reply) > 2)
+    if status is ClaimStatus.NOENDPOINT:
+        return Claim(status, [], int(reply[1]) if reply[1] else None)
+    if status is not ClaimStatus.OK:
+        return Claim(status, [])
+    leases = []
+    for task_id, endpoint_id, raw, payload, checkpoint, signing in reply[2:]:
+        record = load_record(raw)
+        leases.append(
+            Lease(
+                queue=queue,
+                task_id=task_id,
+                endpoint_id=endpoint_id,
+                token=record["lease"],
+                name=record["name"],
+                attempt=record["att"],
+                max_attempts=record.get("max_att"),
+                payload_json=payload if payload is not None else "null",
+                checkpoint_json=checkpoint,
+                expires_ms=int(record["exp"]),
+                deadline_ms=int(record["deadline"]),
+                traceparent=record.get("tp"),
+                tracestate=record.get("ts"),
+                ready_ms=int(max(record.get("run_at", 0), record.get("created", 0))),
+                started_ms=int(record.get("started", 0)),
+                version=record.get("ver") or "",
+                secrets=tuple(signing.split()),
+            )
+        )
+    return Claim(status, leases, settled=reply[1] == "1")
 
 
 class Fence(StrEnum):
@@ -63,58 +140,11 @@ class Leasing(StoreBase):
         """Lease up to ``count`` ready tasks; ``seed`` (secret, random, fresh for every call)
         is what the script derives their lease tokens from. Without ``endpoint_id`` (the push
         dispatcher) to push endpoints only; with it, to that pull endpoint only."""
-        k = QueueKeys.of(queue)
+        script_keys = claim_keys(QueueKeys.of(queue))
         reply = await self._scripts.call(
-            "claim",
-            [
-                k.policy,
-                k.meta,
-                k.payload,
-                k.checkpoint,
-                k.running,
-                k.endpoints,
-                k.inflight,
-                k.ready,
-                k.singleton,
-                k.stalls,
-                k.health,
-                k.rates,
-                k.rates_full,
-            ],
-            [now_ms, count, seed, endpoint_id or ""],
+            "claim", script_keys, claim_args(count, seed, now_ms, endpoint_id)
         )
-        status = ClaimStatus(reply[0])
-        if status is ClaimStatus.RATE:
-            return Claim(status, [], now_ms + int(reply[1]), held=len(reply) > 2)
-        if status is ClaimStatus.NOENDPOINT:
-            return Claim(status, [], int(reply[1]) if reply[1] else None)
-        if status is not ClaimStatus.OK:
-            return Claim(status, [])
-        leases = []
-        for task_id, endpoint_id, raw, payload, checkpoint, signing in reply[2:]:
-            record = load_record(raw)
-            leases.append(
-                Lease(
-                    queue=queue,
-                    task_id=task_id,
-                    endpoint_id=endpoint_id,
-                    token=record["lease"],
-                    name=record["name"],
-                    attempt=record["att"],
-                    max_attempts=record.get("max_att"),
-                    payload_json=payload if payload is not None else "null",
-                    checkpoint_json=checkpoint,
-                    expires_ms=int(record["exp"]),
-                    deadline_ms=int(record["deadline"]),
-                    traceparent=record.get("tp"),
-                    tracestate=record.get("ts"),
-                    ready_ms=int(max(record.get("run_at", 0), record.get("created", 0))),
-                    started_ms=int(record.get("started", 0)),
-                    version=record.get("ver") or "",
-                    secrets=tuple(signing.split()),
-                )
-            )
-        return Claim(status, leases, settled=reply[1] == "1")
+        return read_claim(queue, reply, now_ms)
 
     async def accept_many(
         self, queue: str, accepted: Sequence[tuple[str, str]], now_ms: int

@@ -1,0 +1,286 @@
+"""An enqueue's own claim: when this gateway's dispatcher is idle, the claim script rides in the
+enqueue's round trip and the gateway pushes what it leased at once, without a dispatcher cycle
+(gateway/dispatch/dispatcher.py, ``Dispatcher.offer``)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from gateway.clock import ManualClock
+from gateway.dispatch.dispatcher import Dispatcher
+from gateway.errors import QueueNotFound
+from gateway.store.keys import QueueKeys
+from gateway.store.pubsub import Notifier
+from gateway.store.records import load_record
+from gateway.store.scripts import Scripts
+from gateway.store.tasks import Claim, ClaimOrder, ClaimStatus, TaskStore
+from sdk.wire import QueuePolicy, TaskState
+from tests.scripted_worker import ADMIN, Worker
+from tests.support import free_port, live_gateway, serve, until
+
+from .conftest import Stores
+from .test_store import new_task, setup_queue
+
+
+class Taker:
+    """What a ClaimOrder's taker was handed."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.taken: list[Claim | None] = []
+        self.now_ms = now_ms
+
+    def order(self, count: int = 8) -> ClaimOrder:
+        return ClaimOrder(count, secrets.token_hex(16), lambda: self.now_ms, self.taken.append)
+
+
+async def test_the_claim_rides_with_the_enqueue_and_leases_the_new_task(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    # The claim's time is read when the round trip is sent, after the enqueue's own (an earlier
+    # time stored by a claim would let a rate bucket refill early).
+    taker = Taker(now + 40)
+    task = new_task(now)
+    enqueued = await stores.tasks.enqueue_batch("q", [task], now, claim=taker.order())
+    # The answer says what the enqueue stored; the claim ran after it.
+    assert enqueued.stored[0].state is TaskState.QUEUED
+    (claim,) = taker.taken
+    assert claim is not None
+    assert (claim.status, claim.settled) == (ClaimStatus.OK, True)
+    (lease,) = claim.leases
+    assert (lease.task_id, lease.endpoint_id, lease.attempt) == (task.id, "ep1", 1)
+    assert lease.started_ms == now + 40
+    record = load_record(await stores.redis.hget(QueueKeys.of("q").meta, task.id))
+    assert (record["state"], record["lease"]) == ("running", lease.token)
+
+
+async def test_the_claim_keeps_the_claim_scripts_rules(stores: Stores) -> None:
+    """Priorities, concurrency and pause hold as in any claim: it is the same script."""
+    await setup_queue(stores, concurrency=1)
+    now = stores.clock.now_ms()
+    waiting = new_task(now)
+    await stores.tasks.enqueue("q", [waiting], now)
+    taker = Taker()
+    urgent = new_task(now, priority=5)
+    await stores.tasks.enqueue_batch("q", [urgent, new_task(now)], now, claim=taker.order())
+    (claim,) = taker.taken
+    assert claim is not None
+    # One slot on the endpoint: the highest priority goes, and the claim is settled (full).
+    assert [lease.task_id for lease in claim.leases] == [urgent.id]
+    assert claim.settled
+    await stores.queues.put("q", QueuePolicy(paused=True), now)
+    paused = Taker()
+    await stores.tasks.enqueue_batch("q", [new_task(now)], now, claim=paused.order())
+    assert [c.status for c in paused.taken if c] == [ClaimStatus.PAUSED]
+
+
+async def test_the_taker_hears_of_a_refused_enqueue_and_of_a_lost_round_trip(
+    stores: Stores, redis_url: str
+) -> None:
+    taker = Taker()
+    now = stores.clock.now_ms()
+    with pytest.raises(QueueNotFound):
+        await stores.tasks.enqueue_batch("nope", [new_task(now)], now, claim=taker.order())
+    assert [c.status for c in taker.taken if c] == [ClaimStatus.NOQUEUE]
+    # No answer at all (Redis unreachable): the taker is told so, once.
+    dead = Redis(port=free_port(), decode_responses=True)
+    lost = Taker()
+    with pytest.raises(RedisConnectionError):
+        await TaskStore(dead, Scripts(dead)).enqueue_batch(
+            "q", [new_task(now)], now, claim=lost.order()
+        )
+    assert lost.taken == [None]
+    await dead.aclose()
+
+
+async def test_scripts_flushed_before_the_enqueue_the_claim_rides_again(stores: Stores) -> None:
+    await setup_queue(stores)
+    await stores.redis.script_flush()
+    now = stores.clock.now_ms()
+    taker = Taker()
+    task = new_task(now)
+    await stores.tasks.enqueue_batch("q", [task], now, claim=taker.order())
+    (claim,) = taker.taken
+    assert claim is not None
+    assert [lease.task_id for lease in claim.leases] == [task.id]
+
+
+# --- the dispatcher -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dispatchers(monkeypatch: pytest.MonkeyPatch) -> list[Dispatcher]:
+    """Every Dispatcher the gateways of the test make, in order."""
+    made: list[Dispatcher] = []
+    original = Dispatcher.__init__
+
+    def init(self: Dispatcher, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Dispatcher, "__init__", init)
+    return made
+
+
+@pytest.fixture
+async def worker() -> AsyncIterator[tuple[Worker, str]]:
+    made = Worker()
+    async with serve(Starlette(routes=[Route("/", made.handle, methods=["POST"])])) as url:
+        yield made, url
+
+
+async def _queue_with_endpoint(api: Any, worker: Worker, url: str) -> None:
+    (await api.put("/v1/queues/q", json={})).raise_for_status()
+    r = await api.post("/v1/queues/q/endpoints", json={"url": url + "/"})
+    assert r.status_code == 201, r.text
+    worker.secret = r.json()["secret"]
+
+
+async def test_a_lone_enqueue_is_pushed_without_a_dispatcher_cycle(
+    redis_url: str,
+    dispatchers: list[Dispatcher],
+    worker: tuple[Worker, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With every wake-up of the dispatcher's loop dropped (the enqueue's own, and the pub/sub
+    message of its script), the task is still pushed: by the claim that rode with the enqueue.
+    Without it, nothing would claim the task."""
+    scripted, url = worker
+    async with live_gateway(redis_url, ADMIN) as (_, api):
+        (dispatcher,) = dispatchers
+        await _queue_with_endpoint(api, scripted, url)
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+        woken: list[str] = []
+        monkeypatch.setattr(dispatcher, "wake", woken.append)
+        claims: list[str] = []
+        claim = dispatcher.claim
+
+        async def counted(queue: str) -> Claim:
+            claims.append(queue)
+            return await claim(queue)
+
+        monkeypatch.setattr(dispatcher, "claim", counted)
+        r = await api.post("/v1/queues/q/tasks", json={"name": "hello", "payload": 1})
+        assert r.status_code == 201, r.text
+        task_id = r.json()["id"]
+        await until(lambda: scripted.pushes(task_id), what="the push")
+        finished = await api.get(f"/v1/tasks/{task_id}", params={"wait": 10})
+        assert finished.json()["state"] == "succeeded"
+        assert claims == []  # the loop never claimed
+
+
+async def test_a_claim_that_leaves_tasks_ready_wakes_the_loop(
+    redis_url: str, dispatchers: list[Dispatcher], worker: tuple[Worker, str]
+) -> None:
+    """A batch larger than one claim: the enqueue's claim takes ``dispatch_batch`` tasks, and
+    the loop, woken by it, claims the rest."""
+    scripted, url = worker
+    async with live_gateway(redis_url, ADMIN, dispatch_batch=2) as (_, api):
+        (dispatcher,) = dispatchers
+        await _queue_with_endpoint(api, scripted, url)
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+        tasks = [{"name": "hello", "payload": i} for i in range(5)]
+        r = await api.post("/v1/queues/q/tasks/batch", json={"tasks": tasks})
+        assert r.status_code == 201, r.text
+        ids = [t["id"] for t in r.json()["tasks"]]
+        for task_id in ids:
+            finished = await api.get(f"/v1/tasks/{task_id}", params={"wait": 10})
+            assert finished.json()["state"] == "succeeded"
+
+
+def test_the_loop_is_woken_only_when_the_claim_left_it_something_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dispatcher = Dispatcher(None, None, None, None)  # type: ignore[arg-type]
+    woken: list[str] = []
+    monkeypatch.setattr(dispatcher, "wake", woken.append)
+
+    def take(claim: Claim | None) -> tuple[bool, bool]:
+        """(woken, still idle) after the claim is taken from an idle loop."""
+        woken.clear()
+        dispatcher._idle.add("q")
+        dispatcher.take("q", claim)
+        return woken == ["q"], "q" in dispatcher._idle
+
+    # All that could go went, or nothing was there: the loop idles on.
+    assert take(Claim(ClaimStatus.OK, [], settled=True)) == (False, True)
+    assert take(Claim(ClaimStatus.EMPTY, [])) == (False, True)
+    # Held until an attempt ends or a change: not woken, but no longer idle (the next enqueue
+    # wakes it rather than claim only to hear the same).
+    assert take(Claim(ClaimStatus.FULL, [])) == (False, False)
+    assert take(Claim(ClaimStatus.PAUSED, [])) == (False, False)
+    assert take(Claim(ClaimStatus.NOENDPOINT, [])) == (False, False)
+    # Left work, or a time the loop must keep (a circuit's probe, a rate bucket), or no answer.
+    assert take(Claim(ClaimStatus.OK, [], settled=False))[0]
+    assert take(Claim(ClaimStatus.NOENDPOINT, [], 5))[0]
+    assert take(Claim(ClaimStatus.RATE, [], 5, held=True))[0]
+    assert take(Claim(ClaimStatus.NOQUEUE, []))[0]
+    assert take(None)[0]
+
+
+async def test_a_task_enqueued_where_the_dispatcher_is_stopped_goes_through_another(
+    redis_url: str, dispatchers: list[Dispatcher], worker: tuple[Worker, str]
+) -> None:
+    """Gateway A cannot claim (its dispatcher stopped): no claim rides with its enqueue, and
+    gateway B's dispatcher, woken over pub/sub, pushes the task."""
+    scripted, url = worker
+    async with (
+        live_gateway(redis_url, ADMIN) as (_, api_a),
+        live_gateway(redis_url, ADMIN) as (_, api_b),
+    ):
+        a, b = dispatchers
+        await _queue_with_endpoint(api_b, scripted, url)
+        await until(lambda: "q" in a._idle and "q" in b._idle, what="both loops to be idle")
+        await a.stop()
+        assert a.offer("q") is None
+        r = await api_a.post("/v1/queues/q/tasks", json={"name": "hello", "payload": 1})
+        assert r.status_code == 201, r.text
+        finished = await api_a.get(f"/v1/tasks/{r.json()['id']}", params={"wait": 10})
+        assert finished.json()["state"] == "succeeded"
+
+
+async def test_a_gateway_tells_its_own_enqueues_wake_message_apart(stores: Stores) -> None:
+    """Its dispatcher was woken, or claimed, by the enqueue itself: the message of its own
+    enqueue goes to the pull polls only; another gateway's goes to both."""
+    await setup_queue(stores)
+    heard: list[tuple[str, str, int | None]] = []
+    notifier = Notifier(
+        stores.redis,
+        on_wake=lambda queue, ready: heard.append(("wake", queue, ready)),
+        origin="gw-a",
+        on_own_wake=lambda queue, ready: heard.append(("own", queue, ready)),
+    )
+    await notifier.start()
+    try:
+        scripts = Scripts(stores.redis)
+        now = stores.clock.now_ms()
+        ours = TaskStore(stores.redis, scripts, origin="gw-a")
+        theirs = TaskStore(stores.redis, scripts, origin="gw-b")
+        untold = TaskStore(stores.redis, scripts)
+        for store, count in ((ours, 2), (theirs, 1), (untold, 3)):
+            await store.enqueue("q", [new_task(now) for _ in range(count)], now)
+            await stores.tasks.claim("q", 10, secrets.token_hex(16), now)  # empty again
+        await until(lambda: len(heard) == 3, what="three wake-ups")
+    finally:
+        await notifier.stop()
+    assert heard == [("own", "q", 2), ("wake", "q", 1), ("wake", "q", 3)]
+
+
+def test_one_enqueue_at_a_time_carries_a_claim_for_a_queue() -> None:
+    """A burst of enqueues wakes the loop, which claims for all of them at once, rather than
+    each carrying a claim of its own."""
+    dispatcher = Dispatcher(None, None, None, ManualClock())  # type: ignore[arg-type]
+    dispatcher._idle.update({"q", "r"})
+    first = dispatcher.offer("q")
+    assert first is not None
+    assert dispatcher.offer("q") is None
+    assert dispatcher.offer("r") is not None  # another queue's
+    first.take(Claim(ClaimStatus.OK, [], settled=True))
+    assert dispatcher.offer("q") is not None
