@@ -22,6 +22,8 @@ from sdk.wire import (
     HeartbeatOut,
     LogIn,
     ResultIn,
+    StepIn,
+    StepOut,
 )
 
 
@@ -42,6 +44,10 @@ async def checkpoint(call: Call) -> BaseModel:
     return await call.services.callbacks.checkpoint(
         call.queue, call.task_id, _lease(call), call.body
     )
+
+
+async def step(call: Call) -> BaseModel:
+    return await call.services.callbacks.step(call.queue, call.task_id, _lease(call), call.body)
 
 
 async def append_logs(call: Call) -> BaseModel:
@@ -77,6 +83,7 @@ def _callback(
     body: type[BaseModel] | None,
     response: type[BaseModel],
     description: str = "",
+    errors: tuple[int, ...] = (),
 ) -> Operation:
     return Operation(
         "POST",
@@ -88,7 +95,7 @@ def _callback(
         body=body,
         response=response,
         params=(QUEUE, TASK_ID, LEASE),
-        errors=(404, 409),  # no such queue or task; not the current lease
+        errors=(404, 409, *errors),  # no such queue or task; not the current lease
         description=description,
     )
 
@@ -107,6 +114,17 @@ OPERATIONS = [
         checkpoint,
         CheckpointIn,
         CallbackAck,
+    ),
+    _callback(
+        "step",
+        "Record a durable step's result for later attempts",
+        step,
+        StepIn,
+        StepOut,
+        "Recorded with the task (name, result, attempt, time) and carried in the push body's "
+        "'steps' to every later attempt. A name recorded before keeps its first result "
+        "('recorded': false). 413 when the task's steps would pass MAX_STEPS_BYTES in all.",
+        errors=(413,),
     ),
     _callback("logs", "Append log lines", append_logs, LogIn, CallbackAck),
     _callback("result", "Report success with the result", report_result, ResultIn, CallbackAck),
