@@ -22,6 +22,7 @@ from sdk.wire import (
     HeartbeatOut,
     LogIn,
     ResultIn,
+    SleepIn,
     StepIn,
     StepOut,
 )
@@ -48,6 +49,10 @@ async def checkpoint(call: Call) -> BaseModel:
 
 async def step(call: Call) -> BaseModel:
     return await call.services.callbacks.step(call.queue, call.task_id, _lease(call), call.body)
+
+
+async def sleep(call: Call) -> BaseModel:
+    return await call.services.callbacks.sleep(call.queue, call.task_id, _lease(call), call.body)
 
 
 async def append_logs(call: Call) -> BaseModel:
@@ -137,5 +142,15 @@ OPERATIONS = [
         CallbackAck,
         "Ends the attempt as 'released': the task is queued again at once and the attempt is "
         "not counted against max_attempts. No body is needed (any is ignored).",
+    ),
+    _callback(
+        "sleep",
+        "End the attempt and push the task again at a given time (a durable sleep)",
+        sleep,
+        SleepIn,
+        CallbackAck,
+        "Ends the attempt as 'released' (not counted against max_attempts) with the task "
+        "scheduled for 'until': no worker holds it meanwhile, and its steps and checkpoint stay "
+        "for the next push. A cancel requested meanwhile ends it cancelled instead.",
     ),
 ]

@@ -30,6 +30,7 @@ from sdk.wire import (
     HeartbeatOut,
     LogIn,
     ResultIn,
+    SleepIn,
     StepIn,
     StepOut,
     TaskState,
@@ -168,6 +169,14 @@ class CallbackService:
         """The worker gives the task back (it is shutting down): queued again at once, the
         attempt not spent (a cancel requested meanwhile ends it cancelled instead)."""
         return await self._finish(queue, Finish(task_id, token, AttemptOutcome.RELEASED))
+
+    async def sleep(self, queue: str, task_id: str, token: str, body: SleepIn) -> CallbackAck:
+        """A durable sleep: end the attempt as released (not spent) with the task scheduled
+        for ``until``; its steps and checkpoint stay, and no worker holds it meanwhile."""
+        delay = max(0, round(body.until.timestamp() * 1000) - self._clock.now_ms())
+        return await self._finish(
+            queue, Finish(task_id, token, AttemptOutcome.RELEASED, delay_ms=delay)
+        )
 
     async def _finish(self, queue: str, finish: Finish) -> CallbackAck:
         now_ms = self._clock.now_ms()

@@ -134,6 +134,7 @@ from sdk.wire.pushes import (
     PushBody,
     PushStep,
     ResultIn,
+    SleepIn,
     StepIn,
     StepOut,
 )
@@ -278,6 +279,7 @@ __all__ = [
     "SecretRotation",
     "SessionsEnded",
     "Skipped",
+    "SleepIn",
     "StallPolicy",
     "StepIn",
     "StepOut",

@@ -145,6 +145,12 @@ class StepIn(InputModel):
     result: Json = None
 
 
+class SleepIn(InputModel):
+    """Body of the ``sleep`` callback: end this attempt and push the task again at ``until``."""
+
+    until: Timestamp = Field(description="When to push the task again (a past time: at once).")
+
+
 class StepOut(OutputModel):
     recorded: bool = Field(
         description="False when a step of this name was recorded before: the first stays."
