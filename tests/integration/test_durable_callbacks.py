@@ -5,6 +5,7 @@ and the task is pushed again at the time asked, its steps intact."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ class Worker:
 class Rig:
     api: httpx.AsyncClient
     worker: Worker
+    url: str = ""
 
     async def running(self, **task: Any) -> tuple[str, str, str]:
         """Enqueue a task and wait for its first push: its id, callback base and lease."""
@@ -71,12 +73,12 @@ class Rig:
 async def rig(redis_url: str) -> AsyncIterator[Rig]:
     worker = Worker()
     app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
-    async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (_gateway_url, api):
+    async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (gateway_url, api):
         (await api.put("/v1/queues/q", json={"max_attempts": 1})).raise_for_status()
         r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
         assert r.status_code == 201, r.text
         worker.secret = r.json()["secret"]
-        yield Rig(api, worker)
+        yield Rig(api, worker, gateway_url)
 
 
 async def test_a_step_is_recorded_once_shown_and_carried_to_the_next_attempt(rig: Rig) -> None:
@@ -166,3 +168,25 @@ async def test_a_sleep_comes_back_at_its_time_without_spending_an_attempt(rig: R
     assert [s.name for s in second.steps] == ["a"]
     started = datetime.fromisoformat(task["attempts"][-1]["started_at"])
     assert started >= until_at - timedelta(milliseconds=5)
+
+
+async def test_the_admin_task_page_lists_the_steps(rig: Rig) -> None:
+    task_id, base, lease = await rig.running()
+    async with httpx.AsyncClient() as cb:
+        step = await cb.post(
+            f"{base}/step",
+            json={"name": "charge-<card>", "result": {"receipt": "r-991"}},
+            headers={"jobgate-lease": lease},
+        )
+        assert step.status_code == 200, step.text
+    async with httpx.AsyncClient(base_url=rig.url) as web:
+        form = await web.get("/admin/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf
+        data = {"csrf": csrf[1], "api_key": ADMIN, "next": "/admin/queues"}
+        assert (await web.post("/admin/login", data=data)).status_code == 303
+        page = await web.get(f"/admin/tasks/{task_id}")
+    assert page.status_code == 200, page.text
+    assert "Steps (1)" in page.text
+    assert "charge-&lt;card&gt;" in page.text  # escaped
+    assert "r-991" in page.text
