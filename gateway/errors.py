@@ -145,6 +145,10 @@ class PayloadTooLarge(GatewayError):
     title = "Payload too large"
 
 
+class StepsTooLarge(PayloadTooLarge):
+    title = "Steps too large"
+
+
 class UnsupportedMediaType(GatewayError):
     status = 415
     title = "Unsupported media type"

@@ -88,7 +88,13 @@ class Attempt:
     def context(self) -> AsyncContext | Context:
         push = self.push
         info = TaskInfo(
-            push.id, push.name, push.queue, push.attempt, push.checkpoint, push.deadline
+            push.id,
+            push.name,
+            push.queue,
+            push.attempt,
+            push.checkpoint,
+            push.deadline,
+            {step.name: step.result for step in push.steps} if push.steps else {},
         )
         if self.fn.is_async:
             return AsyncContext(info, self.channel, self._cancel)
@@ -182,6 +188,8 @@ class Attempt:
             log.info("task %s (%s): lease lost, stopped quietly", self.push.id, self.push.name)
         elif verdict.release:
             await self.channel.release()
+        elif verdict.sleep_until is not None:
+            await self.channel.sleep(verdict.sleep_until)
         else:
             await self.channel.finish(verdict.final)
 

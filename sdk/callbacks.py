@@ -30,6 +30,8 @@ from sdk.wire import (
     LogIn,
     LogLine,
     ResultIn,
+    SleepIn,
+    StepIn,
 )
 
 if TYPE_CHECKING:
@@ -104,6 +106,9 @@ class CallbackChannel:
     async def checkpoint(self, state: JsonValue) -> None:
         await self._post("checkpoint", CheckpointIn(state=state))
 
+    async def step(self, name: str, result: JsonValue) -> None:
+        await self._post("step", StepIn(name=name, result=result))
+
     async def log(self, message: str, level: str) -> None:
         line = LogLine(message=message[:8192], level=level[:16], at=datetime.now(UTC))
         await self._post("logs", LogIn(lines=[line]))
@@ -122,6 +127,11 @@ class CallbackChannel:
         """Hand the task back to the queue (the worker is shutting down): the gateway queues it
         again at once without spending an attempt. Sent like :meth:`finish`."""
         return await asyncio.shield(self._final("release", None))
+
+    async def sleep(self, until: datetime) -> bool:
+        """End the attempt with a durable sleep: the gateway pushes the task again at
+        ``until`` without spending an attempt. Sent like :meth:`finish`."""
+        return await asyncio.shield(self._final("sleep", SleepIn(until=until)))
 
     async def _final(self, kind: str, final: BaseModel | None) -> bool:
         import httpx  # here, not at import: a worker that sends no callback never loads it

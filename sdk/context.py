@@ -10,15 +10,17 @@ task function is simply called, a :class:`DetachedChannel` that only logs locall
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Coroutine
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
+from pydantic_core import to_jsonable_python
 
-from sdk.errors import Cancelled
+from sdk.errors import Cancelled, DuplicateStep, Sleep
 
 __all__ = ["AsyncContext", "Channel", "Context", "DetachedChannel", "TaskInfo"]
 
@@ -63,6 +65,10 @@ class Channel(Protocol):
 
     async def checkpoint(self, state: JsonValue) -> None: ...
 
+    async def step(self, name: str, result: JsonValue) -> None:
+        """Record a durable step's result with the task, before the step returns."""
+        ...
+
     async def log(self, message: str, level: str) -> None: ...
 
 
@@ -71,12 +77,16 @@ class DetachedChannel:
 
     def __init__(self) -> None:
         self.checkpoints: list[JsonValue] = []
+        self.steps: dict[str, JsonValue] = {}
 
     async def heartbeat(self, progress: float | None) -> bool:
         return False
 
     async def checkpoint(self, state: JsonValue) -> None:
         self.checkpoints.append(state)
+
+    async def step(self, name: str, result: JsonValue) -> None:
+        self.steps.setdefault(name, result)
 
     async def log(self, message: str, level: str) -> None:
         log.log(logging.getLevelNamesMapping().get(level.upper(), logging.INFO), "%s", message)
@@ -92,6 +102,8 @@ class TaskInfo:
     attempt: int = 1
     previous_checkpoint: JsonValue = None
     deadline: datetime | None = None
+    steps: Mapping[str, JsonValue] = field(default_factory=dict)
+    """The durable steps earlier attempts recorded: name → result."""
 
 
 class _Base:
@@ -99,6 +111,8 @@ class _Base:
         self.info = info
         self._channel = channel
         self._cancel: CancelFlag = cancel or StopFlag()
+        self._names: set[str] = set()  # step and sleep names used in this attempt
+        self._counts: dict[str, int] = {}
 
     @property
     def id(self) -> str:
@@ -134,6 +148,34 @@ class _Base:
         and stopped it."""
         return self._cancel.is_set()
 
+    def step_name(self, prefix: str) -> str:
+        """``prefix#1``, ``prefix#2``, ... on each call in this attempt: unique step names for
+        a loop whose iterations run in the same order in every attempt."""
+        n = self._counts.get(prefix, 0) + 1
+        self._counts[prefix] = n
+        return f"{prefix}#{n}"
+
+    def _replayed(self, name: str) -> bool:
+        """Claim ``name`` for this attempt; True when an earlier attempt recorded it."""
+        if name in self._names:
+            raise DuplicateStep(
+                f"step name {name!r} is used twice in this attempt: give each step (and each "
+                'loop iteration) its own name, e.g. f"page-{n}" or ctx.step_name("page")'
+            )
+        self._names.add(name)
+        return name in self.info.steps
+
+    def _wake(self, name: str, until: datetime) -> tuple[datetime, bool]:
+        """The sleep ``name``'s wake time (the recorded one on replay), and whether it is
+        yet to be recorded. A sleep recorded and past is done: nothing to do."""
+        if until.tzinfo is None:
+            raise ValueError("sleep_until needs an aware datetime (with a timezone)")
+        if self._replayed(name):
+            recorded = self.info.steps[name]
+            wake = recorded.get("until") if isinstance(recorded, dict) else None
+            return (datetime.fromisoformat(wake) if isinstance(wake, str) else until), False
+        return until, True
+
     def _before_heartbeat(self) -> None:
         """A task already told to stop (cancel, or the worker's shutdown) stops at its next
         heartbeat without a call to the gateway."""
@@ -164,6 +206,36 @@ class AsyncContext(_Base):
     async def checkpoint(self, state: JsonValue) -> None:
         """Save ``state``; a later attempt of this task finds it in ``previous_checkpoint``."""
         await self._channel.checkpoint(state)
+
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` (awaited when it returns an awaitable) once per task: its
+        result, as JSON, is recorded with the task before this returns, and a later attempt
+        gets the recorded result back without running ``fn``. Returns the JSON result (the
+        same value in every attempt). ``name`` may be used once per attempt
+        (:class:`~sdk.errors.DuplicateStep`)."""
+        if self._replayed(name):
+            return self.info.steps[name]
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        result: JsonValue = to_jsonable_python(value)
+        await self._channel.step(name, result)
+        return result
+
+    async def sleep(self, name: str, delay: timedelta) -> None:
+        """A durable sleep: end this attempt and come back after ``delay`` without holding a
+        worker or spending an attempt (raises :class:`~sdk.errors.Sleep`, which the worker
+        turns into the ``sleep`` callback). Once the task is back, the sleep ``name`` counts
+        as done and this returns at once."""
+        await self.sleep_until(name, datetime.now(UTC) + delay)
+
+    async def sleep_until(self, name: str, until: datetime) -> None:
+        """Like :meth:`sleep`, until an aware datetime."""
+        wake, record = self._wake(name, until)
+        if record:
+            await self._channel.step(name, {"until": wake.isoformat()})
+        if wake > datetime.now(UTC):
+            raise Sleep(name, wake)
 
     async def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""
@@ -204,6 +276,27 @@ class Context(_Base):
     def checkpoint(self, state: JsonValue) -> None:
         """Save ``state``; a later attempt of this task finds it in ``previous_checkpoint``."""
         self._run(self._channel.checkpoint(state))
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per task, as :meth:`AsyncContext.step` does (here
+        in the task's own thread; ``fn`` is a plain function)."""
+        if self._replayed(name):
+            return self.info.steps[name]
+        result: JsonValue = to_jsonable_python(fn(*args, **kwargs))
+        self._run(self._channel.step(name, result))
+        return result
+
+    def sleep(self, name: str, delay: timedelta) -> None:
+        """A durable sleep, as :meth:`AsyncContext.sleep`."""
+        self.sleep_until(name, datetime.now(UTC) + delay)
+
+    def sleep_until(self, name: str, until: datetime) -> None:
+        """Like :meth:`sleep`, until an aware datetime."""
+        wake, record = self._wake(name, until)
+        if record:
+            self._run(self._channel.step(name, {"until": wake.isoformat()}))
+        if wake > datetime.now(UTC):
+            raise Sleep(name, wake)
 
     def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""

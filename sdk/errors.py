@@ -9,6 +9,8 @@
     ├── SignatureError    a push's Standard Webhooks signature did not verify
     ├── Retry             raised by task code: try again later, optionally after ``delay``
     ├── Fail              raised by task code: give up now, ``reason`` is recorded
+    ├── Sleep             raised by ``ctx.sleep``: end the attempt, come back at ``until``
+    ├── DuplicateStep     a step name used twice in one attempt (also a ValueError)
     └── Cancelled         raised inside task code: the gateway asked the task to stop
         └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
                           task deleted while it ran): stop quietly
@@ -22,16 +24,20 @@ a client sends through httpx (a given transport, a proxy).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sdk.wire import Problem, Task
 
 __all__ = [
     "ApiError",
     "Cancelled",
+    "DuplicateStep",
     "Fail",
     "JobgateError",
     "LeaseLost",
     "Retry",
     "SignatureError",
+    "Sleep",
     "TaskFailed",
     "TaskTimeout",
 ]
@@ -105,6 +111,22 @@ class Fail(JobgateError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class Sleep(JobgateError):
+    """Raised by ``ctx.sleep``/``ctx.sleep_until`` (a durable sleep): the worker ends the
+    attempt with the ``sleep`` callback and the gateway pushes the task again at ``until``
+    without spending an attempt. Let it propagate (do not catch it in the task)."""
+
+    def __init__(self, name: str, until: datetime) -> None:
+        self.name = name
+        self.until = until
+        super().__init__(f"sleeping ({name}) until {until.isoformat()}")
+
+
+class DuplicateStep(JobgateError, ValueError):
+    """A step or sleep name used twice in one attempt: names key the recorded results, so a
+    loop must make one per iteration (``f"page-{n}"``, or ``ctx.step_name("page")``)."""
 
 
 class Cancelled(JobgateError):

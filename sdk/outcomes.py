@@ -16,6 +16,8 @@ raised ``Fail(reason)``         422*    ``error``, not retryable
 was cancelled                   422     ``error`` "cancelled", not retryable
 was stopped by shutdown,        503     ``release``: back to the queue at once, no attempt
 policy ``requeue``                      spent (inline: busy, with Retry-After: 0)
+raised ``Sleep`` (``ctx.sleep``)  202     ``sleep``: pushed again at its time, no attempt
+                                        spent (always by callback, never inline)
 was stopped by shutdown,        422     ``error`` "worker shut down", not retryable
 policy ``fail``
 raised anything else            500*    ``error`` with the traceback, retryable
@@ -40,13 +42,14 @@ import asyncio
 import math
 import traceback
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeAlias
 
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
-from sdk.errors import Cancelled, Fail, LeaseLost, Retry
+from sdk.errors import Cancelled, Fail, LeaseLost, Retry, Sleep
 from sdk.warnings import MAX_WARNING, Warn
 from sdk.wire import ErrorIn, FieldError, Problem, ResultIn
 
@@ -91,6 +94,9 @@ class Verdict:
     status: int
     final: ResultIn | ErrorIn
     release: bool = False  # report by the ``release`` callback (task handed back), not ``final``
+    # A durable sleep (ctx.sleep): reported by the ``sleep`` callback, never inline (the
+    # runner answers 202 and calls back), so the push answers' table stays as it is.
+    sleep_until: datetime | None = None
     task_failure: bool = False  # the task itself failed (raised): the endpoint is not to blame
 
     @property
@@ -224,6 +230,8 @@ def failure(exc: BaseException) -> Verdict | None:
         return None
     if isinstance(exc, Cancelled):
         return CANCELLED
+    if isinstance(exc, Sleep):
+        return Verdict(202, ErrorIn(error=str(exc), retryable=True), sleep_until=exc.until)
     if isinstance(exc, Retry):
         error = ErrorIn(error=exc.message[:_MAX_ERROR], retryable=True, retry_delay=exc.delay)
         return Verdict(500, error, task_failure=True)

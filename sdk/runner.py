@@ -289,12 +289,16 @@ class Runner:
             raise
 
     def _outcome(self, attempt: Attempt) -> Outcome:
-        if not (attempt.fn.inline and attempt.ended()):
-            self._supervise(attempt)
-            return ACCEPTED
-        self._discard(attempt)
-        verdict = attempt.verdict()
-        return LEASE_LOST if verdict is None else verdict
+        if attempt.fn.inline and attempt.ended():
+            verdict = attempt.verdict()
+            if verdict is None:
+                self._discard(attempt)
+                return LEASE_LOST
+            if verdict.sleep_until is None:  # a sleep is reported by its callback
+                self._discard(attempt)
+                return verdict
+        self._supervise(attempt)
+        return ACCEPTED
 
     def _discard(self, attempt: Attempt) -> None:
         if attempt in self._attempts:

@@ -22,6 +22,9 @@ from sdk.wire import (
     HeartbeatOut,
     LogIn,
     ResultIn,
+    SleepIn,
+    StepIn,
+    StepOut,
 )
 
 
@@ -42,6 +45,14 @@ async def checkpoint(call: Call) -> BaseModel:
     return await call.services.callbacks.checkpoint(
         call.queue, call.task_id, _lease(call), call.body
     )
+
+
+async def step(call: Call) -> BaseModel:
+    return await call.services.callbacks.step(call.queue, call.task_id, _lease(call), call.body)
+
+
+async def sleep(call: Call) -> BaseModel:
+    return await call.services.callbacks.sleep(call.queue, call.task_id, _lease(call), call.body)
 
 
 async def append_logs(call: Call) -> BaseModel:
@@ -77,6 +88,7 @@ def _callback(
     body: type[BaseModel] | None,
     response: type[BaseModel],
     description: str = "",
+    errors: tuple[int, ...] = (),
 ) -> Operation:
     return Operation(
         "POST",
@@ -88,7 +100,7 @@ def _callback(
         body=body,
         response=response,
         params=(QUEUE, TASK_ID, LEASE),
-        errors=(404, 409),  # no such queue or task; not the current lease
+        errors=(404, 409, *errors),  # no such queue or task; not the current lease
         description=description,
     )
 
@@ -108,6 +120,17 @@ OPERATIONS = [
         CheckpointIn,
         CallbackAck,
     ),
+    _callback(
+        "step",
+        "Record a durable step's result for later attempts",
+        step,
+        StepIn,
+        StepOut,
+        "Recorded with the task (name, result, attempt, time) and carried in the push body's "
+        "'steps' to every later attempt. A name recorded before keeps its first result "
+        "('recorded': false). 413 when the task's steps would pass MAX_STEPS_BYTES in all.",
+        errors=(413,),
+    ),
     _callback("logs", "Append log lines", append_logs, LogIn, CallbackAck),
     _callback("result", "Report success with the result", report_result, ResultIn, CallbackAck),
     _callback("error", "Report failure, retryable or not", report_error, ErrorIn, CallbackAck),
@@ -119,5 +142,15 @@ OPERATIONS = [
         CallbackAck,
         "Ends the attempt as 'released': the task is queued again at once and the attempt is "
         "not counted against max_attempts. No body is needed (any is ignored).",
+    ),
+    _callback(
+        "sleep",
+        "End the attempt and push the task again at a given time (a durable sleep)",
+        sleep,
+        SleepIn,
+        CallbackAck,
+        "Ends the attempt as 'released' (not counted against max_attempts) with the task "
+        "scheduled for 'until': no worker holds it meanwhile, and its steps and checkpoint stay "
+        "for the next push. A cancel requested meanwhile ends it cancelled instead.",
     ),
 ]

@@ -15,12 +15,13 @@ from collections.abc import Callable
 
 from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
-from gateway.errors import QueueNotFound, StaleLease, TaskNotFound
+from gateway.errors import QueueNotFound, StaleLease, StepsTooLarge, TaskNotFound
 from gateway.store.queues import QueueStore
 from gateway.store.records import seconds_to_ms, to_datetime
 from gateway.store.tasks import LOG_LINES_KEPT, Fence, Finish, TaskStore
 from gateway.telemetry.metrics import Metrics
 from sdk.wire import (
+    MAX_STEPS_BYTES,
     AttemptOutcome,
     CallbackAck,
     CheckpointIn,
@@ -29,6 +30,9 @@ from sdk.wire import (
     HeartbeatOut,
     LogIn,
     ResultIn,
+    SleepIn,
+    StepIn,
+    StepOut,
     TaskState,
 )
 
@@ -54,7 +58,9 @@ class CallbackService:
         rng: random.Random | None = None,
         log_lines_kept: int = LOG_LINES_KEPT,
         metrics: Metrics | None = None,
+        max_steps_bytes: int = MAX_STEPS_BYTES,
     ) -> None:
+        self._max_steps_bytes = max_steps_bytes
         self._metrics = metrics or Metrics()
         self._log_lines_kept = log_lines_kept
         self._tasks = tasks
@@ -91,6 +97,27 @@ class CallbackService:
         )
         _check(hb.fence, queue, task_id, hb.state)
         return CallbackAck(state=TaskState.RUNNING)
+
+    async def step(self, queue: str, task_id: str, token: str, body: StepIn) -> StepOut:
+        """Record a durable step (fenced like a checkpoint); a name recorded before keeps its
+        first result and the answer says so (``recorded`` false)."""
+        done = await self._tasks.step(
+            queue,
+            task_id,
+            token,
+            self._clock.now_ms(),
+            body.name,
+            json.dumps(body.result, separators=(",", ":"), allow_nan=False),
+            self._max_steps_bytes,
+        )
+        if done.size:
+            raise StepsTooLarge(
+                f"recording step '{body.name}' would make the steps of task '{task_id}' "
+                f"{done.size} bytes; the limit per task is {self._max_steps_bytes} bytes "
+                "(MAX_STEPS_BYTES): keep large results elsewhere and record a reference"
+            )
+        _check(done.fence, queue, task_id, done.state)
+        return StepOut(recorded=done.recorded, attempt=done.attempt)
 
     async def logs(self, queue: str, task_id: str, token: str, body: LogIn) -> CallbackAck:
         now = self._clock.now_ms()
@@ -142,6 +169,14 @@ class CallbackService:
         """The worker gives the task back (it is shutting down): queued again at once, the
         attempt not spent (a cancel requested meanwhile ends it cancelled instead)."""
         return await self._finish(queue, Finish(task_id, token, AttemptOutcome.RELEASED))
+
+    async def sleep(self, queue: str, task_id: str, token: str, body: SleepIn) -> CallbackAck:
+        """A durable sleep: end the attempt as released (not spent) with the task scheduled
+        for ``until``; its steps and checkpoint stay, and no worker holds it meanwhile."""
+        delay = max(0, round(body.until.timestamp() * 1000) - self._clock.now_ms())
+        return await self._finish(
+            queue, Finish(task_id, token, AttemptOutcome.RELEASED, delay_ms=delay)
+        )
 
     async def _finish(self, queue: str, finish: Finish) -> CallbackAck:
         now_ms = self._clock.now_ms()

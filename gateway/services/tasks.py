@@ -334,6 +334,7 @@ class TaskService:
         if found is None or stored is None:
             raise TaskNotFound(task_id)
         record, payload, result, checkpoint, history = found
+        steps = await self._tasks.steps(queue, task_id) if record.get("stp") else None
         return task_from_record(
             queue,
             task_id,
@@ -342,6 +343,7 @@ class TaskService:
             payload=payload,
             result=result,
             checkpoint=checkpoint,
+            steps=steps,
             history=[attempt_from_record(a) for a in history],
             now_ms=self._clock.now_ms(),
         )

@@ -22,6 +22,8 @@ key                   type   content
 ``payload``           HASH   task id → payload JSON (written once)
 ``result``            HASH   task id → result JSON (written once, on success)
 ``checkpoint``        HASH   task id → last checkpoint JSON
+``steps``             HASH   task id → JSON list of its durable steps ``[{name, result, attempt,
+                             recorded_ms}]`` in the order recorded (``lua/step.lua``)
 ``attempts``          HASH   ``<id>:<k>`` → JSON of the k-th finished attempt (k from 1, never
                              overwritten)
 ``ready``             ZSET   scores 0, ordered by member ``<capability>/<rank><run_at><seq><id>``
@@ -247,6 +249,7 @@ class QueueKeys:
     payload: str
     result: str
     checkpoint: str
+    steps: str
     attempts: str
     ready: str
     scheduled: str
@@ -285,6 +288,7 @@ class QueueKeys:
             payload=p + "payload",
             result=p + "result",
             checkpoint=p + "checkpoint",
+            steps=p + "steps",
             attempts=p + "attempts",
             ready=p + "ready",
             scheduled=p + "scheduled",
@@ -334,6 +338,7 @@ class QueueKeys:
             self.payload,
             self.result,
             self.checkpoint,
+            self.steps,
             self.attempts,
             self.ready,
             self.scheduled,

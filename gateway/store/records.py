@@ -26,6 +26,7 @@ from sdk.wire import (
     QueuePolicy,
     Task,
     TaskState,
+    TaskStep,
 )
 
 
@@ -148,6 +149,7 @@ class Lease:
     tracestate: str | None = None
     ready_ms: int = 0  # when it became due (its run_at), for time-in-queue metrics
     started_ms: int = 0  # when this claim leased it
+    steps_json: str | None = None  # the durable steps' JSON list, for a task that has some
     version: str = ""
     # The endpoint's signing secrets at the claim's time: the current one, and the previous one
     # while its rotation's overlap lasts (claim.lua chooses them).
@@ -269,6 +271,21 @@ def attempt_from_record(raw: str | bytes) -> Attempt:
     )
 
 
+def steps_from_json(steps: str | None) -> list[TaskStep]:
+    """A task's stored durable steps (step.lua's JSON list) as the API shows them."""
+    if not steps:
+        return []
+    return [
+        TaskStep(
+            name=step["name"],
+            result=step["result"],
+            attempt=step["attempt"],
+            recorded_at=to_datetime(step["recorded_ms"]),
+        )
+        for step in json.loads(steps)
+    ]
+
+
 def task_from_record(
     queue: str,
     task_id: str,
@@ -278,6 +295,7 @@ def task_from_record(
     payload: str | bytes | None = None,
     result: str | bytes | None = None,
     checkpoint: str | bytes | None = None,
+    steps: str | None = None,
     history: list[Attempt] | None = None,
     now_ms: int | None = None,
 ) -> Task:
@@ -319,6 +337,7 @@ def task_from_record(
         warning=record.get("warn"),
         error=record.get("error"),
         checkpoint=load_json(checkpoint),
+        steps=steps_from_json(steps),
         attempts=attempts,
         redrives=record.get("rd", 0),
         owner=record.get("own"),

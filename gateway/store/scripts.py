@@ -45,6 +45,7 @@ ScriptName = Literal[
     "claim",
     "accept",
     "heartbeat",
+    "step",
     "append_log",
     "finish",
     "cancel",

@@ -118,6 +118,7 @@ from sdk.wire.operations import (
     Skipped,
 )
 from sdk.wire.pushes import (
+    MAX_STEPS_BYTES,
     BatchAnswer,
     BatchItem,
     BatchResult,
@@ -131,7 +132,11 @@ from sdk.wire.pushes import (
     LogLine,
     PushBatch,
     PushBody,
+    PushStep,
     ResultIn,
+    SleepIn,
+    StepIn,
+    StepOut,
 )
 from sdk.wire.queues import (
     Backoff,
@@ -167,6 +172,7 @@ from sdk.wire.tasks import (
     TaskCreate,
     TaskPage,
     TaskState,
+    TaskStep,
 )
 
 __all__ = [
@@ -181,6 +187,7 @@ __all__ = [
     "HEADER_WARNING",
     "LAST_SUCCESSFUL_RUN",
     "MAX_PRIORITY",
+    "MAX_STEPS_BYTES",
     "PROBLEM_CONTENT_TYPE",
     "QUEUE_NAME_PATTERN",
     "TRACEPARENT_PATTERN",
@@ -246,6 +253,7 @@ __all__ = [
     "Problem",
     "PushBatch",
     "PushBody",
+    "PushStep",
     "Queue",
     "QueueList",
     "QueueName",
@@ -271,7 +279,10 @@ __all__ = [
     "SecretRotation",
     "SessionsEnded",
     "Skipped",
+    "SleepIn",
     "StallPolicy",
+    "StepIn",
+    "StepOut",
     "Task",
     "TaskArgs",
     "TaskCreate",
@@ -280,6 +291,7 @@ __all__ = [
     "TaskNotice",
     "TaskPage",
     "TaskState",
+    "TaskStep",
     "Timestamp",
     "WebUrl",
     "check_queue_name",

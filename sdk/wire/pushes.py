@@ -17,6 +17,19 @@ from sdk.wire.base import (
 )
 from sdk.wire.tasks import TaskState
 
+MAX_STEPS_BYTES = 1024 * 1024
+"""Most bytes a task's recorded steps may take, as stored (their JSON list)."""
+MAX_STEP_NAME = 200
+
+
+class PushStep(OutputModel):
+    """A durable step a previous attempt recorded, as the push body carries it."""
+
+    name: str
+    result: JsonValue = None
+    attempt: int = Field(description="The attempt that recorded it.")
+    recorded_ms: int = Field(description="When it was recorded, in ms since the Unix epoch.")
+
 
 class PushBody(OutputModel):
     """What the gateway POSTs to a worker endpoint."""
@@ -33,6 +46,12 @@ class PushBody(OutputModel):
         None,
         description="When the task became due (its run_at, or its creation): the worker's "
         "time-in-queue metric counts from it.",
+    )
+    steps: list[PushStep] | None = Field(
+        None,
+        description="The durable steps recorded by earlier attempts, in the order recorded "
+        "(absent when there are none): a worker returns a step's recorded result instead of "
+        "running it again (docs/durable.md).",
     )
 
 
@@ -117,6 +136,26 @@ class HeartbeatOut(OutputModel):
 
 class CheckpointIn(InputModel):
     state: Json
+
+
+class StepIn(InputModel):
+    """Body of the ``step`` callback: a durable step's name and JSON result."""
+
+    name: Annotated[str, Field(min_length=1, max_length=MAX_STEP_NAME)]
+    result: Json = None
+
+
+class SleepIn(InputModel):
+    """Body of the ``sleep`` callback: end this attempt and push the task again at ``until``."""
+
+    until: Timestamp = Field(description="When to push the task again (a past time: at once).")
+
+
+class StepOut(OutputModel):
+    recorded: bool = Field(
+        description="False when a step of this name was recorded before: the first stays."
+    )
+    attempt: int = Field(description="The attempt that recorded the step kept.")
 
 
 class LogLine(InputModel):

@@ -167,6 +167,15 @@ class FailureKind(StrEnum):
     CONNECTION = "connection"  # no HTTP answer at all: refused, reset, DNS, TLS
 
 
+class TaskStep(OutputModel):
+    """A durable step recorded with a task: its name, JSON result, attempt and time."""
+
+    name: str
+    result: JsonValue = None
+    attempt: int
+    recorded_at: datetime
+
+
 class Attempt(OutputModel):
     number: int
     endpoint_id: str | None = None
@@ -253,6 +262,9 @@ class Task(OutputModel):
     warning: str | None = Field(None, description="Succeeded, with this warning.")
     error: str | None = None
     checkpoint: JsonValue = None
+    steps: list[TaskStep] = Field(
+        default_factory=list, description="Durable steps recorded, in the order recorded."
+    )
     attempts: list[Attempt] = Field(default_factory=list)
     redrives: int = Field(
         0, description="Times the queue's redrive policy queued this task again after it died."

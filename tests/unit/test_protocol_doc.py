@@ -99,4 +99,13 @@ def test_every_header_field_and_callback_is_documented() -> None:
     assert all(f"`{name}`" in DOC for name in BatchResult.model_fields)
     kinds = {op.path.rsplit("/", 1)[1] for op in OPERATIONS}
     assert kinds == _first_column("## Callbacks") & kinds
-    assert kinds == {"heartbeat", "checkpoint", "logs", "result", "error", "release"}
+    assert kinds == {
+        "heartbeat",
+        "checkpoint",
+        "logs",
+        "result",
+        "error",
+        "release",
+        "step",
+        "sleep",
+    }

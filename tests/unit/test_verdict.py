@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -132,3 +133,11 @@ def test_push_bodies_match_the_wire_models() -> None:
         ("a", "token-a", "http://gw/v1/callbacks/q/a"),
         ("b", "token-b", "http://gw/v1/callbacks/q/b"),
     ]
+
+
+def test_a_push_carries_recorded_steps_only_when_there_are_some() -> None:
+    steps = '[{"name":"charge","result":{"id":7},"attempt":1,"recorded_ms":1800000000000}]'
+    with_steps = PushBody.model_validate_json(push_body(replace(lease("a"), steps_json=steps)))
+    assert with_steps.steps is not None
+    assert [(s.name, s.result, s.attempt) for s in with_steps.steps] == [("charge", {"id": 7}, 1)]
+    assert '"steps"' not in push_body(lease("a"))

@@ -8,6 +8,7 @@
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] checkpoint   KEYS[5] running
 -- KEYS[6] endpoints    KEYS[7] inflight   KEYS[8] ready   KEYS[9] singleton   KEYS[10] stalls
 -- KEYS[11] health   KEYS[12] rates (per-name and per-key token buckets)   KEYS[13] rates_full
+-- KEYS[14] steps
 -- ARGV[1] now ms   ARGV[2] most tasks wanted   ARGV[3] a fresh secret random seed
 -- ARGV[4] the pull endpoint leasing, or '' for the push dispatcher
 -- Lease token i of this claim is sha1(seed:i): unguessable without the seed, which never leaves
@@ -15,7 +16,8 @@
 -- The queue's rate limit is a token bucket in the queue hash (fields rl_tokens, rl_at), shared
 -- by every gateway. The per-name and per-key limits are described where they are checked.
 -- Returns {'OK', settled, {id, endpoint id, record JSON, payload, checkpoint or nil,
---         the endpoint's signing secrets now}, ...}
+--         the endpoint's signing secrets now[, its durable steps' JSON list]}, ...}
+--         (the steps only for a task whose record has the ``stp`` flag: step.lua)
 --         where settled is '1' when no ready task is left that an endpoint with room can take,
 --         whether the claim stopped for that or took all it wanted (claiming again now would
 --         find nothing: wait for a change), else ''; the signing secrets are the endpoint's
@@ -342,6 +344,9 @@ while n < wanted do
       tokens = tokens - 1
     end
     out[#out + 1] = {id, best.id, encoded, false, false, best.signing}
+    if t.stp then
+      out[#out][7] = redis.call('HGET', KEYS[14], id)
+    end
   else
     redis.call('ZREM', KEYS[8], member)
   end

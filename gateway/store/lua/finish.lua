@@ -16,7 +16,8 @@
 --            released (the worker gave it back),
 --   HTTP status or '', result JSON when succeeded else error text or '',
 --   traceback or '' (when succeeded: the worker's warning or ''),
---   delay ms before the retry (error, busy, expired),
+--   delay ms before the retry (error, busy, expired), or before a released task is due again
+--   (a durable sleep: the sleep callback),
 --   failure kind: timeout | 5xx | connection | '' (none; expired and stalled are always
 --   'timeout'), stored in the attempt record (``kind``) and on the task (``fk``, the last
 --   failed attempt's kind), which the redrive policy filters dead tasks on (resubmit.lua),
@@ -261,7 +262,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
   local due = ''
   if next_state == 'retry' or next_state == 'requeue' then
     local delay = tonumber(delay_ms) or 0
-    if next_state == 'retry' then
+    if next_state == 'retry' or (outcome == 'released' and delay > 0) then
       t.run_at = now + delay
     end
     if t.run_at > now then

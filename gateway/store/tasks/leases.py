@@ -69,6 +69,7 @@ def claim_keys(k: QueueKeys) -> list[str]:
         k.health,
         k.rates,
         k.rates_full,
+        k.steps,
     ]
 
 
@@ -87,7 +88,7 @@ def read_claim(queue: str, reply: Reply, now_ms: int) -> Claim:
     if status is not ClaimStatus.OK:
         return Claim(status, [])
     leases = []
-    for task_id, endpoint_id, raw, payload, checkpoint, signing in reply[2:]:
+    for task_id, endpoint_id, raw, payload, checkpoint, signing, *steps in reply[2:]:
         record = load_record(raw)
         leases.append(
             Lease(
@@ -108,6 +109,7 @@ def read_claim(queue: str, reply: Reply, now_ms: int) -> Claim:
                 started_ms=int(record.get("started", 0)),
                 version=record.get("ver") or "",
                 secrets=tuple(signing.split()),
+                steps_json=steps[0] if steps else None,
             )
         )
     return Claim(status, leases, settled=reply[1] == "1")
@@ -129,6 +131,18 @@ class Heartbeat:
     cancel_requested: bool = False
     expires_ms: int = 0
     state: TaskState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecorded:
+    """How recording a durable step went: ``recorded`` False when the name was recorded before
+    (by ``attempt``); ``size`` is what the steps would have taken when refused as too big."""
+
+    fence: Fence
+    recorded: bool = False
+    attempt: int = 0
+    state: TaskState | None = None
+    size: int = 0
 
 
 class Leasing(StoreBase):
@@ -204,6 +218,33 @@ class Leasing(StoreBase):
         if fence is Fence.STALE:
             return Heartbeat(fence, state=TaskState(reply[1]))
         return Heartbeat(fence)
+
+    async def step(
+        self,
+        queue: str,
+        task_id: str,
+        token: str,
+        now_ms: int,
+        name: str,
+        result_json: str,
+        max_bytes: int,
+    ) -> StepRecorded:
+        """Record a durable step of the running attempt (fenced by ``token``); a name recorded
+        before keeps its first result; refused (``size`` set) past ``max_bytes`` in all."""
+        k = QueueKeys.of(queue)
+        reply = await self._scripts.call(
+            "step",
+            [k.policy, k.meta, k.steps],
+            [task_id, token, now_ms, name, result_json, max_bytes],
+        )
+        if reply[0] == "TOOBIG":
+            return StepRecorded(Fence.OK, size=int(reply[1]))
+        fence = Fence(reply[0])
+        if fence is Fence.OK:
+            return StepRecorded(fence, recorded=bool(int(reply[1])), attempt=int(reply[2]))
+        if fence is Fence.STALE:
+            return StepRecorded(fence, state=TaskState(reply[1]))
+        return StepRecorded(fence)
 
     async def append_log(
         self,

@@ -63,6 +63,10 @@ class Reading(StoreBase):
             history = [a for a in found if a is not None]
         return record, payload, result, checkpoint, history
 
+    async def steps(self, queue: str, task_id: str) -> str | None:
+        """The JSON list of a task's durable steps (step.lua), if it has recorded any."""
+        return cast(str | None, await self._redis.hget(QueueKeys.of(queue).steps, task_id))
+
     async def page(
         self, queue: str, state: TaskState, offset: int, limit: int
     ) -> tuple[list[PageRow], bool]:

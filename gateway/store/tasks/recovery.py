@@ -90,11 +90,13 @@ class Recovering(StoreBase):
         return len(ids)
 
     async def forget(self, queue: str, task_ids: Sequence[str]) -> None:
-        """Delete the index entries and log lists of tasks that are gone."""
+        """Delete the index entries, log lists and durable steps of tasks that are gone."""
         k = QueueKeys.of(queue)
         for start in range(0, len(task_ids), 500):
             chunk = task_ids[start : start + 500]
             async with self._redis.pipeline(transaction=False) as pipe:
+                if chunk:
+                    pipe.hdel(k.steps, *chunk)
                 for task_id in chunk:
                     pipe.delete(keys.task_index(task_id))
                     pipe.delete(k.log(task_id))

@@ -1,0 +1,192 @@
+"""The ``step`` and ``sleep`` callbacks against a real gateway and Redis (docs/durable.md): a step
+is recorded with the task, fenced by the lease, kept first by name, capped per task, shown in
+the task's view and carried in every later push; a sleep ends the attempt without spending it
+and the task is pushed again at the time asked, its steps intact."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks import Webhook
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from sdk.wire import MAX_STEPS_BYTES, PushBody
+from tests.support import live_gateway, serve, until
+
+ADMIN = "admin-key-0123456789"
+
+
+@dataclass
+class Worker:
+    """Accepts (202) a task's first push, answers the next ones 200; records each push."""
+
+    secret: str = ""
+    pushes: list[tuple[dict[str, str], PushBody]] = field(default_factory=list)
+
+    async def handle(self, request: Request) -> Response:
+        body = await request.body()
+        headers = dict(request.headers)
+        Webhook(self.secret).verify(body, headers)
+        push = PushBody.model_validate_json(body)
+        self.pushes.append((headers, push))
+        if len(self.of(push.id)) == 1:
+            return Response(status_code=202)
+        return JSONResponse({"attempt": push.attempt})
+
+    def of(self, task_id: str) -> list[tuple[dict[str, str], PushBody]]:
+        return [(h, p) for h, p in self.pushes if p.id == task_id]
+
+
+@dataclass
+class Rig:
+    api: httpx.AsyncClient
+    worker: Worker
+    url: str = ""
+
+    async def running(self, **task: Any) -> tuple[str, str, str]:
+        """Enqueue a task and wait for its first push: its id, callback base and lease."""
+        r = await self.api.post("/v1/queues/q/tasks", json={"name": "job", **task})
+        assert r.status_code == 201, r.text
+        task_id = str(r.json()["id"])
+        await until(lambda: self.worker.of(task_id), what="first push")
+        ((headers, _),) = self.worker.of(task_id)
+        return task_id, headers["jobgate-callback"], headers["jobgate-lease"]
+
+    async def task(self, task_id: str, wait: float | None = None) -> dict[str, Any]:
+        params = {"wait": wait} if wait else None
+        r = await self.api.get(f"/v1/tasks/{task_id}", params=params, timeout=30)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+
+@pytest.fixture
+async def rig(redis_url: str) -> AsyncIterator[Rig]:
+    worker = Worker()
+    app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
+    async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (gateway_url, api):
+        (await api.put("/v1/queues/q", json={"max_attempts": 1})).raise_for_status()
+        r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
+        assert r.status_code == 201, r.text
+        worker.secret = r.json()["secret"]
+        yield Rig(api, worker, gateway_url)
+
+
+async def test_a_step_is_recorded_once_shown_and_carried_to_the_next_attempt(rig: Rig) -> None:
+    task_id, base, lease = await rig.running()
+    headers = {"jobgate-lease": lease}
+    async with httpx.AsyncClient() as cb:
+        first = await cb.post(
+            f"{base}/step", json={"name": "charge", "result": {"n": 1}}, headers=headers
+        )
+        again = await cb.post(
+            f"{base}/step", json={"name": "charge", "result": {"n": 2}}, headers=headers
+        )
+        other = await cb.post(
+            f"{base}/step", json={"name": "mail", "result": [1, 2.5, "x"]}, headers=headers
+        )
+        assert first.json() == {"recorded": True, "attempt": 1}, first.text
+        assert again.json() == {"recorded": False, "attempt": 1}, again.text  # the first stays
+        assert other.status_code == 200, other.text
+        steps = (await rig.task(task_id))["steps"]
+        assert [(s["name"], s["result"], s["attempt"]) for s in steps] == [
+            ("charge", {"n": 1}, 1),
+            ("mail", [1, 2.5, "x"], 1),
+        ]
+        assert abs(datetime.fromisoformat(steps[0]["recorded_at"]).timestamp() - time.time()) < 30
+        released = await cb.post(f"{base}/release", headers=headers)
+        assert released.status_code == 200, released.text
+    task = await rig.task(task_id, wait=10)
+    assert task["state"] == "succeeded"
+    [(_, second)] = rig.worker.of(task_id)[1:]
+    assert second.steps is not None
+    assert {s.name: s.result for s in second.steps} == {"charge": {"n": 1}, "mail": [1, 2.5, "x"]}
+    [(_, first_push)] = rig.worker.of(task_id)[:1]
+    assert first_push.steps is None  # no steps yet: the field is absent
+
+
+async def test_a_stale_attempt_cannot_record_a_step(rig: Rig) -> None:
+    task_id, base, lease = await rig.running()
+    async with httpx.AsyncClient() as cb:
+        stale = await cb.post(
+            f"{base}/step", json={"name": "a", "result": 1}, headers={"jobgate-lease": "not-it"}
+        )
+        assert stale.status_code == 409, stale.text
+        assert stale.headers["content-type"] == "application/problem+json"
+        (await cb.post(f"{base}/release", headers={"jobgate-lease": lease})).raise_for_status()
+        await rig.task(task_id, wait=10)
+        late = await cb.post(
+            f"{base}/step", json={"name": "b", "result": 1}, headers={"jobgate-lease": lease}
+        )
+        assert late.status_code == 409, late.text  # the attempt ended: its lease is stale
+    assert (await rig.task(task_id))["steps"] == []
+
+
+async def test_steps_past_the_cap_are_refused_with_a_problem_naming_it(rig: Rig) -> None:
+    task_id, base, lease = await rig.running()
+    big = "x" * (MAX_STEPS_BYTES // 2)
+    async with httpx.AsyncClient() as cb:
+        headers = {"jobgate-lease": lease}
+        ok = await cb.post(f"{base}/step", json={"name": "a", "result": big}, headers=headers)
+        assert ok.status_code == 200, ok.text
+        refused = await cb.post(f"{base}/step", json={"name": "b", "result": big}, headers=headers)
+    assert refused.status_code == 413, refused.text
+    problem = refused.json()
+    assert problem["title"] == "Steps too large"
+    assert str(MAX_STEPS_BYTES) in problem["detail"]
+    assert "'b'" in problem["detail"]
+    assert [s["name"] for s in (await rig.task(task_id))["steps"]] == ["a"]
+
+
+async def test_a_sleep_comes_back_at_its_time_without_spending_an_attempt(rig: Rig) -> None:
+    task_id, base, lease = await rig.running()
+    headers = {"jobgate-lease": lease}
+    until_at = datetime.now(UTC) + timedelta(seconds=1.5)
+    async with httpx.AsyncClient() as cb:
+        step = await cb.post(f"{base}/step", json={"name": "a", "result": 7}, headers=headers)
+        assert step.status_code == 200, step.text
+        slept = await cb.post(
+            f"{base}/sleep", json={"until": until_at.isoformat()}, headers=headers
+        )
+        assert slept.status_code == 200, slept.text
+        assert slept.json()["state"] == "scheduled"
+    task = await rig.task(task_id)
+    assert (task["state"], task["attempt"]) == ("scheduled", 0)
+    task = await rig.task(task_id, wait=10)
+    assert (task["state"], task["attempt"], task["result"]) == ("succeeded", 1, {"attempt": 1})
+    [(_, second)] = rig.worker.of(task_id)[1:]
+    assert second.steps is not None
+    assert [s.name for s in second.steps] == ["a"]
+    started = datetime.fromisoformat(task["attempts"][-1]["started_at"])
+    assert started >= until_at - timedelta(milliseconds=5)
+
+
+async def test_the_admin_task_page_lists_the_steps(rig: Rig) -> None:
+    task_id, base, lease = await rig.running()
+    async with httpx.AsyncClient() as cb:
+        step = await cb.post(
+            f"{base}/step",
+            json={"name": "charge-<card>", "result": {"receipt": "r-991"}},
+            headers={"jobgate-lease": lease},
+        )
+        assert step.status_code == 200, step.text
+    async with httpx.AsyncClient(base_url=rig.url) as web:
+        form = await web.get("/admin/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf
+        data = {"csrf": csrf[1], "api_key": ADMIN, "next": "/admin/queues"}
+        assert (await web.post("/admin/login", data=data)).status_code == 303
+        page = await web.get(f"/admin/tasks/{task_id}")
+    assert page.status_code == 200, page.text
+    assert "Steps (1)" in page.text
+    assert "charge-&lt;card&gt;" in page.text  # escaped
+    assert "r-991" in page.text

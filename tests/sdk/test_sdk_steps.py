@@ -1,0 +1,108 @@
+"""``ctx.step`` and ``ctx.sleep`` in both contexts, on a recording channel: a step runs once and
+is recorded before it returns, a recorded one replays without running, a name is used once per
+attempt, and a sleep records itself then raises ``Sleep`` until its time has passed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import JsonValue
+
+from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
+from sdk.errors import DuplicateStep, Sleep
+from sdk.outcomes import failure
+
+
+def info(**steps: JsonValue) -> TaskInfo:
+    return TaskInfo("t1", "job", "q", attempt=2, steps=steps)
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, value: Any) -> Any:
+        self.n += 1
+        return value
+
+
+async def test_an_async_step_runs_once_and_is_recorded_before_it_returns() -> None:
+    channel = DetachedChannel()
+    ctx = AsyncContext(info(), channel)
+    calls = Calls()
+
+    async def charge(amount: int) -> tuple[int, str]:
+        assert channel.steps == {}  # not recorded before it ran
+        return calls(amount), "ok"
+
+    assert await ctx.step("charge", charge, 5) == [5, "ok"]  # its JSON form
+    assert channel.steps == {"charge": [5, "ok"]}
+    assert calls.n == 1
+
+
+async def test_a_recorded_step_replays_without_running() -> None:
+    channel = DetachedChannel()
+    ctx = AsyncContext(info(charge={"id": 7}), channel)
+    calls = Calls()
+    assert await ctx.step("charge", calls, {"id": 8}) == {"id": 7}
+    assert (calls.n, channel.steps) == (0, {})
+
+
+async def test_a_name_is_used_once_per_attempt_and_step_name_numbers_loops() -> None:
+    ctx = AsyncContext(info(), DetachedChannel())
+    await ctx.step("a", Calls(), 1)
+    with pytest.raises(DuplicateStep, match="'a' is used twice"):
+        await ctx.step("a", Calls(), 2)
+    assert [ctx.step_name("page") for _ in range(3)] == ["page#1", "page#2", "page#3"]
+    assert ctx.step_name("row") == "row#1"
+
+
+def test_the_sync_context_steps_in_its_thread() -> None:
+    channel = DetachedChannel()
+    ctx = Context(info(done=1), channel)
+    calls = Calls()
+    assert ctx.step("done", calls, 2) == 1
+    assert ctx.step("new", calls, 3) == 3
+    assert (calls.n, channel.steps) == (1, {"new": 3})
+    with pytest.raises(DuplicateStep):
+        ctx.step("new", calls, 3)
+
+
+async def test_a_sleep_records_itself_then_raises_until_its_time() -> None:
+    channel = DetachedChannel()
+    ctx = AsyncContext(info(), channel)
+    with pytest.raises(Sleep) as slept:
+        await ctx.sleep("nap", timedelta(hours=2))
+    wake = slept.value.until
+    assert timedelta(hours=1.9) < wake - datetime.now(UTC) <= timedelta(hours=2)
+    assert channel.steps == {"nap": {"until": wake.isoformat()}}
+    verdict = failure(slept.value)
+    assert verdict is not None
+    assert verdict.sleep_until == wake
+
+
+async def test_a_recorded_sleep_is_done_once_past_and_resumes_if_woken_early() -> None:
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    ctx = AsyncContext(info(nap={"until": past}), DetachedChannel())
+    await ctx.sleep("nap", timedelta(hours=2))  # done: returns at once
+    ahead = datetime.now(UTC) + timedelta(hours=1)
+    channel = DetachedChannel()
+    early = AsyncContext(info(nap={"until": ahead.isoformat()}), channel)
+    with pytest.raises(Sleep) as slept:
+        await early.sleep_until("nap", ahead + timedelta(hours=5))
+    assert slept.value.until == ahead  # the recorded time, not a new one
+    assert channel.steps == {}
+
+
+def test_the_sync_sleep_needs_an_aware_time() -> None:
+    ctx = Context(info(), DetachedChannel())
+    with pytest.raises(ValueError, match="aware"):
+        ctx.sleep_until("nap", datetime(2030, 1, 1))
+    with pytest.raises(Sleep):
+        ctx.sleep("nap2", timedelta(seconds=5))
+
+
+def test_a_detached_sync_step_needs_no_event_loop() -> None:
+    assert Context(info(), DetachedChannel()).step("x", lambda: {"a": 1}) == {"a": 1}
