@@ -48,8 +48,15 @@ def push_body(lease: Lease, extra: str = "") -> str:
         f'"attempt":{lease.attempt},"checkpoint":{lease.checkpoint_json or "null"},'
         f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
         f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"'
-        f"{_ready_at(lease)}{extra}}}"
+        f"{_ready_at(lease)}{_results(lease)}{extra}}}"
     )
+
+
+def _results(lease: Lease) -> str:
+    """The optional ``results`` field: the dependencies' results, for ``pass_results``."""
+    if lease.results_json is None:
+        return ""
+    return f',"results":{lease.results_json}'
 
 
 def _ready_at(lease: Lease) -> str:

@@ -17,6 +17,22 @@ from sdk.wire.base import (
 )
 from sdk.wire.tasks import TaskState
 
+MAX_PASSED_RESULTS = 1024 * 1024
+"""The most bytes of dependencies' results (their JSON, summed) one push carries; a result
+that would go past it is sent as ``{"id": ..., "result": null, "truncated": true}``."""
+
+
+class PassedResult(OutputModel):
+    """One dependency's result, handed to a task enqueued with ``pass_results``."""
+
+    id: str
+    result: JsonValue = Field(
+        None, description="Its result; null when it is gone (swept after retention) or truncated."
+    )
+    truncated: bool = Field(
+        False, description="Left out: the results passed would have exceeded 1 MiB in all."
+    )
+
 
 class PushBody(OutputModel):
     """What the gateway POSTs to a worker endpoint."""
@@ -33,6 +49,11 @@ class PushBody(OutputModel):
         None,
         description="When the task became due (its run_at, or its creation): the worker's "
         "time-in-queue metric counts from it.",
+    )
+    results: list[PassedResult] | None = Field(
+        None,
+        description="Only for a task enqueued with pass_results: its dependencies' results, "
+        "in depends_on order.",
     )
 
 

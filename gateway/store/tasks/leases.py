@@ -4,10 +4,11 @@ lease token."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gateway.store.keys import QueueKeys
+from gateway.store.passed_results import fetch_results
 from gateway.store.records import Lease, load_record
 from gateway.store.tasks.base import StoreBase
 from sdk.wire import TaskState
@@ -91,6 +92,7 @@ class Leasing(StoreBase):
         if status is not ClaimStatus.OK:
             return Claim(status, [])
         leases = []
+        asking = False
         for task_id, endpoint_id, raw, payload, checkpoint, signing in reply[2:]:
             record = load_record(raw)
             leases.append(
@@ -114,7 +116,24 @@ class Leasing(StoreBase):
                     secrets=tuple(signing.split()),
                 )
             )
+            if "rs" in record:  # pass_results: rare, so the common claim pays one lookup
+                asking = True
+                leases[-1] = replace(
+                    leases[-1], results_from=tuple((q, i) for q, i in record["rs"])
+                )
+        if asking:
+            leases = await self._with_results(leases)
         return Claim(status, leases, settled=reply[1] == "1")
+
+    async def _with_results(self, leases: list[Lease]) -> list[Lease]:
+        """The leases, those of tasks with ``pass_results`` carrying their dependencies'
+        results (see gateway.store.passed_results)."""
+        asking = [lease for lease in leases if lease.results_from]
+        fetched = iter(await fetch_results(self._redis, [x.results_from for x in asking]))
+        return [
+            replace(lease, results_json=next(fetched)) if lease.results_from else lease
+            for lease in leases
+        ]
 
     async def accept_many(
         self, queue: str, accepted: Sequence[tuple[str, str]], now_ms: int
