@@ -72,6 +72,8 @@ def test_chains_refuse_what_cannot_work() -> None:
         chain(add.s(1, 2), elsewhere.s())
     with pytest.raises(TypeError):
         chain(add.s(1, 2), add.s(1, 2)).create()  # the second does not take a result
+    with pytest.raises(ValueError, match="no dedup_key"):
+        chain(add.s(1, 2).set(dedup_key="k"), add.s(3))
     with pytest.raises(ValueError, match="at most 100"):
         chord(group(*(add.s(i, i) for i in range(101))), total.s())
 
