@@ -103,8 +103,8 @@ class TaskCreate(InputModel):
         description="Run only after each of these tasks (of any queue) has succeeded; if one "
         "fails or is cancelled, this task fails. An id of no existing task is refused (422).",
     )
-    pass_results: bool = Field(
-        False,
+    pass_results: bool | None = Field(
+        None,
         description="Hand this task its dependencies' results: its push body's `results` lists "
         "them in `depends_on` order (chains and chords). Needs `depends_on`; the payload is then "
         "not checked against the task catalog, since the worker completes it with the results.",
