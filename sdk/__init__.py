@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sdk.chains import AsyncChainHandle, Chain, ChainHandle, Chord, chain, chord
     from sdk.client import AsyncClient, Client
     from sdk.context import AsyncContext, Context
     from sdk.errors import (
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApiError",
+    "AsyncChainHandle",
     "AsyncClient",
     "AsyncContext",
     "AsyncGroupHandle",
@@ -62,6 +64,9 @@ __all__ = [
     "Backoff",
     "BackoffStrategy",
     "Cancelled",
+    "Chain",
+    "ChainHandle",
+    "Chord",
     "Client",
     "Context",
     "Crontab",
@@ -89,6 +94,8 @@ __all__ = [
     "TaskTimeout",
     "Warn",
     "Worker",
+    "chain",
+    "chord",
     "group",
     "task",
     "verify_notice",
@@ -110,6 +117,12 @@ _MODULES: dict[str, str] = {
     "Retry": "sdk.errors",
     "TaskFailed": "sdk.errors",
     "TaskTimeout": "sdk.errors",
+    "AsyncChainHandle": "sdk.chains",
+    "Chain": "sdk.chains",
+    "ChainHandle": "sdk.chains",
+    "Chord": "sdk.chains",
+    "chain": "sdk.chains",
+    "chord": "sdk.chains",
     "AsyncGroupHandle": "sdk.groups",
     "Group": "sdk.groups",
     "GroupHandle": "sdk.groups",

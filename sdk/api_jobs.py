@@ -79,7 +79,7 @@ def job_fields(given: Fields, names_task: bool = True) -> dict[str, Any]:
         if isinstance(args, str | bytes | Mapping):
             raise TypeError("args are the task's positional arguments: a list or tuple")
         laid_out = TaskArgs(args=list(args or ()), kwargs=dict(kwargs or {}))
-        fields["args"] = laid_out.model_dump(mode="json")
+        fields["args"] = laid_out.model_dump(mode="json", exclude_none=True)
     return fields
 
 

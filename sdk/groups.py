@@ -64,6 +64,9 @@ class TaskSignature:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     options: EnqueueOptions = field(default_factory=_no_options)
+    needs_result: str | None = None
+    """Why these arguments do not fit alone, when they fit after a previous task's result: the
+    run is then only a link of :func:`~sdk.chains.chain` past the first, or a chord's callback."""
 
     @property
     def queue(self) -> str:
@@ -76,14 +79,21 @@ class TaskSignature:
     def create(self, **extra: Unpack[EnqueueOptions]) -> TaskCreate:
         """The enqueue request of this run, with ``extra`` options on top of its own."""
         options: EnqueueOptions = {**self.options, **extra}
+        if self.needs_result is not None:
+            raise TypeError(
+                f"{self!r}: {self.needs_result} (arguments that fit only after a previous "
+                "task's result: use it in chain(...) past the first, or as a chord's callback)"
+            )
         return self.fn.create(self.args, self.kwargs, **options)
 
     def delay(self) -> TaskHandle:
         """Enqueue this run on its own."""
+        self.create()  # refuses a run that needs a previous task's result
         return self.fn.apply(self.args, self.kwargs, **self.options)
 
     async def delay_async(self) -> AsyncTaskHandle:
         """:meth:`delay` through an :class:`~sdk.client.AsyncClient`."""
+        self.create()
         return await self.fn.apply_async(self.args, self.kwargs, **self.options)
 
     def __repr__(self) -> str:
@@ -120,6 +130,8 @@ class Group:
         for signature in every:
             if not isinstance(signature, TaskSignature):
                 raise TypeError(f"a group takes task runs, my_task.s(...), not {signature!r}")
+            if signature.needs_result is not None:
+                signature.create()  # raises: a group's tasks are not handed results
         queues = sorted({signature.queue for signature in every})
         if len(queues) > 1:
             raise ValueError(

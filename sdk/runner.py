@@ -54,6 +54,7 @@ from pydantic import ValidationError
 
 from sdk.attempt import Attempt
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
+from sdk.chains import passed_argument
 from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
 from sdk.pushes import Delivery
 from sdk.tasks import TaskFunction
@@ -251,7 +252,13 @@ class Runner:
         )
         try:
             ctx = attempt.context() if fn.signature.takes_context else None
-            args, kwargs = fn.signature.layout(call.args, call.kwargs, ctx)
+            given = call.args
+            if call.results_as is not None:  # a chain's link or a chord's callback
+                passed = passed_argument(push, call.results_as)
+                if isinstance(passed, Refusal):
+                    return passed
+                given = [passed, *given]
+            args, kwargs = fn.signature.layout(given, call.kwargs, ctx)
         except TypeError as e:
             return Refusal(422, "Arguments do not fit the task", str(e))
         attempt.start(args, kwargs)

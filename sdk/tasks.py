@@ -142,8 +142,17 @@ class TaskFunction(Generic[P, R]):
     def s(self, *args: P.args, **kwargs: P.kwargs) -> TaskSignature:
         """A run of this task with these arguments, to enqueue later: a member of a
         :func:`~sdk.groups.group`, or ``.delay()`` on its own. Its ``.set(**options)`` adds
-        enqueue options. The arguments are checked now (``TypeError``)."""
-        self.signature.check(args, kwargs)
+        enqueue options. The arguments are checked now (``TypeError``), unless they fit after
+        one more first argument: then the run takes a previous task's result there, as a link
+        of :func:`~sdk.chains.chain` or a chord's callback."""
+        try:
+            self.signature.check(args, kwargs)
+        except TypeError as e:
+            try:
+                self.signature.check((None, *args), kwargs)
+            except TypeError:
+                raise e from None
+            return TaskSignature(self, tuple(args), dict(kwargs), needs_result=str(e))
         return TaskSignature(self, tuple(args), dict(kwargs))
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle:

@@ -48,13 +48,20 @@ def push_body(lease: Lease, extra: str = "") -> str:
         f'"attempt":{lease.attempt},"checkpoint":{lease.checkpoint_json or "null"},'
         f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
         f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"'
-        f"{_ready_at(lease)}{_steps(lease)}{extra}}}"
+        f"{_ready_at(lease)}{_steps(lease)}{_results(lease)}{extra}}}"
     )
 
 
 def _steps(lease: Lease) -> str:
     """The optional ``steps`` field: the durable steps earlier attempts recorded, if any."""
     return f',"steps":{lease.steps_json}' if lease.steps_json else ""
+
+
+def _results(lease: Lease) -> str:
+    """The optional ``results`` field: the dependencies' results, for ``pass_results``."""
+    if lease.results_json is None:
+        return ""
+    return f',"results":{lease.results_json}'
 
 
 def _ready_at(lease: Lease) -> str:

@@ -88,13 +88,14 @@ class CatalogService:
 
     async def check_enqueue(self, queue: str, specs: Sequence[TaskCreate]) -> None:
         """422 naming every field of a payload that does not fit its cataloged schema
-        (``tasks.<i>.payload.<path>``); names nobody reported pass unchecked."""
+        (``tasks.<i>.payload.<path>``); names nobody reported pass unchecked, and so do tasks
+        with ``pass_results`` (the worker completes their arguments with the results)."""
         view = await self._catalog.view(queue)
         if not view.tasks:
             return
         problems: list[FieldProblem] = []
         for i, spec in enumerate(specs):
-            task = view.tasks.get(spec.name)
+            task = None if spec.pass_results else view.tasks.get(spec.name)
             if task is not None:
                 problems.extend(task.problems(spec.payload, f"tasks.{i}.payload"))
         if problems:

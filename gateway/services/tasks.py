@@ -78,6 +78,9 @@ def _new_task(
         cross_deps=tuple(
             (located[d], d) for d in spec.depends_on if located.get(d, queue) != queue
         ),
+        results_from=tuple((located.get(d, queue), d) for d in spec.depends_on)
+        if spec.pass_results
+        else (),
         group=spec.group,
         after_group=spec.after_group,
         capability=spec.capability,
@@ -129,6 +132,7 @@ def _created_view(
         singleton_key=new.singleton_key,
         group=new.group,
         depends_on=list(new.depends_on),
+        pass_results=bool(new.results_from),
         after_group=new.after_group,
         waiting_on=waiting_on,
         notify=new.notify,

@@ -87,6 +87,8 @@ class NewTask:
     singleton_key: str | None = None
     depends_on: tuple[str, ...] = ()
     cross_deps: tuple[tuple[str, str], ...] = ()  # (queue, id) of dependencies in other queues
+    # pass_results: (queue, id) of every dependency, in depends_on order, whose result is passed
+    results_from: tuple[tuple[str, str], ...] = ()
     group: str | None = None
     after_group: str | None = None
     capability: str | None = None
@@ -117,6 +119,7 @@ class NewTask:
             "sk": self.singleton_key,
             "deps": list(self.depends_on) or None,
             "xdeps": [list(x) for x in self.cross_deps] or None,
+            "rs": [list(x) for x in self.results_from] or None,
             "grp": self.group,
             "ag": self.after_group,
             "cap": self.capability,
@@ -154,6 +157,10 @@ class Lease:
     # The endpoint's signing secrets at the claim's time: the current one, and the previous one
     # while its rotation's overlap lasts (claim.lua chooses them).
     secrets: tuple[str, ...] = ()
+    # pass_results: (queue, id) of the dependencies whose results the push carries, and the
+    # ``results`` JSON array fetched for them after the claim (gateway.store.passed_results).
+    results_from: tuple[tuple[str, str], ...] = ()
+    results_json: str | None = None
 
 
 class EndpointRecord(BaseModel):
@@ -348,6 +355,7 @@ def task_from_record(
         singleton_key=record.get("sk"),
         group=record.get("grp"),
         depends_on=record.get("deps") or [],
+        pass_results="rs" in record,
         after_group=record.get("ag"),
         waiting_on=wait if state is TaskState.WAITING and isinstance(wait, list) else [],
         endpoint_id=record.get("ep"),

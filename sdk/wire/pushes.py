@@ -31,6 +31,23 @@ class PushStep(OutputModel):
     recorded_ms: int = Field(description="When it was recorded, in ms since the Unix epoch.")
 
 
+MAX_PASSED_RESULTS = 1024 * 1024
+"""The most bytes of dependencies' results (their JSON, summed) one push carries; a result
+that would go past it is sent as ``{"id": ..., "result": null, "truncated": true}``."""
+
+
+class PassedResult(OutputModel):
+    """One dependency's result, handed to a task enqueued with ``pass_results``."""
+
+    id: str
+    result: JsonValue = Field(
+        None, description="Its result; null when it is gone (swept after retention) or truncated."
+    )
+    truncated: bool = Field(
+        False, description="Left out: the results passed would have exceeded 1 MiB in all."
+    )
+
+
 class PushBody(OutputModel):
     """What the gateway POSTs to a worker endpoint."""
 
@@ -52,6 +69,11 @@ class PushBody(OutputModel):
         description="The durable steps recorded by earlier attempts, in the order recorded "
         "(absent when there are none): a worker returns a step's recorded result instead of "
         "running it again (docs/durable.md).",
+    )
+    results: list[PassedResult] | None = Field(
+        None,
+        description="Only for a task enqueued with pass_results: its dependencies' results, "
+        "in depends_on order.",
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
@@ -103,6 +103,12 @@ class TaskCreate(InputModel):
         description="Run only after each of these tasks (of any queue) has succeeded; if one "
         "fails or is cancelled, this task fails. An id of no existing task is refused (422).",
     )
+    pass_results: bool | None = Field(
+        None,
+        description="Hand this task its dependencies' results: its push body's `results` lists "
+        "them in `depends_on` order (chains and chords). Needs `depends_on`; the payload is then "
+        "not checked against the task catalog, since the worker completes it with the results.",
+    )
     group: GroupName | None = Field(None, description="Join this group of the queue.")
     after_group: GroupName | None = Field(
         None,
@@ -129,6 +135,8 @@ class TaskCreate(InputModel):
     def _one_start_time(self) -> Self:
         if self.delay is not None and self.run_at is not None:
             raise ValueError("give either delay or run_at, not both")
+        if self.pass_results and not self.depends_on:
+            raise ValueError("pass_results needs depends_on: the tasks whose results are passed")
         return self
 
 
@@ -239,6 +247,7 @@ class Task(OutputModel):
     singleton_key: str | None = None
     group: str | None = None
     depends_on: list[str] = Field(default_factory=list)
+    pass_results: bool = False
     after_group: str | None = None
     waiting_on: list[str] = Field(
         default_factory=list,
@@ -293,3 +302,9 @@ class TaskArgs(InputModel):
 
     args: list[Json] = Field(default_factory=list)
     kwargs: dict[str, Json] = Field(default_factory=dict)
+    results_as: Literal["first", "list"] | None = Field(
+        None,
+        description="For a task enqueued with pass_results: how the push body's results join "
+        "the call. 'first': the first (single) dependency's result goes before args (a chain); "
+        "'list': the list of every dependency's result does (a chord's callback).",
+    )

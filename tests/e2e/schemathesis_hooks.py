@@ -7,7 +7,8 @@ words (a rule the schema can state belongs in the schema, not here):
 
 - ``max_delay`` at least ``base_delay``, ``max_open_for`` at least ``open_for`` (a relation
   between two numbers);
-- ``depends_on`` and ``after_group`` name tasks and groups that exist (422 otherwise);
+- ``depends_on`` and ``after_group`` name tasks and groups that exist (422 otherwise), and
+  ``pass_results`` needs ``depends_on``: the three are dropped;
 - an endpoint URL, or a task's notify URL, resolves to an address the gateway may push to
   (here: loopback);
 - an ``Idempotency-Key`` reused with another body is refused (422): each request gets its own;
@@ -64,6 +65,7 @@ def _valid_task(task: Any) -> None:
     if isinstance(task, dict):
         task.pop("depends_on", None)
         task.pop("after_group", None)
+        task.pop("pass_results", None)
         if "notify" in task:
             task["notify"] = os.environ["CONTRACT_ENDPOINT_URL"]
 

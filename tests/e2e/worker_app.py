@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from sdk import AsyncContext, Warn, Worker, task
+from sdk import AsyncContext, Fail, Warn, Worker, task
 
 
 @task(queue="e2e")
@@ -76,8 +76,32 @@ async def raises(seconds: float = 0.0) -> None:
     raise ValueError("failed by design")
 
 
+@task(queue="e2e")
+def add(x: int, y: int) -> int:
+    """A link of a chain: ``x`` is the previous link's result."""
+    return x + y
+
+
+@task(queue="e2e")
+async def scale(x: int, factor: int, ctx: AsyncContext) -> int:
+    """A link of a chain that takes a context: the result still comes first."""
+    return x * factor
+
+
+@task(queue="e2e")
+def collect(values: list[Any], label: str) -> dict[str, Any]:
+    """A chord's callback: the group's results, in order."""
+    return {"label": label, "values": values}
+
+
+@task(queue="e2e")
+def refuse(x: int) -> int:
+    """Fails at once, not retried: breaks a chain."""
+    raise Fail(f"refused {x} by design")
+
+
 worker = Worker(
-    tasks=[echo, slow, long_inline, hold, partial, report, raises],
+    tasks=[echo, slow, long_inline, hold, partial, report, raises, add, scale, collect, refuse],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
     inline_window=float(os.environ.get("E2E_INLINE_WINDOW", "0.5")),
     heartbeat_interval=0.2,

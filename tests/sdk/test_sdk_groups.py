@@ -92,7 +92,13 @@ def test_a_signature_checks_its_arguments_and_takes_options() -> None:
     assert signature.options == {}  # set() makes a new signature
     assert repr(signature) == "resize.s('a.png', width=200)"
     with pytest.raises(TypeError):
-        resize.s()  # type: ignore[call-arg]
+        resize.s("a.png", 1, 2, 3)  # type: ignore[call-arg]
+    # Fits once a previous task's result is put first (a chain's link), not on its own.
+    waiting = resize.s()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="previous task's result"):
+        waiting.create()
+    with pytest.raises(TypeError, match="previous task's result"):
+        group(waiting)
 
 
 def test_group_enqueues_members_and_dependent_in_one_batch(

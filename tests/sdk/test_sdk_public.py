@@ -6,6 +6,7 @@ import sdk
 
 EXPECTED = [
     "ApiError",
+    "AsyncChainHandle",
     "AsyncClient",
     "AsyncContext",
     "AsyncGroupHandle",
@@ -13,6 +14,9 @@ EXPECTED = [
     "Backoff",
     "BackoffStrategy",
     "Cancelled",
+    "Chain",
+    "ChainHandle",
+    "Chord",
     "Client",
     "Context",
     "Crontab",
@@ -40,6 +44,8 @@ EXPECTED = [
     "TaskTimeout",
     "Warn",
     "Worker",
+    "chain",
+    "chord",
     "group",
     "task",
     "verify_notice",

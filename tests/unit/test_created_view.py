@@ -43,6 +43,7 @@ SPECS: list[dict[str, Any]] = [
     },
     {"name": "later", "run_at": datetime(2031, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)},
     {"name": "after", "depends_on": [DEP], "after_group": "g0"},
+    {"name": "chained", "depends_on": [DEP], "pass_results": True},
 ]
 
 
@@ -93,3 +94,8 @@ def test_dump_json_is_compact_json_of_the_same_value(value: Any) -> None:
     text = dump_json(value)
     assert json.loads(text) == value
     assert " " not in text  # compact (no value here holds a space)
+
+
+def test_pass_results_needs_depends_on() -> None:
+    with pytest.raises(ValueError, match="pass_results needs depends_on"):
+        TaskCreate(name="alone", pass_results=True)

@@ -6,7 +6,8 @@
 --   the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
 --   started, first (first dispatch), hb (last heartbeat), progress, cancel, finished, error,
 --   cap (required capability), own (owner), ver (version), dk (dedup key), sk (singleton key),
---   grp (group joined), ag (after_group), deps (depends_on ids), wait (dependencies not yet met:
+--   grp (group joined), ag (after_group), deps (depends_on ids), rs (pass_results: {queue, id} of
+--   each dependency, in order; read after the claim by gateway/store/passed_results.py), wait (dependencies not yet met:
 --   task ids and 'group:<name>'), hbi (max heartbeat interval override), sti (the heartbeat
 --   interval this attempt is held to), acc (ms when the endpoint accepted this attempt: 202),
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the

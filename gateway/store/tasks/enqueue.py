@@ -21,7 +21,14 @@ from gateway.store.notices import mark as mark_noticed
 from gateway.store.records import NewTask, load_record
 from gateway.store.scripts import Reply
 from gateway.store.tasks.base import StoreBase
-from gateway.store.tasks.leases import ClaimOrder, claim_args, claim_keys, read_claim
+from gateway.store.tasks.leases import (
+    Claim,
+    ClaimOrder,
+    claim_args,
+    claim_keys,
+    read_claim,
+    with_results,
+)
 from sdk.wire import TaskState
 
 
@@ -85,10 +92,10 @@ class _Order:
         self.now_ms = 0  # the claim's time, when sent
         self.pending = claim
 
-    def answered(self, reply: Reply) -> None:
+    def answered(self, claim: Claim) -> None:
         if self.pending is not None:
             take, self.pending = self.pending.take, None
-            take(read_claim(self.queue, reply, self.now_ms))
+            take(claim)
 
     def unanswered(self) -> None:
         """No answer came (the round trip failed) or none will: the taker hears None."""
@@ -299,7 +306,10 @@ class Enqueuing(StoreBase):
             order.unanswered()
             return
         script_keys = claim_keys(QueueKeys.of(order.queue))
-        order.answered(await self._scripts.unwrap("claim", script_keys, claimed))
+        reply = await self._scripts.unwrap("claim", script_keys, claimed)
+        order.answered(
+            await with_results(self._redis, read_claim(order.queue, reply, order.now_ms))
+        )
 
     async def _set_index(self, queue: str, index: list[tuple[str, int]]) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:

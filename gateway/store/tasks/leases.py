@@ -4,10 +4,13 @@ lease token."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from redis.asyncio import Redis
+
 from gateway.store.keys import QueueKeys
+from gateway.store.passed_results import fetch_results
 from gateway.store.records import Lease, load_record
 from gateway.store.scripts import Arg, Reply
 from gateway.store.tasks.base import StoreBase
@@ -110,9 +113,25 @@ def read_claim(queue: str, reply: Reply, now_ms: int) -> Claim:
                 version=record.get("ver") or "",
                 secrets=tuple(signing.split()),
                 steps_json=steps[0] if steps else None,
+                # pass_results: rare, so the common claim pays one lookup
+                results_from=tuple((q, i) for q, i in record["rs"]) if "rs" in record else (),
             )
         )
     return Claim(status, leases, settled=reply[1] == "1")
+
+
+async def with_results(redis: Redis, claim: Claim) -> Claim:
+    """``claim``, its leases of tasks with ``pass_results`` carrying their dependencies'
+    results (gateway.store.passed_results); the same claim when none asks (no round trip)."""
+    asking = [lease for lease in claim.leases if lease.results_from]
+    if not asking:
+        return claim
+    fetched = iter(await fetch_results(redis, [x.results_from for x in asking]))
+    leases = [
+        replace(lease, results_json=next(fetched)) if lease.results_from else lease
+        for lease in claim.leases
+    ]
+    return replace(claim, leases=leases)
 
 
 class Fence(StrEnum):
@@ -158,7 +177,7 @@ class Leasing(StoreBase):
         reply = await self._scripts.call(
             "claim", script_keys, claim_args(count, seed, now_ms, endpoint_id)
         )
-        return read_claim(queue, reply, now_ms)
+        return await with_results(self._redis, read_claim(queue, reply, now_ms))
 
     async def accept_many(
         self, queue: str, accepted: Sequence[tuple[str, str]], now_ms: int
