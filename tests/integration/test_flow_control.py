@@ -182,6 +182,27 @@ async def test_a_singleton_key_holds_one_waiting_task_until_it_runs(stores: Stor
     assert stored.state is TaskState.QUEUED
 
 
+async def test_a_dependency_on_a_deduplicated_member_waits_for_the_task_it_matched(
+    stores: Stores,
+) -> None:
+    """A batch member that a dedup or singleton key matches to an earlier task is that task, so
+    a member depending on it waits for the earlier task (the script used to fail on the
+    member's missing record)."""
+    await queue(stores, dedup_window=60)
+    now = stores.clock.now_ms()
+    earlier = task(now, dedup_key="k")
+    nightly = task(now, singleton_key="nightly")
+    await stores.tasks.enqueue("q", [earlier, nightly], now)
+    again = task(now, dedup_key="k")
+    once_more = task(now, singleton_key="nightly")
+    after = task(now, depends_on=(again.id, once_more.id))
+    stored = await stores.tasks.enqueue("q", [again, once_more, after], now)
+    assert [x.duplicate_of for x in stored] == [earlier.id, nightly.id, None]
+    assert stored[2].state is TaskState.WAITING
+    assert sorted(await run_all(stores)) == sorted([earlier.id, nightly.id])
+    assert await run_all(stores) == [after.id]
+
+
 # --- capabilities ----------------------------------------------------------------------------
 
 

@@ -96,3 +96,22 @@ async def test_results_past_the_cap_are_marked_truncated(stores: Stores) -> None
 def test_a_result_that_is_gone_is_passed_as_null() -> None:
     text = results_json([("q", "a"), ("q", "b")], {("q", "a"): "1"})
     assert json.loads(text) == [{"id": "a", "result": 1}, {"id": "b", "result": None}]
+
+
+async def test_a_member_matched_by_its_dedup_key_passes_the_earlier_tasks_result(
+    stores: Stores,
+) -> None:
+    await queue(stores, dedup_window=60)
+    now = stores.clock.now_ms()
+    earlier = task(now, dedup_key="k")
+    await stores.tasks.enqueue("q", [earlier], now)
+    again = task(now, dedup_key="k")
+    asking = task(now, depends_on=(again.id,), results_from=(("q", again.id),))
+    stored = await stores.tasks.enqueue("q", [again, asking], now)
+    assert stored[0].duplicate_of == earlier.id
+    await finish(stores, "q", {earlier.id: '"first"'})
+    claim = await stores.tasks.claim("q", 10, "s", stores.clock.now_ms())
+    (lease,) = claim.leases
+    body = PushBody.model_validate_json(push_body(lease))
+    assert body.results is not None
+    assert [(r.id, r.result) for r in body.results] == [(earlier.id, "first")]

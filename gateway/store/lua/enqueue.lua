@@ -68,6 +68,7 @@ local default_window = ms(policy.dedup_window or 3600)
 local out = {'OK'}
 local stored = {}
 local ended = {}
+local matched = {}  -- a member's id -> the earlier task its dedup or singleton key matched
 -- First pass: store each task, or find its duplicate.
 for i = 0, count - 1 do
   local id = ARGV[5 + i * 3]
@@ -90,6 +91,7 @@ for i = 0, count - 1 do
     end
   end
   if dup then
+    matched[id] = dup
     out[#out + 1] = 'dup:' .. dup
   else
     t.att = 0
@@ -152,7 +154,13 @@ for _, s in ipairs(stored) do
     local sources = {}
     for _, dep in ipairs(t.deps or {}) do
       if not cross[dep] then
-        sources[#sources + 1] = dep
+        -- A member matched to an earlier task is that task: wait for it.
+        sources[#sources + 1] = matched[dep] or dep
+      end
+    end
+    for _, from in ipairs(t.rs or {}) do  -- pass_results: that task's result, too
+      if from[1] == queue and matched[from[2]] then
+        from[2] = matched[from[2]]
       end
     end
     if t.ag then
