@@ -128,12 +128,16 @@ def clean(
     name: str | None = None,
     older_than: float | timedelta = 0,
     limit: int = 10_000,
+    owner: str | None = None,
 ) -> Call[CleanResult]:
     """``POST /v1/queues/{queue}/clean``: delete finished tasks now (all finished states by
-    default), optionally only of one task name and finished at least ``older_than`` ago."""
+    default), optionally only of one task name, of one owner, and finished at least
+    ``older_than`` ago."""
     if isinstance(older_than, timedelta):
         older_than = older_than.total_seconds()
     fields: dict[str, Any] = {"name": name, "older_than": older_than, "limit": limit}
+    if owner is not None:
+        fields["owner"] = owner
     if states is not None:
         fields["states"] = [TaskState(s) for s in states]
     body = CleanRequest.model_validate(fields)

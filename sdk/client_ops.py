@@ -86,11 +86,12 @@ class OperatorMethods:
         name: str | None = None,
         older_than: float | timedelta = 0,
         limit: int = 10_000,
+        owner: str | None = None,
     ) -> CleanResult:
         """Delete a queue's finished tasks now, before their retention ends: those in
-        ``states`` (every finished state by default), of task ``name`` if given, finished at
-        least ``older_than`` seconds ago, at most ``limit`` of them."""
-        return self._send(api_ops.clean(queue, states, name, older_than, limit))
+        ``states`` (every finished state by default), of task ``name`` and of ``owner`` if given,
+        finished at least ``older_than`` seconds ago, at most ``limit`` of them."""
+        return self._send(api_ops.clean(queue, states, name, older_than, limit, owner))
 
     def end_sessions(self, key_name: str) -> SessionsEnded:
         """End every admin UI session opened with the API key named ``key_name`` (its name in
@@ -145,8 +146,9 @@ class AsyncOperatorMethods:
         name: str | None = None,
         older_than: float | timedelta = 0,
         limit: int = 10_000,
+        owner: str | None = None,
     ) -> CleanResult:
-        return await self._send(api_ops.clean(queue, states, name, older_than, limit))
+        return await self._send(api_ops.clean(queue, states, name, older_than, limit, owner))
 
     async def end_sessions(self, key_name: str) -> SessionsEnded:
         return await self._send(api_ops.end_key_sessions(key_name))

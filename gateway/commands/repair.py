@@ -5,7 +5,8 @@
     jobgate dlq list [--queue Q] [--name N] [--version V] [--owner O] [--since T] [--until T]
                      [--limit N] [--cursor C]
     jobgate dlq resubmit (ID... | FILTER... | --all) [--limit N] [--keep-attempts]
-    jobgate clean QUEUE [--state S ...] [--name N] [--older-than DURATION] [--limit N] [--yes]
+    jobgate clean QUEUE [--state S ...] [--name N] [--owner O] [--older-than DURATION] [--limit N]
+                  [--yes]
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def add_commands(
         "give a comma list (default: all four)",
     )
     clean.add_argument("--name", help="only tasks of this task name")
+    clean.add_argument("--owner", help="only tasks of this owner (tenant id)")
     clean.add_argument(
         "--older-than",
         type=parse_duration,
@@ -245,14 +247,23 @@ def _clean(args: argparse.Namespace) -> int:
     states: list[TaskState] = list(dict.fromkeys(args.states or FINISHED))
     with connect(args) as client:
         request = CleanRequest(
-            states=states, name=args.name, older_than=args.older_than, limit=args.limit
+            states=states,
+            name=args.name,
+            owner=args.owner,
+            older_than=args.older_than,
+            limit=args.limit,
         )
         queue = client.get_queue(args.queue)  # an unknown queue fails before the question
         if not args.yes and not confirmed(_question(queue, request), "clean deletes tasks"):
             note("not confirmed: nothing deleted")
             return 1
         result = client.clean(
-            args.queue, request.states, request.name, request.older_than, request.limit
+            args.queue,
+            request.states,
+            request.name,
+            request.older_than,
+            request.limit,
+            request.owner,
         )
     if args.json:
         print_json(result)
@@ -267,6 +278,8 @@ def _question(queue: Queue, request: CleanRequest) -> str:
     what = f"{states} tasks"
     if request.name:
         what += f" named {request.name}"
+    if request.owner:
+        what += f" of owner {request.owner}"
     if request.older_than:
         what += f" finished over {span(request.older_than)} ago"
     return (

@@ -310,7 +310,8 @@ class OperationsService:
 
     async def clean(self, queue: str, request: CleanRequest) -> CleanResult:
         """Delete finished tasks now: of the states given (in that order, oldest first in
-        each), finished at least ``older_than`` seconds ago, of one name when given."""
+        each), finished at least ``older_than`` seconds ago, of one name and one owner when
+        given."""
         await self._queues.require(queue)
         finished_by = self._clock.now_ms() - seconds_to_ms(request.older_than)
         deleted = 0
@@ -318,6 +319,11 @@ class OperationsService:
             if deleted >= request.limit:
                 break
             deleted += await self._store.clean(
-                queue, state, finished_by, request.limit - deleted, name=request.name
+                queue,
+                state,
+                finished_by,
+                request.limit - deleted,
+                name=request.name,
+                owner=request.owner,
             )
         return CleanResult(deleted=deleted)

@@ -259,19 +259,28 @@ class OperationsStore:
         limit: int,
         *,
         name: str | None = None,
+        owner: str | None = None,
     ) -> int:
         """Delete up to ``limit`` tasks that ended in ``state`` at or before ``finished_by_ms``
-        (of one task name when given), oldest first; returns how many. Each chunk is one
-        script call; the log lists and index entries of its tasks are deleted after it."""
+        (of one task name and of one owner when given), oldest first; returns how many. Each
+        chunk is one script call; the log lists and index entries of its tasks are deleted
+        after it."""
         k = QueueKeys.of(queue)
         script_keys = [k.meta, k.payload, k.result, k.checkpoint, k.attempts, k.finished(state)]
         deleted = 0
-        skip = 0  # entries kept by earlier chunks (another name): they stay first in the index
+        skip = 0  # entries kept by earlier chunks (another name or owner): they stay first
         while deleted < limit:
             examined, kept, *ids = await self._scripts.call(
                 "clean",
                 script_keys,
-                [finished_by_ms, name or "", skip, self.chunk, min(self.chunk, limit - deleted)],
+                [
+                    finished_by_ms,
+                    name or "",
+                    skip,
+                    self.chunk,
+                    min(self.chunk, limit - deleted),
+                    owner or "",
+                ],
             )
             await self._tasks.forget(queue, ids)
             deleted += len(ids)

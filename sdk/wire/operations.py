@@ -125,6 +125,7 @@ class CleanRequest(InputModel):
         description="Finished states only.",
     )
     name: TaskName | None = None
+    owner: Label | None = Field(None, description="Only tasks of this owner or tenant id.")
     older_than: Seconds = Field(0, description="Only tasks finished at least this long ago.")
     limit: int = Field(10_000, ge=1, le=100_000, description="Most tasks deleted by one call.")
 

@@ -186,16 +186,19 @@ async def test_bulk_cancel_and_delete_count_first_and_ask_for_a_confirmation(rig
     states = [(await rig.api.get(f"/v1/tasks/{i}")).json()["state"] for i in ids]
     assert states == ["cancelled", "cancelled", "queued"]
 
-    cancelled = await rig.web.get("/admin/tasks?queue=mail&state=cancelled")
+    assert (await rig.api.post(f"/v1/tasks/{ids[2]}/cancel")).status_code == 200
+    cancelled = await rig.web.get("/admin/tasks?queue=mail&state=cancelled&owner=acme")
     assert "/admin/bulk/delete?" in cancelled.text
-    ask = await rig.web.get("/admin/bulk/delete?queue=mail&state=cancelled")
+    ask = await rig.web.get("/admin/bulk/delete?queue=mail&state=cancelled&owner=acme")
     assert "<strong>2</strong> task(s) match" in ask.text
     assert (await rig.web.get("/admin/bulk/delete?queue=mail&state=queued")).status_code == 400
-    form = {"queue": "mail", "state": "cancelled", "confirm": "yes"}
+    form = {"queue": "mail", "state": "cancelled", "owner": "acme", "confirm": "yes"}
     done = await post(rig.web, "/admin/queues", "/admin/bulk/delete", form)
     assert done.status_code == 303
     assert "2 finished task(s) deleted" in (await rig.web.get(done.headers["location"])).text
-    assert (await rig.api.get(f"/v1/tasks/{ids[0]}")).status_code == 404
+    found = [(await rig.api.get(f"/v1/tasks/{i}")).status_code for i in ids]
+    assert found == [404, 404, 200]  # the other owner's cancelled task stays
+    spare = (await rig.api.post("/v1/queues/mail/tasks", json={"name": "send"})).json()["id"]
 
     rig.web.cookies.clear()
     await sign_in(rig.web, READER)
@@ -206,4 +209,4 @@ async def test_bulk_cancel_and_delete_count_first_and_ask_for_a_confirmation(rig
     token = csrf_of(ask.text)
     form = {"csrf": token, "queue": "mail", "state": "queued", "confirm": "yes"}
     assert (await rig.web.post("/admin/bulk/cancel", data=form)).status_code == 403
-    assert (await rig.api.get(f"/v1/tasks/{ids[2]}")).json()["state"] == "queued"
+    assert (await rig.api.get(f"/v1/tasks/{spare}")).json()["state"] == "queued"

@@ -517,6 +517,24 @@ async def test_clean_by_name_passes_over_other_names_across_chunks(stores: Store
     assert await stores.redis.zcard(QueueKeys.of(Q).dead) == names.count("b")
 
 
+async def test_clean_by_owner_deletes_only_that_owners_tasks_across_chunks(
+    stores: Stores,
+) -> None:
+    await make_queue(stores)
+    owners = ["acme", "other", None, "acme", "other", "acme", None]
+    ids: list[tuple[str | None, str]] = []
+    for owner in owners:
+        (task_id,) = await dead(stores, name="a", owner=owner)
+        ids.append((owner, task_id))
+        stores.clock.advance(1)
+    rig = Rig(stores, chunk=2)
+
+    request = CleanRequest(states=[TaskState.DEAD], owner="acme", name="a")
+    assert (await rig.service.clean(Q, request)).deleted == 3
+    left = {task_id for _, task_id in ids if await state(stores, task_id) is not None}
+    assert left == {task_id for owner, task_id in ids if owner != "acme"}
+
+
 async def test_the_sweep_keeps_finished_tasks_for_the_default_retention(stores: Stores) -> None:
     await make_queue(stores)
     start = stores.clock.now_ms()

@@ -60,8 +60,6 @@ async def confirm(visit: Visit) -> Response:
     else:
         if not state.finished:
             raise InvalidRequest("state: only finished tasks can be deleted (cancel the others)")
-        if owner is not None:
-            raise InvalidRequest("owner: deleting by owner is not offered (clean filters by name)")
         limit = DELETE_LIMIT
     if name is None and owner is None:
         count = min((await visit.services.queues.get(queue)).counts.get(state, 0), limit)
@@ -95,11 +93,9 @@ async def run(visit: Visit) -> Response:
         return visit.redirect(
             _back(queue, state, name, owner, notice="bulk-cancelled", n=n, skipped=skipped)
         )
-    if owner is not None:
-        raise InvalidRequest("owner: deleting by owner is not offered (clean filters by name)")
-    clean = CleanRequest(states=[state], name=name, limit=DELETE_LIMIT)
+    clean = CleanRequest(states=[state], name=name, owner=owner, limit=DELETE_LIMIT)
     deleted = (await visit.services.operations.clean(queue, clean)).deleted
-    return visit.redirect(_back(queue, state, name, None, notice="purged", n=deleted))
+    return visit.redirect(_back(queue, state, name, owner, notice="purged", n=deleted))
 
 
 def routes(admin: Admin) -> list[BaseRoute]:

@@ -3,11 +3,14 @@
 -- KEYS[1] meta   KEYS[2] payload   KEYS[3] result   KEYS[4] checkpoint   KEYS[5] attempts
 -- KEYS[6] done:<state> (the index of the state being cleaned)
 -- ARGV[1] only tasks finished at or before this ms   ARGV[2] only tasks of this name ('' any)
--- ARGV[3] index entries to pass over first (examined by earlier calls and kept: another name)
+-- ARGV[3] index entries to pass over first (examined by earlier calls and kept: another name
+-- or owner)
 -- ARGV[4] most index entries to examine   ARGV[5] most tasks to delete
+-- ARGV[6] only tasks of this owner ('' or absent: any)
 -- Returns {entries examined, entries kept, deleted ids...}; the caller deletes the deleted
 -- tasks' log lists and index entries.
 local name = ARGV[2]
+local owner = ARGV[6] or ''
 local budget = tonumber(ARGV[5])
 local ids = redis.call(
   'ZRANGEBYSCORE', KEYS[6], '-inf', ARGV[1], 'LIMIT', tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -21,7 +24,7 @@ for _, id in ipairs(ids) do
   end
   examined = examined + 1
   local t = load_task(KEYS[1], id)
-  if t and name ~= '' and t.name ~= name then
+  if t and ((name ~= '' and t.name ~= name) or (owner ~= '' and t.own ~= owner)) then
     kept = kept + 1
   else
     if t then
