@@ -46,6 +46,7 @@ from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
+from gateway.services.overview import OverviewService
 from gateway.services.pull_waiters import PullWaiters
 from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
@@ -60,6 +61,7 @@ from gateway.store.idempotency import IdempotencyStore
 from gateway.store.jobs import JobStore
 from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
+from gateway.store.overview import OverviewStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.redrive import RedriveStore
@@ -248,6 +250,7 @@ def create_app(
             max_body_bytes=settings.max_body_bytes,
             catalog=catalog_service,
             activity=ActivityService(tasks, queues, clock),
+            overview=OverviewService(OverviewStore(redis, scripts), clock),
             notices=NoticeService(notice_store, clock),
             logs=log_service,
             jobs=JobService(

@@ -13,6 +13,7 @@ from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
 from gateway.services.operations import OperationsService
+from gateway.services.overview import OverviewService
 from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
 from gateway.services.sessions import SessionService
@@ -32,6 +33,7 @@ class Services:
     max_body_bytes: int
     catalog: CatalogService
     activity: ActivityService
+    overview: OverviewService
     notices: NoticeService
     logs: LogService
     jobs: JobService

@@ -222,6 +222,10 @@ class JobService:
                 break
         return RunPage(items=items, next_cursor=str(offset) if more else None)
 
+    async def job_of_run(self, run_id: str) -> str | None:
+        """The id of the job the run belongs to, None when no job has such a run."""
+        return await self._store.job_of_run(run_id)
+
     async def run(self, job_id: str, run_id: str) -> Run:
         job = await self._require(job_id)
         record = await self._store.run(job_id, run_id)

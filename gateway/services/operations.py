@@ -159,9 +159,10 @@ class OperationsService:
         self._clock = clock
         self._on_ready = on_ready
 
-    async def _names(self, queue: str | None) -> list[str]:
+    async def _names(self, queue: str | None, holding: TaskState) -> list[str]:
+        """``queue`` (which must exist), or every queue holding tasks in ``holding``."""
         if queue is None:
-            return await self._queues.names()
+            return await self._store.holding(await self._queues.names(), holding)
         await self._queues.require(queue)
         return [queue]
 
@@ -188,7 +189,7 @@ class OperationsService:
         window = time_window(f)
         start = None if cursor is None else decode_cursor(cursor)
         found: list[tuple[str, Entry]] = []
-        for queue in await self._names(f.queue):
+        for queue in await self._names(f.queue, TaskState.DEAD):
             if start is not None and queue < start[0]:
                 continue
             after = start[1] if start is not None and queue == start[0] else None
@@ -247,7 +248,7 @@ class OperationsService:
             f = request.filter
             window = time_window(f)
             left = request.limit
-            for queue in await self._names(f.queue):
+            for queue in await self._names(f.queue, TaskState.DEAD):
                 entries = await self._matching(queue, f, window, None, left)
                 if entries:
                     by_queue[queue] = [e.task_id for e in entries]
@@ -298,7 +299,7 @@ class OperationsService:
         """Running tasks of one queue or all, longest running first."""
         now = self._clock.now_ms()
         items: list[RunningTask] = []
-        for name in await self._names(queue):
+        for name in await self._names(queue, TaskState.RUNNING):
             for row in await self._store.running(name):
                 if owner is None or row.record.get("own") == owner:
                     items.append(running_view(name, row, now))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field
@@ -125,6 +126,17 @@ def _created_view(
         waiting_on=waiting_on,
         notify=new.notify,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSearch:
+    """A page of tasks with what was looked at: the entries of the state's index from
+    ``start`` up to ``end`` (None: to the end of the index), of ``total`` (when counted)."""
+
+    page: TaskPage
+    start: int
+    end: int | None
+    total: int | None
 
 
 class TaskService:
@@ -321,8 +333,23 @@ class TaskService:
         """One page of the tasks in ``state``. With filters, the listing is scanned (at most
         :data:`FILTER_SCAN` entries per call), so a page may hold fewer than ``limit`` items
         and still have a next cursor."""
+        return (await self.search(queue, state, cursor, limit, owner=owner, name=name)).page
+
+    async def search(
+        self,
+        queue: str,
+        state: TaskState,
+        cursor: str | None,
+        limit: int,
+        *,
+        owner: str | None = None,
+        name: str | None = None,
+        total: bool = False,
+    ) -> TaskSearch:
+        """:meth:`page`, saying which entries of the state's index were looked at and, with
+        ``total``, how many it holds (what the admin UI shows of a filtered search)."""
         stored = await self._queues.require(queue)
-        offset = _offset(cursor)
+        offset = start = _offset(cursor)
         now = self._clock.now_ms()
         items: list[Task] = []
         scanned = 0
@@ -357,7 +384,9 @@ class TaskService:
             scanned += step
             if not more or len(items) == limit or scanned >= FILTER_SCAN:
                 break
-        return TaskPage(items=items, next_cursor=str(offset) if more else None)
+        size = (await self._tasks.counts(queue))[state] if total else None
+        page = TaskPage(items=items, next_cursor=str(offset) if more else None)
+        return TaskSearch(page, start, offset if more else None, size)
 
     async def cancel(self, queue: str, task_id: str) -> Task:
         outcome = await self._tasks.cancel(queue, task_id, self._clock.now_ms())

@@ -276,6 +276,19 @@ class JobStore:
         raw = await self._redis.hget(JobKeys.of(job_id).run, run_id)
         return None if raw is None else cast(dict[str, Any], json.loads(raw))
 
+    async def job_of_run(self, run_id: str) -> str | None:
+        """The job that has a run with this id, or None. A run is filed under its job only, so
+        this asks every job: one ZRANGE and one pipeline of HEXISTS, for an operator's search
+        by id (never on a hot path)."""
+        job_ids = cast(list[str], await self._redis.zrange(keys.JOBS, 0, -1))
+        if not job_ids:
+            return None
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hexists(JobKeys.of(job_id).run, run_id)
+            found = await pipe.execute()
+        return next((j for j, has in zip(job_ids, found, strict=True) if has), None)
+
     async def run_records(
         self, runs: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], dict[str, Any]]:

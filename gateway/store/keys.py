@@ -215,6 +215,27 @@ def queue_of(policy_key: str) -> str:
     return policy_key.removeprefix("jg:{").removesuffix("}:queue")
 
 
+_STATE_INDEX = {
+    TaskState.SCHEDULED: "scheduled",
+    TaskState.WAITING: "waiting",
+    TaskState.QUEUED: "ready",
+    TaskState.RUNNING: "running",
+    **{s: f"done:{s.value}" for s in FINISHED_STATES},
+}
+
+
+def queue_hash(queue: str) -> str:
+    """The queue's own hash (its policy and more): :attr:`QueueKeys.policy`, made alone."""
+    return f"jg:{{{queue}}}:queue"
+
+
+def state_index(queue: str, state: TaskState) -> str:
+    """The sorted set of ``queue``'s tasks in ``state``: the key :class:`QueueKeys` names
+    ``ready``, ``running``, ``finished(state)``..., made alone. For reads over many queues,
+    where making every key of each queue (about 20 µs a queue) would cost more than the read."""
+    return f"jg:{{{queue}}}:{_STATE_INDEX[state]}"
+
+
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """The keys of one queue, all under its hash tag."""

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.overview import index_sizes
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
 from sdk.wire import TaskState
@@ -91,6 +92,13 @@ class OperationsStore:
         self.chunk = chunk
 
     # --- reads ----------------------------------------------------------------------------
+
+    async def holding(self, names: Sequence[str], state: TaskState) -> list[str]:
+        """The queues of ``names`` holding any task in ``state`` (running or dead), in their
+        order, in one round trip: a walk over every queue skips the empty ones."""
+        indexes = [keys.state_index(n, state) for n in names]
+        sizes = await index_sizes(self._redis, self._scripts, indexes)
+        return [name for name, n in zip(names, sizes, strict=True) if n]
 
     async def walk(
         self,

@@ -69,6 +69,8 @@ ScriptName = Literal[
     "notify_secret",
     "rotate_notify_secret",
     "log_page",
+    "overview",
+    "sizes",
     "save_job",
     "begin_run",
     "end_run",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from starlette.routing import BaseRoute
 
-from gateway.admin.pages import deadletters, jobs, login, queues, running, runs, tasks
+from gateway.admin.pages import deadletters, find, jobs, login, queues, running, runs, tasks
 from gateway.admin.web import Admin
 
 SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
@@ -18,4 +18,5 @@ SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
     deadletters.routes,
     jobs.routes,
     runs.routes,
+    find.routes,
 )

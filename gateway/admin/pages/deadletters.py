@@ -9,8 +9,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import PREFIX, Admin, Form, Visit, checked
+from gateway.errors import QueueNotFound
 from gateway.services.operations import DeadLetterCursor
-from sdk.wire import DeadLetterFilter, ResubmitRequest
+from sdk.wire import DeadLetterFilter, ResubmitRequest, TaskPage
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("queue", "name", "owner")
@@ -26,7 +27,11 @@ async def dead_letters(visit: Visit) -> Response:
     cursor = visit.query("cursor")
     if cursor is not None:
         cursor = str(checked(DeadLetterCursor, "cursor", cursor))
-    page = await visit.services.operations.dead_letters(f, PAGE_SIZE, cursor)
+    unknown = None
+    try:
+        page = await visit.services.operations.dead_letters(f, PAGE_SIZE, cursor)
+    except QueueNotFound:  # a name typed in the picker
+        page, unknown = TaskPage(items=[]), f.queue
     query = {k: v for k, v in given.items() if v}
     next_url = None
     if page.next_cursor is not None:
@@ -35,13 +40,16 @@ async def dead_letters(visit: Visit) -> Response:
         "deadletters.html",
         "_deadletters.html",
         active="deadletters",
-        queues=[q.name for q in (await visit.services.queues.list()).items],
+        picked=f.queue,
+        picker_placeholder="all queues",
         filter=f,
         page=page,
         paged=cursor is not None,
         first_url=f"{PREFIX}/deadletters?{urlencode(query)}",
         next_url=next_url,
         self_url=visit.here,
+        unknown_queue=unknown,
+        status=404 if unknown else 200,
     )
 
 

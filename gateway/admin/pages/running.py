@@ -7,7 +7,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import Admin, Visit, checked
-from sdk.wire import QueueName
+from gateway.errors import QueueNotFound
+from sdk.wire import QueueName, RunningList
 
 LIMIT = 500
 
@@ -16,16 +17,23 @@ async def running(visit: Visit) -> Response:
     queue = visit.query("queue")
     if queue is not None:
         queue = str(checked(QueueName, "queue", queue))
-    found = await visit.services.operations.running(queue, None, LIMIT)
+    unknown = None
+    try:
+        found = await visit.services.operations.running(queue, None, LIMIT)
+    except QueueNotFound:  # a name typed in the picker
+        found, unknown = RunningList(items=[]), queue
     return visit.render(
         "running.html",
         "_running.html",
         active="running",
-        queues=[q.name for q in (await visit.services.queues.list()).items],
+        picked=queue,
+        picker_placeholder="all queues",
         queue=queue,
         running=found,
         stalled=sum(1 for t in found.items if t.stalled),
         self_url=visit.here,
+        unknown_queue=unknown,
+        status=404 if unknown else 200,
     )
 
 

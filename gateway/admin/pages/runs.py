@@ -68,7 +68,6 @@ async def _run_form(
     problems: list[FieldProblem],
     status: int = 200,
 ) -> Response:
-    queues = [q.name for q in (await visit.services.queues.list()).items]
     return visit.render(
         "run_form.html",
         status=status,
@@ -76,7 +75,9 @@ async def _run_form(
         job=job,
         args=args,
         task=jobform.task_key(job.task.queue, job.task.name),
-        queues=queues,
+        picked=typed.get("queue") or job.task.queue,
+        picker_placeholder="queue name",
+        picker_class="field",
         typed=typed,
         problems=problems,
     )

@@ -9,6 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import PREFIX, Admin, Visit, checked
+from gateway.errors import QueueNotFound
 from gateway.services.tasks import OffsetCursor
 from sdk.wire import Label, QueueName, ResubmitRequest, TaskId, TaskName, TaskState
 
@@ -34,35 +35,48 @@ def _filters(visit: Visit) -> dict[str, str]:
 
 async def tasks(visit: Visit) -> Response:
     f = _filters(visit)
-    names = [q.name for q in (await visit.services.queues.list()).items]
-    queue = f.get("queue") or (names[0] if names else None)
+    queue = f.get("queue") or await visit.services.overview.first()
     state = TaskState(f.get("state", TaskState.QUEUED))
-    page = None
+    filtered = "name" in f or "owner" in f
+    found = unknown = None
     if queue is not None:
-        page = await visit.services.tasks.page(
-            queue, state, f.get("cursor"), PAGE_SIZE, owner=f.get("owner"), name=f.get("name")
-        )
+        try:
+            found = await visit.services.tasks.search(
+                queue,
+                state,
+                f.get("cursor"),
+                PAGE_SIZE,
+                owner=f.get("owner"),
+                name=f.get("name"),
+                total=filtered,
+            )
+        except QueueNotFound:  # a name typed in the picker
+            unknown = queue
     query = {k: v for k, v in f.items() if k != "cursor"}
     if queue is not None:
         query["queue"] = queue
     next_url = None
-    if page is not None and page.next_cursor is not None:
-        next_url = f"{PREFIX}/tasks?{urlencode({**query, 'cursor': page.next_cursor})}"
+    if found is not None and found.page.next_cursor is not None:
+        next_url = f"{PREFIX}/tasks?{urlencode({**query, 'cursor': found.page.next_cursor})}"
     return visit.render(
         "tasks.html",
         "_tasks.html",
         active="tasks",
-        queues=names,
         queue=queue,
+        picked=queue,
+        picker_placeholder="queue name",
         state=state,
         states=STATES,
         name=f.get("name", ""),
         owner=f.get("owner", ""),
-        page=page,
+        page=found.page if found else None,
+        searched=found if filtered else None,
         paged=("cursor" in f),
         first_url=f"{PREFIX}/tasks?{urlencode(query)}",
         next_url=next_url,
         self_url=visit.here,
+        unknown_queue=unknown,
+        status=404 if unknown else 200,
     )
 
 
