@@ -24,7 +24,7 @@ help:
 	@echo
 	@echo "  dev           run a local gateway with its own Redis (data in .jobgate/);"
 	@echo "                prints the URL and an admin API key. Extra flags: DEV_ARGS=..."
-	@echo "  test          lint, then the test suite in PYTEST_WORKERS=$(PYTEST_WORKERS) parallel workers"
+	@echo "  test          the test suite in PYTEST_WORKERS=$(PYTEST_WORKERS) parallel workers, lint beside it"
 	@echo "                (needs redis-server). Extra: PYTEST_ARGS=..."
 	@echo "  lint          ruff check, ruff format --check, mypy --strict on gateway and sdk"
 	@echo "  bench         Jobgate against Dramatiq, taskiq and Celery: Python functions and an"
@@ -46,13 +46,21 @@ help:
 dev: venv redis-server
 	$(BIN)/jobgate dev $(DEV_ARGS)
 
-test: venv redis-server chromium node lint
-	@status=0; $(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) $(PYTEST_ARGS) \
+# The linters run beside the suite, not before it: mypy is one process on one core, and the
+# suite's workers take the other one meanwhile. Their output is shown once the tests end, and
+# make test fails when either fails.
+test: venv redis-server chromium node
+	@lint_log=$$(mktemp); \
+	$(MAKE) --no-print-directory lint >$$lint_log 2>&1 & lint=$$!; \
+	status=0; $(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) $(PYTEST_ARGS) \
 		|| status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "make test: pytest collected no tests (exit code 5); treating that as success."; \
-		exit 0; \
+		status=0; \
 	fi; \
+	lint_status=0; wait $$lint || lint_status=$$?; \
+	echo "--- make lint (ran beside the tests) ---"; cat $$lint_log; rm -f $$lint_log; \
+	if [ $$lint_status -ne 0 ]; then echo "make test: make lint failed" >&2; exit $$lint_status; fi; \
 	exit $$status
 
 lint: venv

@@ -15,6 +15,12 @@ import httpx
 
 from tests.support import until
 
+# How long the loops below wait for one answer. The gateway promises which answers it gives
+# through a failover (201 or 503), not how fast: one request may ride redis-py's retries while
+# the slot has no primary, on a machine where other work keeps both cores busy. So a client
+# that gives up is not an answer; this is a hang guard.
+PATIENCE = 30.0
+
 
 @dataclass
 class Enqueues:
@@ -31,7 +37,9 @@ class Enqueues:
     async def run(self, api: httpx.AsyncClient, until_done: Callable[[], bool]) -> None:
         while not until_done():
             try:
-                answer = await api.post(f"/v1/queues/{self.queue}/tasks", json={"name": "send"})
+                answer = await api.post(
+                    f"/v1/queues/{self.queue}/tasks", json={"name": "send"}, timeout=PATIENCE
+                )
             except httpx.TransportError as e:
                 self.unexpected.append(repr(e))
                 continue
@@ -57,7 +65,7 @@ class Probes:
 
     async def run(self, api: httpx.AsyncClient, until_done: Callable[[], bool]) -> None:
         while not until_done():
-            status = (await api.get("/readyz")).status_code
+            status = (await api.get("/readyz", timeout=PATIENCE)).status_code
             if not self.seen or self.seen[-1] != status:
                 self.seen.append(status)
             await asyncio.sleep(0.05)
@@ -74,11 +82,20 @@ async def through_failover(
     *,
     after: int,
     within: float,
+    replace: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[Enqueues, Probes]:
     """Enqueue into ``queue`` without pause and probe readiness; once 20 enqueues are
     acknowledged, ``fail_over()`` (kill the primary, wait for its replacement); then go on
     until ``after`` more are acknowledged (within ``within`` seconds) and readiness has gone
-    503, then 200 again (within 10 more)."""
+    503, then 200 again (within 10 more).
+
+    With ``replace``, ``fail_over()`` only kills the primary, and its replacement waits until
+    the gateway has refused an enqueue (503) and readiness has answered 503; then ``replace()``
+    lets the replica be promoted and waits for it. A replacement that is not held can fall
+    wholly inside one command's retries (redis-py's cluster client re-reads the slot map and
+    retries a failed command for a second or two, so an enqueue or a readiness check that
+    starts while the slot has no primary can end after the promotion, successfully), and then
+    the gateway never says 503 at all: holding it is what makes those answers observable."""
     enqueues, probes = Enqueues(queue), Probes()
     failed_over = asyncio.Event()
     before: list[int] = []
@@ -91,6 +108,15 @@ async def through_failover(
     try:
         await until(lambda: len(enqueues.acknowledged) >= 20, what="enqueues before")
         await fail_over()
+        if replace is not None:
+            try:
+                await until(lambda: enqueues.refused and 503 in probes.seen, timeout=30)
+            except AssertionError:
+                raise AssertionError(
+                    f"no primary, yet enqueues refused {dict(enqueues.refused)}, "
+                    f"readiness {probes.seen}"
+                ) from None
+            await replace()
         before.append(len(enqueues.acknowledged))
         failed_over.set()
         await asyncio.wait_for(loop, within)  # enqueues succeed again

@@ -4,8 +4,11 @@
   is lost, though here it lives on and becomes a replica): the gateway follows the slots to the
   new primary and its scripts run there.
 - A primary is killed (SIGKILL) under a loop of enqueues into a paused queue on it, on a cluster
-  of its own with a short ``cluster-node-timeout``; the cluster promotes its replica. The
-  gateway answers only 201 or 503 meanwhile, its readiness goes 503 and back to 200 by itself,
+  of its own with a short ``cluster-node-timeout``; the cluster promotes its replica, once the
+  gateway has said 503 to an enqueue and to a readiness probe (the test holds the promotion
+  until then: a failover of about two seconds fits inside redis-py's retries of one command,
+  and then the gateway rightly never says 503; tests/enqueue_load.py). The gateway answers
+  only 201 or 503 meanwhile, its readiness goes 503 and back to 200 by itself,
   enqueues succeed again, and once resumed the queue's acknowledged tasks that the new primary
   holds are pushed to a worker. Without WAIT (refused on a cluster), acknowledged enqueues not
   yet replicated are lost: the test records how many (``acknowledged`` and ``lost`` in its JUnit
@@ -124,6 +127,13 @@ def subscribed_on(port: int) -> bool:
         return bool(node.pubsub_numsub(keys.WAKE_CHANNEL)[0][1] >= 1)
 
 
+def hold_promotion(replica: int, held: bool) -> None:
+    """Whether the replica on port ``replica`` may replace its failed primary by itself."""
+    with redis.Redis(host="127.0.0.1", port=replica) as node:
+        node.config_set("cluster-replica-validity-factor", 0)
+        node.config_set("cluster-replica-no-failover", "yes" if held else "no")
+
+
 def queue_away_from(ports: list[int], avoided: int) -> str:
     """A queue name whose slot is served by a primary other than the one on ``avoided``."""
     return next(
@@ -157,15 +167,21 @@ async def test_a_killed_primary_is_replaced_while_a_gateway_enqueues(
         worker.secret = endpoint.json()["secret"]
         # The queue's settings are on the replica before its primary dies.
         await until(lambda: replica_caught_up(old), what="the replica to catch up")
+        # The replica waits to be told before it takes over (as long as need be: validity
+        # factor 0), so the slot stays without a primary until the gateway has said so.
+        hold_promotion(new, True)
 
-        async def fail_over() -> None:
+        async def kill() -> None:
             process = own_cluster.node(old).process
             assert process is not None
             process.kill()
+
+        async def promote() -> None:
+            hold_promotion(new, False)  # the replica's own election, as when never held
             await until(lambda: is_primary(new), timeout=15, what="the replica to be promoted")
 
         enqueues, probes = await through_failover(
-            api, queue, fail_over, after=AFTER_FAILOVER, within=20
+            api, queue, kill, after=AFTER_FAILOVER, within=20, replace=promote
         )
 
         assert not enqueues.unexpected, enqueues.unexpected  # only 201 or 503: no 500, no reset

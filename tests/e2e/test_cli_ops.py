@@ -167,7 +167,10 @@ def test_running_tasks_show_where_and_how_far(cluster: Cluster, tmp_path: Path) 
     port = free_port()
     endpoint = client.add_endpoint("e2e", f"http://127.0.0.1:{port}/")
     cluster.worker(endpoint.secret, port, tmp_path / "pushes.jsonl")
-    task = client.enqueue("e2e", SLOW, {"args": [60]})
+    # Running for longer than the five commands below can take on a loaded machine (each is a
+    # Python process of about 1 s of CPU: 118 s in all under load 22, when 60 s let the task
+    # finish before the last one); cancelled at the end, so the length costs nothing.
+    task = client.enqueue("e2e", SLOW, {"args": [3600]})
     until(lambda: client.get_task(task.id).progress == 0.5, what="the task's progress")
 
     running = rows(ok(jobgate(gateway, "tasks", "--running")))
