@@ -81,7 +81,11 @@ def test_a_rate_limit_holds_across_two_gateways(cluster: Cluster, tmp_path: Path
     times = sorted(p["t"] for p in pushes(log))
     start = times[0] + 1.0  # past the start-up
     in_window = sum(start <= t < start + 10.0 for t in times)
-    assert 450 <= in_window <= 550, in_window
+    # The limit is a ceiling, and the guarantee: 50/s over 10 s with a burst of 1 is at most 501,
+    # plus slack for when the worker stamps a push. The floor only checks that the two gateways
+    # together keep pushing near the rate, not a fraction of it: on two cores kept busy
+    # (stress-ng --cpu 2 beside the suite) they reached 377-445, so it is half the rate.
+    assert 250 <= in_window <= 550, in_window
 
 
 def tasks_selected(gateway: str, queue: str) -> float:
