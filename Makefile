@@ -7,6 +7,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+# What `make test` runs: PYTEST_PATHS (the whole suite by default) with PYTEST_ARGS added.
+PYTEST_PATHS ?= tests
 PYTEST_ARGS ?=
 # The suite runs in this many pytest-xdist workers (tests/conftest.py says how it is split);
 # PYTEST_WORKERS=0 runs it in one process.
@@ -24,7 +26,8 @@ help:
 	@echo
 	@echo "  dev           run a local gateway with its own Redis (data in .jobgate/);"
 	@echo "                prints the URL and an admin API key. Extra flags: DEV_ARGS=..."
-	@echo "  test          the test suite in PYTEST_WORKERS=$(PYTEST_WORKERS) parallel workers, lint beside it"
+	@echo "  test          lint, then the test suite in PYTEST_WORKERS=$(PYTEST_WORKERS) parallel workers"
+	@echo "                (PYTEST_PATHS=tests/e2e for a folder, PYTEST_ARGS=-x for pytest flags)"
 	@echo "                (needs redis-server). Extra: PYTEST_ARGS=..."
 	@echo "  lint          ruff check, ruff format --check, mypy --strict on gateway and sdk"
 	@echo "  bench         Jobgate against Dramatiq, taskiq and Celery: Python functions and an"
@@ -49,18 +52,13 @@ dev: venv redis-server
 # The linters run beside the suite, not before it: mypy is one process on one core, and the
 # suite's workers take the other one meanwhile. Their output is shown once the tests end, and
 # make test fails when either fails.
-test: venv redis-server chromium node
-	@lint_log=$$(mktemp); \
-	$(MAKE) --no-print-directory lint >$$lint_log 2>&1 & lint=$$!; \
-	status=0; $(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) $(PYTEST_ARGS) \
+test: venv redis-server chromium node lint
+	@status=0; $(BIN)/python -m pytest $(PYTEST_PATHS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS) \
 		|| status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "make test: pytest collected no tests (exit code 5); treating that as success."; \
 		status=0; \
 	fi; \
-	lint_status=0; wait $$lint || lint_status=$$?; \
-	echo "--- make lint (ran beside the tests) ---"; cat $$lint_log; rm -f $$lint_log; \
-	if [ $$lint_status -ne 0 ]; then echo "make test: make lint failed" >&2; exit $$lint_status; fi; \
 	exit $$status
 
 lint: venv
