@@ -105,7 +105,11 @@ async def test_a_gateway_hears_wake_ups_again_after_its_pub_sub_node_is_killed(
 
             poll = asyncio.create_task(lease(api, queue, endpoint_id))
             await until(lambda: app.state.pull_waiters.waiting(queue), what="the poll to wait")
-            created = await other.post(f"/v1/queues/{queue}/tasks", json={"name": "n"})
+            # httpx's ASGI transport honours no timeout: a hang here must fail as itself (a
+            # loaded run once sat idle until the test's timeout after the subscription was back).
+            created = await asyncio.wait_for(
+                other.post(f"/v1/queues/{queue}/tasks", json={"name": "n"}), 30
+            )
             assert created.status_code == 201, created.text
             answer = await asyncio.wait_for(poll, 10)
             assert [t["id"] for t in answer.json()["tasks"]] == [created.json()["id"]]
