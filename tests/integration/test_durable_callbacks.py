@@ -7,81 +7,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import httpx
-import pytest
-from standardwebhooks import Webhook
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from sdk.wire import MAX_STEPS_BYTES, PushBody
-from tests.support import live_gateway, serve, until
-
-ADMIN = "admin-key-0123456789"
+from sdk.wire import MAX_STEPS_BYTES
+from tests.integration.test_release_callback import (
+    ADMIN,
+    Rig,
+    rig,  # noqa: F401  (the fixture)
+)
 
 
-@dataclass
-class Worker:
-    """Accepts (202) a task's first push, answers the next ones 200; records each push."""
-
-    secret: str = ""
-    pushes: list[tuple[dict[str, str], PushBody]] = field(default_factory=list)
-
-    async def handle(self, request: Request) -> Response:
-        body = await request.body()
-        headers = dict(request.headers)
-        Webhook(self.secret).verify(body, headers)
-        push = PushBody.model_validate_json(body)
-        self.pushes.append((headers, push))
-        if len(self.of(push.id)) == 1:
-            return Response(status_code=202)
-        return JSONResponse({"attempt": push.attempt})
-
-    def of(self, task_id: str) -> list[tuple[dict[str, str], PushBody]]:
-        return [(h, p) for h, p in self.pushes if p.id == task_id]
-
-
-@dataclass
-class Rig:
-    api: httpx.AsyncClient
-    worker: Worker
-    url: str = ""
-
-    async def running(self, **task: Any) -> tuple[str, str, str]:
-        """Enqueue a task and wait for its first push: its id, callback base and lease."""
-        r = await self.api.post("/v1/queues/q/tasks", json={"name": "job", **task})
-        assert r.status_code == 201, r.text
-        task_id = str(r.json()["id"])
-        await until(lambda: self.worker.of(task_id), what="first push")
-        ((headers, _),) = self.worker.of(task_id)
-        return task_id, headers["jobgate-callback"], headers["jobgate-lease"]
-
-    async def task(self, task_id: str, wait: float | None = None) -> dict[str, Any]:
-        params = {"wait": wait} if wait else None
-        r = await self.api.get(f"/v1/tasks/{task_id}", params=params, timeout=30)
-        assert r.status_code == 200, r.text
-        return dict(r.json())
-
-
-@pytest.fixture
-async def rig(redis_url: str) -> AsyncIterator[Rig]:
-    worker = Worker()
-    app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
-    async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (gateway_url, api):
-        (await api.put("/v1/queues/q", json={"max_attempts": 1})).raise_for_status()
-        r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
-        assert r.status_code == 201, r.text
-        worker.secret = r.json()["secret"]
-        yield Rig(api, worker, gateway_url)
-
-
-async def test_a_step_is_recorded_once_shown_and_carried_to_the_next_attempt(rig: Rig) -> None:
+async def test_a_step_is_recorded_once_shown_and_carried_to_the_next_attempt(rig: Rig) -> None:  # noqa: F811
     task_id, base, lease = await rig.running()
     headers = {"jobgate-lease": lease}
     async with httpx.AsyncClient() as cb:
@@ -114,7 +52,7 @@ async def test_a_step_is_recorded_once_shown_and_carried_to_the_next_attempt(rig
     assert first_push.steps is None  # no steps yet: the field is absent
 
 
-async def test_a_stale_attempt_cannot_record_a_step(rig: Rig) -> None:
+async def test_a_stale_attempt_cannot_record_a_step(rig: Rig) -> None:  # noqa: F811
     task_id, base, lease = await rig.running()
     async with httpx.AsyncClient() as cb:
         stale = await cb.post(
@@ -131,7 +69,7 @@ async def test_a_stale_attempt_cannot_record_a_step(rig: Rig) -> None:
     assert (await rig.task(task_id))["steps"] == []
 
 
-async def test_steps_past_the_cap_are_refused_with_a_problem_naming_it(rig: Rig) -> None:
+async def test_steps_past_the_cap_are_refused_with_a_problem_naming_it(rig: Rig) -> None:  # noqa: F811
     task_id, base, lease = await rig.running()
     big = "x" * (MAX_STEPS_BYTES // 2)
     async with httpx.AsyncClient() as cb:
@@ -147,7 +85,7 @@ async def test_steps_past_the_cap_are_refused_with_a_problem_naming_it(rig: Rig)
     assert [s["name"] for s in (await rig.task(task_id))["steps"]] == ["a"]
 
 
-async def test_a_sleep_comes_back_at_its_time_without_spending_an_attempt(rig: Rig) -> None:
+async def test_a_sleep_comes_back_at_its_time_without_spending_an_attempt(rig: Rig) -> None:  # noqa: F811
     task_id, base, lease = await rig.running()
     headers = {"jobgate-lease": lease}
     until_at = datetime.now(UTC) + timedelta(seconds=1.5)
@@ -170,7 +108,7 @@ async def test_a_sleep_comes_back_at_its_time_without_spending_an_attempt(rig: R
     assert started >= until_at - timedelta(milliseconds=5)
 
 
-async def test_the_admin_task_page_lists_the_steps(rig: Rig) -> None:
+async def test_the_admin_task_page_lists_the_steps(rig: Rig) -> None:  # noqa: F811
     task_id, base, lease = await rig.running()
     async with httpx.AsyncClient() as cb:
         step = await cb.post(

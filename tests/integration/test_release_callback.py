@@ -47,6 +47,7 @@ class Worker:
 class Rig:
     api: httpx.AsyncClient
     worker: Worker
+    url: str = ""  # the gateway's
 
     async def running(self, **task: Any) -> tuple[str, str, str]:
         """Enqueue a task and wait for its first push: its id, callback base and lease."""
@@ -68,12 +69,12 @@ class Rig:
 async def rig(redis_url: str) -> AsyncIterator[Rig]:
     worker = Worker()
     app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
-    async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (_gateway_url, api):
+    async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (gateway_url, api):
         (await api.put("/v1/queues/q", json={"max_attempts": 1})).raise_for_status()
         r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
         assert r.status_code == 201, r.text
         worker.secret = r.json()["secret"]
-        yield Rig(api, worker)
+        yield Rig(api, worker, gateway_url)
 
 
 async def test_release_requeues_at_once_without_spending_an_attempt(rig: Rig) -> None:
