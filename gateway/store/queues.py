@@ -81,6 +81,21 @@ class QueueStore:
             if policy is not None
         }
 
+    async def stored(self, names: Sequence[str]) -> list[StoredQueue]:
+        """The queues named, in one round trip, in the order given (a queue gone is left
+        out)."""
+        if not names:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hmget(QueueKeys.of(name).policy, ["policy", "created_ms"])
+            raw = cast(list[list[str | None]], await pipe.execute())
+        return [
+            StoredQueue(name, QueuePolicy.model_validate_json(policy), int(created_ms))
+            for name, (policy, created_ms) in zip(names, raw, strict=True)
+            if policy is not None and created_ms is not None
+        ]
+
     async def require(self, name: str) -> StoredQueue:
         queue = await self.get(name)
         if queue is None:

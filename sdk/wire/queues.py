@@ -289,7 +289,12 @@ class Queue(OutputModel):
 
 
 class QueueList(OutputModel):
+    """A page of queues in name order."""
+
     items: list[Queue]
+    next_cursor: str | None = Field(
+        None, description="Pass as cursor to get the next page; null on the last page."
+    )
 
 
 class EndpointCreate(InputModel):
