@@ -3,6 +3,8 @@ worker, which logs when each push arrives. One key's backlog must not starve the
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -67,3 +69,36 @@ def test_a_backlog_of_one_key_does_not_starve_the_small_keys(
     assert big_started <= LIMIT * ((last_small - first) / WORK + 1), big_started
     assert max(seen_counts) <= LIMIT
     assert all(p["attempt"] == "1" for p in log)  # no push was refused or retried
+
+
+def test_counts_stay_exact_when_a_gateway_is_killed_mid_flight(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The gateway dies (SIGKILL) with tasks of every key running; another one takes over and
+    the recoverer expires their leases. Every task still ends once, no key ever went past its
+    limit, and once all ended no count or held task is left."""
+    s = setup(cluster, tmp_path, key_concurrency={"limit": LIMIT}, lease_timeout=2.0)
+    specs = [
+        TaskCreate(name=LONG_INLINE, payload={"args": [0.3]}, concurrency_key=f"k{k}")
+        for k in range(3)
+        for _ in range(8)
+    ]
+    created = s.client.enqueue_batch("e2e", specs)
+    until(lambda: len(pushes(s.log)) >= 3 * LIMIT, what="a push of every key")
+    os.kill(cluster.procs[0].pid, signal.SIGKILL)
+    client = cluster.client(cluster.gateway())
+    k = QueueKeys.of("e2e")
+    seen_counts: list[int] = []
+    with redis.Redis.from_url(cluster.redis_url, decode_responses=True) as r:
+
+        def all_ended() -> bool:
+            seen_counts.extend(int(v) for v in r.hvals(k.key_counts))
+            return r.zcard(k.succeeded) == len(specs)
+
+        # Deadline: the lease (2 s) of the attempts the dead gateway pushed, then the tasks' own
+        # work (8 per key, 2 at a time, 0.3 s each), with room for a loaded machine.
+        until(all_ended, timeout=2.0 + 8 / LIMIT * 0.3 + 30, what="every task to succeed")
+        assert r.hgetall(k.key_counts) == {}
+        assert r.zcard(k.ready) == 0
+    assert max(seen_counts) <= LIMIT
+    assert {client.get_task(t.id).state.value for t in created} == {"succeeded"}

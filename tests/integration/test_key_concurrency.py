@@ -21,6 +21,7 @@ from sdk.wire import AttemptOutcome, KeyConcurrency, TaskState
 from .conftest import Stores
 from .test_flow_control import queue, state
 from .test_rate_limits import api, fields  # noqa: F401 (api: a fixture)
+from .test_recoverer import recoverer
 
 K = QueueKeys.of("q")
 
@@ -240,6 +241,32 @@ async def test_dependencies_met_and_resubmitted_dead_tasks_are_admitted_by_key(
     assert await claim(stores) == {}  # held while its key's task runs
     await end(stores, leases, after.id, AttemptOutcome.SUCCEEDED)
     assert list(await claim(stores)) == [second.id]
+
+
+async def test_the_recoverer_expiring_a_lease_moves_the_next_held_task_in(
+    stores: Stores,
+) -> None:
+    await queue(
+        stores,
+        key_concurrency=KeyConcurrency(limit=1),
+        lease_timeout=10,
+        backoff={"strategy": "constant", "base_delay": 5},
+    )
+    rec, _ = recoverer(stores)
+    now = stores.clock.now_ms()
+    first, second = await enqueue(stores, task(now, "A"), task(now, "A"))
+    leases = await claim(stores)
+    await stores.tasks.accept_many("q", [(first.id, leases[first.id])], now)  # answered 202
+    stores.clock.advance(10_000)
+    await rec.step()
+    # The lease ran out: first waits for its retry (5 s), second took its place.
+    assert await state(stores, first.id) is TaskState.SCHEDULED
+    assert list(await claim(stores)) == [second.id]
+    stores.clock.advance(5_000)
+    await rec.step()
+    assert await state(stores, first.id) is TaskState.QUEUED  # due, but held behind second
+    assert await claim(stores) == {}
+    assert await counts(stores) == {"A": 1}
 
 
 # --- through the API -------------------------------------------------------------------------
