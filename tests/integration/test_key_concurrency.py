@@ -5,6 +5,8 @@ tasks of other keys already waiting (fair rotation). See gateway/store/lua/key_l
 
 from __future__ import annotations
 
+import json
+import random
 import secrets
 
 import httpx
@@ -27,13 +29,13 @@ K = QueueKeys.of("q")
 
 
 def task(now: int, key: str | None, *, priority: int = 0, **fields: object) -> NewTask:
+    fields.setdefault("run_at_ms", now)
     return NewTask(
         id=str(ULID()),
         name="t",
         payload_json="null",
         priority=priority,
         created_ms=now,
-        run_at_ms=now,
         concurrency_key=key,
         **fields,  # type: ignore[arg-type]
     )
@@ -267,6 +269,75 @@ async def test_the_recoverer_expiring_a_lease_moves_the_next_held_task_in(
     assert await state(stores, first.id) is TaskState.QUEUED  # due, but held behind second
     assert await claim(stores) == {}
     assert await counts(stores) == {"A": 1}
+
+
+async def exact(s: Stores, limit: int | None) -> int:
+    """The invariant: each key's count is its tasks claimable or running, read from the records,
+    and none above ``limit``. Returns how many tasks are held."""
+    active: dict[str, int] = {}
+    held_now = 0
+    for raw in (await s.redis.hgetall(K.meta)).values():
+        t = json.loads(raw)
+        held = str(t.get("m", "")).startswith("~") and t["state"] == "queued"
+        held_now += held
+        if "ck" in t and (t["state"] == "running" or (t["state"] == "queued" and not held)):
+            active[t["ck"]] = active.get(t["ck"], 0) + 1
+    assert await counts(s) == active
+    if limit is not None:
+        assert max(active.values(), default=0) <= limit
+    return held_now
+
+
+async def test_counts_stay_exact_through_a_random_mix_of_changes(stores: Stores) -> None:
+    rng = random.Random(22)
+    await queue(stores, key_concurrency=KeyConcurrency(limit=2), max_attempts=3)
+    limit: int | None = 2
+    running: dict[str, str] = {}
+    queued: list[str] = []
+    held = 0
+    outcomes = [
+        (AttemptOutcome.SUCCEEDED, 0),
+        (AttemptOutcome.ERROR, 0),
+        (AttemptOutcome.ERROR, 500),
+        (AttemptOutcome.RELEASED, 0),
+        (AttemptOutcome.RELEASED, 300),
+        (AttemptOutcome.FAILED, 0),
+    ]
+    for _ in range(300):
+        now = stores.clock.now_ms()
+        op = rng.random()
+        if op < 0.3:
+            new = [
+                task(
+                    now,
+                    rng.choice(["A", "B", "C", None]),
+                    priority=rng.choice([0, 0, 5]),
+                    run_at_ms=now + rng.choice([0, 0, 0, 200]),
+                )
+                for _ in range(rng.randint(1, 6))
+            ]
+            await enqueue(stores, *new)
+            queued += ids(new)
+        elif op < 0.55:
+            running.update(await claim(stores, rng.randint(1, 5)))
+        elif op < 0.8 and running:
+            task_id = rng.choice(sorted(running))
+            outcome, delay = rng.choice(outcomes)
+            await end(stores, {task_id: running.pop(task_id)}, task_id, outcome, delay)
+        elif op < 0.88 and queued:
+            await stores.tasks.cancel("q", rng.choice(queued), now)
+        elif op < 0.96:
+            stores.clock.advance(rng.choice([100, 300, 600]))
+            await stores.tasks.promote("q", stores.clock.now_ms(), 100)
+        else:
+            new_limit = rng.choice([1, 2, 3, None])
+            kc = None if new_limit is None else {"limit": new_limit, "path": None}
+            await stores.queues.patch("q", {"key_concurrency": kc}, now)
+            # What a key may hold from now on: the highest limit since the last removal (tasks
+            # admitted under a higher one may run on), none after a removal.
+            limit = None if new_limit is None or limit is None else max(limit, new_limit)
+        held += await exact(stores, limit)
+    assert held > 0  # the mix did hold tasks
 
 
 # --- through the API -------------------------------------------------------------------------
