@@ -191,6 +191,18 @@ async def test_priority_comes_first_among_held_tasks_and_after_rotation(stores: 
     assert await state(stores, low.id) is TaskState.QUEUED
 
 
+async def test_the_queue_and_key_limits_apply_together(stores: Stores) -> None:
+    await queue(stores, key_concurrency=KeyConcurrency(limit=2), max_concurrency=3)
+    now = stores.clock.now_ms()
+    a = await enqueue(stores, *(task(now, "A") for _ in range(4)))
+    b = await enqueue(stores, *(task(now, "B") for _ in range(4)))
+    leases = await claim(stores)
+    assert list(leases) == [a[0].id, a[1].id, b[0].id]  # the queue's 3, A's 2
+    await end(stores, leases, a[0].id, AttemptOutcome.SUCCEEDED)
+    # Room for one: B's second (ready before A's third came in behind it).
+    assert list(await claim(stores)) == [b[1].id]
+
+
 async def test_raising_or_removing_the_limit_moves_held_tasks_in(stores: Stores) -> None:
     await keyed_queue(stores, 1)
     now = stores.clock.now_ms()
