@@ -85,7 +85,7 @@ class QueueService:
         # scripts read (exclude_unset would drop them, as it works at every depth).
         dumped = patch.model_dump(mode="json", exclude_none=True)
         fields = {k: v for k, v in dumped.items() if k in patch.model_fields_set}
-        for field in ("rate_limit", "key_rate_limit", "redrive"):
+        for field in ("rate_limit", "key_rate_limit", "key_concurrency", "redrive"):
             if fields.pop(f"remove_{field}", False):
                 if field in fields:
                     raise ValidationFailed(
