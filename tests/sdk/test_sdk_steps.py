@@ -1,17 +1,19 @@
 """``ctx.step`` and ``ctx.sleep`` in both contexts, on a recording channel: a step runs once and
 is recorded before it returns, a recorded one replays without running, a name is used once per
-attempt, and a sleep records itself then raises ``Sleep`` until its time has passed."""
+attempt, a sleep records itself then raises ``Sleep`` until its time has passed, and a step that
+would not fit before a known time limit hands the task over."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from pydantic import JsonValue
 
-from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
-from sdk.errors import DuplicateStep, Sleep
+from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo, TimeBudget
+from sdk.errors import DuplicateStep, HandOver, Sleep
 from sdk.outcomes import failure
 
 
@@ -106,3 +108,38 @@ def test_the_sync_sleep_needs_an_aware_time() -> None:
 
 def test_a_detached_sync_step_needs_no_event_loop() -> None:
     assert Context(info(), DetachedChannel()).step("x", lambda: {"a": 1}) == {"a": 1}
+
+
+async def test_a_step_that_would_not_fit_before_the_time_limit_hands_the_task_over() -> None:
+    channel = DetachedChannel()
+    past = TimeBudget(time.monotonic() - 1, margin=0.0)  # no time left at all
+    ctx = AsyncContext(info(done=1), channel, budget=past)
+    calls = Calls()
+    assert await ctx.step("done", calls, 2) == 1  # a replay runs nothing: never handed over
+    assert await ctx.step("first", calls, 3) == 3  # the first step run here always runs
+    with pytest.raises(HandOver) as handed:
+        await ctx.step("second", calls, 4)
+    assert (calls.n, channel.steps) == (1, {"first": 3})
+    assert handed.value.left < 0 <= handed.value.needed
+    verdict = failure(handed.value)  # a sleep with no delay: pushed again at once, no attempt
+    assert verdict is not None
+    assert verdict.sleep_until is not None
+    assert verdict.sleep_until <= datetime.now(UTC)
+    assert (ctx.time_left or 0) < 0
+
+
+def test_steps_run_while_the_longest_one_plus_the_margin_fits() -> None:
+    channel = DetachedChannel()
+    budget = TimeBudget(time.monotonic() + 0.5, margin=0.2)
+    ctx = Context(info(), channel, budget=budget)
+    nap = 0.1  # so each step takes at least this: 0.1 + 0.2 fits in the 0.5 s once, not twice
+    ctx.step("a", time.sleep, nap)
+
+    def more() -> None:
+        for n in range(5):
+            ctx.step(f"b{n}", time.sleep, nap)
+
+    with pytest.raises(HandOver):
+        more()
+    assert list(channel.steps) in (["a"], ["a", "b0"])
+    assert Context(info(), DetachedChannel()).time_left is None  # no limit known: none applies
