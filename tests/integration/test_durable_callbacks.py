@@ -108,9 +108,9 @@ async def test_a_sleep_comes_back_at_its_time_without_spending_an_attempt(rig: R
     assert started >= until_at - timedelta(milliseconds=5)
 
 
-async def admin_page(rig: Rig, path: str) -> str:
+async def admin_page(at: Rig, path: str) -> str:
     """The admin UI's page at ``path``, signed in as admin."""
-    async with httpx.AsyncClient(base_url=rig.url) as web:
+    async with httpx.AsyncClient(base_url=at.url) as web:
         form = await web.get("/admin/login")
         csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
         assert csrf
