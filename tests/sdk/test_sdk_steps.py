@@ -15,6 +15,9 @@ from pydantic import JsonValue
 from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo, TimeBudget
 from sdk.errors import DuplicateStep, HandOver, Sleep
 from sdk.outcomes import failure
+from sdk.runner import Runner
+from sdk.wire import PushBody
+from tests.sdk.fakes import push_body
 
 
 def info(**steps: JsonValue) -> TaskInfo:
@@ -143,3 +146,21 @@ def test_steps_run_while_the_longest_one_plus_the_margin_fits() -> None:
         more()
     assert list(channel.steps) in (["a"], ["a", "b0"])
     assert Context(info(), DetachedChannel()).time_left is None  # no limit known: none applies
+
+
+def test_the_workers_time_limit_the_invocations_end_and_the_deadline_bound_an_attempt() -> None:
+    runner = Runner([], time_limit=60, time_limit_margin=0.5)
+
+    def ending_in(seconds: float) -> PushBody:
+        deadline = datetime.now(UTC) + timedelta(seconds=seconds)
+        return PushBody.model_validate(push_body("x", deadline=deadline.isoformat()))
+
+    near, far = ending_in(10), ending_in(3600)
+    assert [round(b.left()) if b else None for b in map(runner._budget, (near, far))] == [10, 60]
+    runner.invocation_ends = time.monotonic() + 5  # a Lambda invocation with 5 s left
+    budget = runner._budget(far)
+    assert budget is not None
+    assert (round(budget.left()), budget.margin) == (5, 0.5)
+    assert Runner([])._budget(far) is None  # no limit known: no budget, no hand-over
+    with pytest.raises(ValueError, match="time_limit"):
+        Runner([], time_limit=0)
