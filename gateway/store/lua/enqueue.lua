@@ -154,10 +154,12 @@ for _, s in ipairs(stored) do
       cross[w] = true
     end
     local sources = {}
-    for _, dep in ipairs(t.deps or {}) do
+    for i, dep in ipairs(t.deps or {}) do
       if not cross[dep] then
-        -- A member matched to an earlier task is that task: wait for it.
-        sources[#sources + 1] = matched[dep] or dep
+        -- A member matched to an earlier task is that task: wait for it, and name it.
+        local source = matched[dep] or dep
+        t.deps[i] = source
+        sources[#sources + 1] = source
       end
     end
     for _, from in ipairs(t.rs or {}) do  -- pass_results: that task's result, too
