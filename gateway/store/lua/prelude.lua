@@ -1,6 +1,7 @@
 -- Shared helpers, prepended to every script by gateway/store/scripts.py.
 -- A task record (the JSON in the queue's meta hash) has these fields:
---   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept),
+--   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept)
+--   (the four left out at their default: see load_task),
 --   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional), ts (tracestate),
 --   sq (its sequence number in the ready set while queued; records stored before it have m,
 --   the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
@@ -23,12 +24,48 @@ local function ms(seconds)
   return math.floor(seconds * 1000 + 0.5)
 end
 
+-- A stored record leaves out the fields that hold their default (task_json): att and hist 0,
+-- prio 0, created equal to run_at. Records written before that carry them all, and read the same.
 local function load_task(meta_key, id)
   local raw = redis.call('HGET', meta_key, id)
   if not raw then
     return nil
   end
-  return cjson.decode(raw)
+  local t = cjson.decode(raw)
+  t.att = t.att or 0
+  t.hist = t.hist or 0
+  t.prio = t.prio or 0
+  t.created = t.created or t.run_at
+  return t
+end
+
+-- The JSON stored for record ``t``: without the fields at their default (see load_task), so a
+-- queued no-op task's record fits a smaller allocation. ``t`` itself is left whole.
+local function task_json(t)
+  local att, hist, prio, created = t.att, t.hist, t.prio, t.created
+  if att == 0 then
+    t.att = nil
+  end
+  if hist == 0 then
+    t.hist = nil
+  end
+  if prio == 0 then
+    t.prio = nil
+  end
+  if created == t.run_at then
+    t.created = nil
+  end
+  local encoded = cjson.encode(t)
+  t.att, t.hist, t.prio, t.created = att, hist, prio, created
+  return encoded
+end
+
+-- Store a new task's payload JSON; a task without one ('null') stores nothing, and every
+-- reader takes a missing payload for null.
+local function save_payload(payload_key, id, payload)
+  if payload ~= 'null' then
+    redis.call('HSET', payload_key, id, payload)
+  end
 end
 
 -- Record ``t`` (or nil) when it is running under lease ``token``. Otherwise nil, and the reply
@@ -49,7 +86,7 @@ local function fenced(meta_key, id, token)
 end
 
 local function save_task(meta_key, id, t)
-  local encoded = cjson.encode(t)
+  local encoded = task_json(t)
   redis.call('HSET', meta_key, id, encoded)
   return encoded
 end
