@@ -1,7 +1,7 @@
 -- Shared helpers, prepended to every script by gateway/store/scripts.py.
 -- A task record (the JSON in the queue's meta hash) has these fields:
 --   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept)
---   (the four left out at their default: see load_task),
+--   (these five left out at their default: see load_task),
 --   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional), ts (tracestate),
 --   sq (its sequence number in the ready set while queued; records stored before it have m,
 --   the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
@@ -25,7 +25,8 @@ local function ms(seconds)
 end
 
 -- A stored record leaves out the fields that hold their default (task_json): att and hist 0,
--- prio 0, created equal to run_at. Records written before that carry them all, and read the same.
+-- prio 0, created equal to run_at, state 'queued'. Records written before that carry them all,
+-- and read the same.
 local function load_task(meta_key, id)
   local raw = redis.call('HGET', meta_key, id)
   if not raw then
@@ -36,13 +37,14 @@ local function load_task(meta_key, id)
   t.hist = t.hist or 0
   t.prio = t.prio or 0
   t.created = t.created or t.run_at
+  t.state = t.state or 'queued'
   return t
 end
 
 -- The JSON stored for record ``t``: without the fields at their default (see load_task), so a
 -- queued no-op task's record fits a smaller allocation. ``t`` itself is left whole.
 local function task_json(t)
-  local att, hist, prio, created = t.att, t.hist, t.prio, t.created
+  local att, hist, prio, created, state = t.att, t.hist, t.prio, t.created, t.state
   if att == 0 then
     t.att = nil
   end
@@ -55,8 +57,11 @@ local function task_json(t)
   if created == t.run_at then
     t.created = nil
   end
+  if state == 'queued' then
+    t.state = nil
+  end
   local encoded = cjson.encode(t)
-  t.att, t.hist, t.prio, t.created = att, hist, prio, created
+  t.att, t.hist, t.prio, t.created, t.state = att, hist, prio, created, state
   return encoded
 end
 
