@@ -15,8 +15,12 @@
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
 --   the task ended: see record_notice).
 
--- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
+-- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16. A whole
+-- number (every time in ms) goes through '%d', about a tenth of the cost of '%.0f' in C.
 local function int(x)
+  if x % 1 == 0 and x < 9007199254740992 and x > -9007199254740992 then
+    return string.format('%d', x)
+  end
   return string.format('%.0f', x)
 end
 
