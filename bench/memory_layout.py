@@ -13,6 +13,7 @@ import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import cast
 
 from redis.asyncio import Redis
 from ulid import ULID
@@ -63,10 +64,11 @@ async def measure(url: str, tasks: int) -> None:
         kind = kind_of(key)
         by_kind[kind][0] += size
         by_kind[kind][1] += 1
-        encodings.setdefault(kind, f"{await redis.type(key)} {await redis.object('encoding', key)}")
+        kind_type = cast(str, await redis.type(key))
+        encodings.setdefault(kind, f"{kind_type} {await redis.object('encoding', key)}")
     k = QueueKeys.of(QUEUE)
-    records = await redis.hvals(k.meta)
-    members = await redis.zrange(k.ready, 0, -1)
+    records = cast(list[str], await redis.hvals(k.meta))
+    members = cast(list[str], await redis.zrange(k.ready, 0, -1))
     print(f"\n{tasks:,} queued no-op tasks\n")
     print("| key | type, encoding | keys | bytes per task |")
     print("| --- | --- | --: | --: |")
