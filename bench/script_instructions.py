@@ -60,7 +60,9 @@ def instructions(out: Path, pid: int, dumps: int) -> int:
     raise AssertionError("unreachable")
 
 
-async def run(url: str, pid: int, out: Path, tasks: int, claim: int) -> dict[str, int]:
+async def run(
+    url: str, pid: int, out: Path, tasks: int, claim: int, payload: str
+) -> dict[str, int]:
     redis = Redis.from_url(url, decode_responses=True)
     scripts = Scripts(redis)
     await scripts.load()
@@ -86,7 +88,7 @@ async def run(url: str, pid: int, out: Path, tasks: int, claim: int) -> dict[str
                 NewTask(
                     id=str(ULID()),
                     name="noop",
-                    payload_json=PAYLOAD,
+                    payload_json=payload,
                     priority=0,
                     created_ms=now,
                     run_at_ms=now,
@@ -128,6 +130,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=5_000)
     parser.add_argument("--claim", type=int, default=32)
+    parser.add_argument("--payload", default=PAYLOAD, help="each task's payload JSON")
     parser.add_argument(
         "--keep", type=Path, help="write callgrind's dumps here (callgrind_annotate reads them)"
     )
@@ -164,7 +167,7 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         raise SystemExit("redis-server under callgrind did not start") from None
                     time.sleep(0.2)
-            found = asyncio.run(run(url, server.pid, out, args.tasks, args.claim))
+            found = asyncio.run(run(url, server.pid, out, args.tasks, args.claim, args.payload))
         finally:
             server.terminate()
             server.wait(timeout=60)
