@@ -14,25 +14,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from redis.asyncio import Redis
-from ulid import ULID
 
-from gateway.clock import ManualClock
-from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord, Lease, NewTask
-from gateway.store.scripts import Scripts
-from gateway.store.tasks import Finish, TaskStore
-from sdk.wire import AttemptOutcome, QueuePolicy
-
-PAYLOAD = '{"args":[],"kwargs":{}}'
+from bench.script_cost import PAYLOAD, phases
 
 
 def free_port() -> int:
@@ -64,61 +54,8 @@ async def run(
     url: str, pid: int, out: Path, tasks: int, claim: int, payload: str
 ) -> dict[str, int]:
     redis = Redis.from_url(url, decode_responses=True)
-    scripts = Scripts(redis)
-    await scripts.load()
-    store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), ManualClock()
-    await queues.put("q", QueuePolicy(max_concurrency=100_000), clock.now_ms())
-    await queues.add_endpoint(
-        EndpointRecord(
-            id="ep1",
-            queue="q",
-            url="http://127.0.0.1:1/",
-            concurrency=100_000,
-            capabilities=[],
-            secrets=["whsec_x"],
-            created_ms=clock.now_ms(),
-        )
-    )
-    leases: list[list[Lease]] = []
-
-    async def enqueue() -> None:
-        for start in range(0, tasks, 500):
-            now = clock.now_ms()
-            batch = [
-                NewTask(
-                    id=str(ULID()),
-                    name="noop",
-                    payload_json=payload,
-                    priority=0,
-                    created_ms=now,
-                    run_at_ms=now,
-                )
-                for _ in range(min(500, tasks - start))
-            ]
-            await store.enqueue("q", batch, now)
-
-    async def claim_all() -> None:
-        done = 0
-        while done < tasks:
-            got = await store.claim("q", claim, secrets.token_hex(16), clock.now_ms())
-            leases.append(got.leases)
-            done += len(got.leases)
-
-    async def finish_all() -> None:
-        for group in leases:
-            ends = [
-                Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "null")
-                for lease in group
-            ]
-            await store.finish_many("q", ends, clock.now_ms())
-
-    phases: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-        ("enqueue", enqueue),
-        ("claim", claim_all),
-        ("finish", finish_all),
-    ]
     found = {}
-    for dumps, (phase, work) in enumerate(phases, start=1):
+    for dumps, (phase, work) in enumerate(await phases(redis, tasks, claim, payload), start=1):
         await asyncio.to_thread(zero, pid)
         await work()
         found[phase] = await asyncio.to_thread(instructions, out, pid, dumps)
