@@ -12,7 +12,7 @@ import pytest
 from gateway.services.tasks import _created_view, _new_task
 from gateway.store.records import dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
-from sdk.wire import KeyRateLimit, QueuePolicy, TaskCreate, TaskState
+from sdk.wire import KeyConcurrency, KeyRateLimit, QueuePolicy, TaskCreate, TaskState
 
 NOW = 1_763_887_000_123
 DEP = "01KAQ2Z8X3J5N7P9R1T3V5X7Z9"
@@ -55,7 +55,7 @@ def test_the_answer_is_the_stored_record_read_back(
 ) -> None:
     policy = QueuePolicy(max_attempts=4, key_rate_limit=None)
     spec = TaskCreate.model_validate(fields)
-    new = _new_task(spec, NOW, {DEP: "elsewhere"}, "q", None, request_trace)
+    new = _new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy, request_trace)
     record = new.record()
     record.update(state=state.value, att=0)
     if state is TaskState.WAITING:
@@ -71,9 +71,13 @@ def test_the_answer_is_the_stored_record_read_back(
 
 
 def test_a_keyed_queue_answers_alike() -> None:
-    policy = QueuePolicy(key_rate_limit=KeyRateLimit(path="kwargs.user", per_second=1, burst=1))
+    policy = QueuePolicy(
+        key_rate_limit=KeyRateLimit(path="kwargs.user", per_second=1, burst=1),
+        key_concurrency=KeyConcurrency(limit=2, path="kwargs.user"),
+    )
     spec = TaskCreate(name="keyed", payload={"kwargs": {"user": "u1"}})
-    new = _new_task(spec, NOW, {}, "q", policy.key_rate_limit)
+    new = _new_task(spec, NOW, {}, "q", policy)
+    assert new.record()["ck"] == "u1"
     record = new.record()
     record.update(state="queued", att=0)
     read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
