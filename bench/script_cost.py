@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import secrets
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from redis.asyncio import Redis
@@ -51,8 +52,13 @@ def delta(
     }
 
 
-async def measure(url: str, pid: int, tasks: int, claim: int, calls: bool = False) -> None:
-    redis = Redis.from_url(url, decode_responses=True)
+Phase = tuple[str, Callable[[], Awaitable[None]]]
+
+
+async def phases(redis: Redis, tasks: int, claim: int, payload: str = PAYLOAD) -> list[Phase]:
+    """A queue and its endpoint set up through the store, and the three phases to run on them
+    in order: enqueue ``tasks`` in batches of 500, claim them ``claim`` at a time, finish each
+    claim's tasks as succeeded in one call."""
     scripts = Scripts(redis)
     await scripts.load()
     store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), ManualClock()
@@ -75,7 +81,7 @@ async def measure(url: str, pid: int, tasks: int, claim: int, calls: bool = Fals
                 NewTask(
                     id=str(ULID()),
                     name="noop",
-                    payload_json=PAYLOAD,
+                    payload_json=payload,
                     priority=0,
                     created_ms=now,
                     run_at_ms=now,
@@ -101,10 +107,16 @@ async def measure(url: str, pid: int, tasks: int, claim: int, calls: bool = Fals
             ]
             await store.finish_many("q", ends, clock.now_ms())
 
+    return [("enqueue", enqueue), ("claim", claim_all), ("finish", finish_all)]
+
+
+async def measure(url: str, pid: int, tasks: int, claim: int, calls: bool = False) -> None:
+    redis = Redis.from_url(url, decode_responses=True)
+    steps = await phases(redis, tasks, claim)
     print(f"\n{tasks:,} tasks, claims of {claim}\n")
     print("| phase | µs per task in scripts | Redis CPU µs per task | per command µs/task |")
     print("| --- | --: | --: | --- |")
-    for phase, run in (("enqueue", enqueue), ("claim", claim_all), ("finish", finish_all)):
+    for phase, run in steps:
         before, cpu0 = await stats(redis), cpu_seconds(pid)
         await run()
         found, cpu = delta(before, await stats(redis)), cpu_seconds(pid) - cpu0

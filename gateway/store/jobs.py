@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 
 from gateway.store import keys
 from gateway.store.keys import JobKeys, QueueKeys
+from gateway.store.records import load_record
 from gateway.store.scripts import Scripts
 
 
@@ -323,6 +324,6 @@ class JobStore:
                 pipe.hget(k.result, task_id)
             raw = await pipe.execute()
         return [
-            (None if record is None else json.loads(record), result)
+            (None if record is None else load_record(record), result)
             for record, result in zip(raw[::2], raw[1::2], strict=True)
         ]

@@ -18,8 +18,9 @@ key                   type   content
                              rotation ``notify_previous`` and ``notify_previous_until`` (ms:
                              the previous secret signs beside it until then)
 ``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
-``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see codec)
-``payload``           HASH   task id → payload JSON (written once)
+``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see
+                             ``lua/prelude.lua``: fields at their default are left out)
+``payload``           HASH   task id → payload JSON (written once; none for a ``null`` payload)
 ``result``            HASH   task id → result JSON (written once, on success)
 ``checkpoint``        HASH   task id → last checkpoint JSON
 ``steps``             HASH   task id → JSON list of its durable steps ``[{name, result, attempt,

@@ -12,7 +12,6 @@ index with one command per tick, so idle queues cost nothing.
 from __future__ import annotations
 
 import base64
-import json
 import secrets
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,6 +20,7 @@ from redis.asyncio import Redis
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.records import load_record
 from gateway.store.scripts import Scripts
 
 
@@ -99,7 +99,7 @@ class NoticeStore:
             return None
         _, secrets, next_due, *rest = reply
         claimed = [
-            ClaimedNotice(queue, rest[i], json.loads(rest[i + 1]), rest[i + 2] or None)
+            ClaimedNotice(queue, rest[i], load_record(rest[i + 1]), rest[i + 2] or None)
             for i in range(0, len(rest), 3)
         ]
         return NoticeClaim(

@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.overview import index_sizes
+from gateway.store.records import load_record
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore
 from sdk.wire import TaskState
@@ -158,7 +159,7 @@ class OperationsStore:
         if not task_ids:
             return []
         raw = cast(list[str | None], await self._redis.hmget(QueueKeys.of(queue).meta, task_ids))
-        return [None if r is None else dict(json.loads(r)) for r in raw]
+        return [None if r is None else load_record(r) for r in raw]
 
     async def entries(self, queue: str, rows: Sequence[tuple[str, int]]) -> list[Entry]:
         """The records of walked task ids."""
@@ -179,7 +180,7 @@ class OperationsStore:
             pipe.hmget(k.result, task_ids)
             pipe.hmget(k.checkpoint, task_ids)
             metas, payloads, results, checkpoints = await pipe.execute()
-        records = [None if m is None else dict(json.loads(m)) for m in metas]
+        records = [None if m is None else load_record(m) for m in metas]
         fields = [
             f"{task_id}:{n}"
             for task_id, record in zip(task_ids, records, strict=True)

@@ -5,7 +5,6 @@ tasks of other keys already waiting (fair rotation). See gateway/store/lua/key_l
 
 from __future__ import annotations
 
-import json
 import random
 import secrets
 
@@ -15,7 +14,7 @@ from ulid import ULID
 
 from gateway.store.keys import QueueKeys
 from gateway.store.operations import OperationsStore
-from gateway.store.records import NewTask
+from gateway.store.records import NewTask, load_record
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import CancelResult, Finish
 from sdk.wire import AttemptOutcome, KeyConcurrency, TaskState
@@ -289,7 +288,7 @@ async def exact(s: Stores, limit: int | None) -> int:
     active: dict[str, int] = {}
     held_now = 0
     for raw in (await s.redis.hgetall(K.meta)).values():
-        t = json.loads(raw)
+        t = load_record(raw)
         held = str(t.get("m", "")).startswith("~") and t["state"] == "queued"
         held_now += held
         if "ck" in t and (t["state"] == "running" or (t["state"] == "queued" and not held)):

@@ -238,6 +238,69 @@ async def test_a_queued_record_keeps_its_place_as_a_sequence_number(stores: Stor
         assert "sq" not in record
 
 
+async def test_tasks_stored_in_the_previous_layout_are_claimed_retried_and_finished(
+    stores: Stores,
+) -> None:
+    """A record is stored without its fields at their default (att, hist, prio 0, created equal
+    to run_at, state queued) and a task without a payload stores none. Tasks stored before that
+    (every field, a 'null' payload, the ready member in the record) run to the end as before."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    old = new_task(now)
+    fresh = NewTask(
+        id=str(ULID()), name="t", payload_json="null", priority=0, created_ms=now, run_at_ms=now
+    )
+    await stores.tasks.enqueue("q", [old, fresh], now)
+    k = QueueKeys.of("q")
+    assert json.loads(await stores.redis.hget(k.meta, fresh.id)) == {
+        "name": "t",
+        "run_at": now,
+        "sq": 2,
+    }
+    assert await stores.redis.hexists(k.payload, fresh.id) == 0
+    (member,) = [m for m in await stores.redis.zrange(k.ready, 0, -1) if m.endswith(old.id)]
+    previous = {"name": "t", "prio": 0, "created": now, "run_at": now, "att": 0, "hist": 0}
+    await stores.redis.hset(
+        k.meta, old.id, json.dumps({**previous, "state": "queued", "m": member})
+    )
+    await stores.redis.hset(k.payload, old.id, "null")
+
+    claim = await stores.tasks.claim("q", 2, seed(), now)
+    assert [(lease.task_id, lease.attempt, lease.payload_json) for lease in claim.leases] == [
+        (old.id, 1, "null"),
+        (fresh.id, 1, "null"),
+    ]
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.ERROR, 500, "boom", delay_ms=1000)
+        for lease in claim.leases
+    ]
+    assert [d.state for d in await stores.tasks.finish_many("q", ends, now)] == [
+        TaskState.SCHEDULED
+    ] * 2
+    assert await stores.tasks.promote("q", now + 1000, 10) == 2
+    claim = await stores.tasks.claim("q", 2, seed(), now + 1000)
+    assert {(lease.task_id, lease.attempt) for lease in claim.leases} == {
+        (old.id, 2),
+        (fresh.id, 2),
+    }
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "1")
+        for lease in claim.leases
+    ]
+    done = await stores.tasks.finish_many("q", ends, now + 1000)
+    assert {(d.state, d.created_ms) for d in done} == {(TaskState.SUCCEEDED, now)}
+    for task in (old, fresh):
+        found = await stores.tasks.read("q", task.id)
+        assert found is not None
+        record, payload, result, _, history = found
+        assert (record["att"], record["hist"], record["prio"], record["created"]) == (2, 2, 0, now)
+        assert (payload, result, len(history)) == (None if task is fresh else "null", "1", 2)
+        stored = json.loads(await stores.redis.hget(k.meta, task.id))
+        assert "m" not in stored
+        assert "prio" not in stored
+        assert (stored["att"], stored["created"], stored["run_at"]) == (2, now, now + 1000)
+
+
 async def test_a_claim_says_when_nothing_more_can_go_until_something_changes(
     stores: Stores,
 ) -> None:

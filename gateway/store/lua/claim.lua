@@ -326,7 +326,7 @@ while n < wanted do
       stalled[#stalled + 1] = int(now + t.sti)
       stalled[#stalled + 1] = id
     end
-    local encoded = cjson.encode(t)
+    local encoded = task_json(t)
     records[#records + 1] = id
     records[#records + 1] = encoded
     leased[#leased + 1] = int(t.exp)

@@ -135,7 +135,7 @@ for i = 0, count - 1 do
     else
       admit_ready(Q, id, t)
     end
-    redis.call('HSET', KEYS[3], id, ARGV[7 + i * 3])
+    save_payload(KEYS[3], id, ARGV[7 + i * 3])
     save_task(KEYS[2], id, t)
     stored[#stored + 1] = {#out + 1, id}
     out[#out + 1] = t.state

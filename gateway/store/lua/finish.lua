@@ -132,7 +132,7 @@ local function flush()
   local records = {}
   for _, id in ipairs(changed_ids) do
     records[#records + 1] = id
-    records[#records + 1] = cjson.encode(changed[id])
+    records[#records + 1] = task_json(changed[id])
   end
   redis.call('HSET', KEYS[2], unpack(records))
   if #ended_ids > 0 then

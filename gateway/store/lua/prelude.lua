@@ -1,6 +1,7 @@
 -- Shared helpers, prepended to every script by gateway/store/scripts.py.
 -- A task record (the JSON in the queue's meta hash) has these fields:
---   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept),
+--   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept)
+--   (these five left out at their default: see load_task),
 --   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional), ts (tracestate),
 --   sq (its sequence number in the ready set while queued; records stored before it have m,
 --   the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
@@ -14,8 +15,12 @@
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
 --   the task ended: see record_notice), ck (concurrency key: key_limits.lua).
 
--- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
+-- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16. A whole
+-- number (every time in ms) goes through '%d', about a tenth of the cost of '%.0f' in C.
 local function int(x)
+  if x % 1 == 0 and x < 9007199254740992 and x > -9007199254740992 then
+    return string.format('%d', x)
+  end
   return string.format('%.0f', x)
 end
 
@@ -23,12 +28,53 @@ local function ms(seconds)
   return math.floor(seconds * 1000 + 0.5)
 end
 
+-- A stored record leaves out the fields that hold their default (task_json): att and hist 0,
+-- prio 0, created equal to run_at, state 'queued'. Records written before that carry them all,
+-- and read the same.
 local function load_task(meta_key, id)
   local raw = redis.call('HGET', meta_key, id)
   if not raw then
     return nil
   end
-  return cjson.decode(raw)
+  local t = cjson.decode(raw)
+  t.att = t.att or 0
+  t.hist = t.hist or 0
+  t.prio = t.prio or 0
+  t.created = t.created or t.run_at
+  t.state = t.state or 'queued'
+  return t
+end
+
+-- The JSON stored for record ``t``: without the fields at their default (see load_task), so a
+-- queued no-op task's record fits a smaller allocation. ``t`` itself is left whole.
+local function task_json(t)
+  local att, hist, prio, created, state = t.att, t.hist, t.prio, t.created, t.state
+  if att == 0 then
+    t.att = nil
+  end
+  if hist == 0 then
+    t.hist = nil
+  end
+  if prio == 0 then
+    t.prio = nil
+  end
+  if created == t.run_at then
+    t.created = nil
+  end
+  if state == 'queued' then
+    t.state = nil
+  end
+  local encoded = cjson.encode(t)
+  t.att, t.hist, t.prio, t.created, t.state = att, hist, prio, created, state
+  return encoded
+end
+
+-- Store a new task's payload JSON; a task without one ('null') stores nothing, and every
+-- reader takes a missing payload for null.
+local function save_payload(payload_key, id, payload)
+  if payload ~= 'null' then
+    redis.call('HSET', payload_key, id, payload)
+  end
 end
 
 -- Record ``t`` (or nil) when it is running under lease ``token``. Otherwise nil, and the reply
@@ -49,7 +95,7 @@ local function fenced(meta_key, id, token)
 end
 
 local function save_task(meta_key, id, t)
-  local encoded = cjson.encode(t)
+  local encoded = task_json(t)
   redis.call('HSET', meta_key, id, encoded)
   return encoded
 end

@@ -1,0 +1,95 @@
+"""Where a queued task's Redis memory goes: ``--tasks`` no-op tasks (the peers race's: name
+``bench.worker_app.noop``, no payload) enqueued through the store into a paused queue of a fresh
+managed Redis, then each key's ``MEMORY USAGE`` (``SAMPLES 0``: every element counted) and
+encoding, summed by kind (``jg:idx:<id>`` entries as one kind) and divided by the task count,
+beside the mean length of what each task stores. Run: ``.venv/bin/python -m bench.memory_layout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import cast
+
+from redis.asyncio import Redis
+from ulid import ULID
+
+from gateway.clock import ManualClock
+from gateway.redis_server import ManagedRedis
+from gateway.store.keys import QueueKeys
+from gateway.store.queues import QueueStore
+from gateway.store.records import NewTask
+from gateway.store.scripts import Scripts
+from gateway.store.tasks import TaskStore
+from sdk.wire import QueuePolicy
+
+NAME = "bench.worker_app.noop"
+QUEUE = "bench"
+
+
+def kind_of(key: str) -> str:
+    """A key with its task id (or other per-item part) replaced, so keys of one kind add up."""
+    return re.sub(r"[0-9A-HJKMNP-TV-Z]{26}", "<id>", key)
+
+
+async def measure(url: str, tasks: int) -> None:
+    redis = Redis.from_url(url, decode_responses=True)
+    scripts = Scripts(redis)
+    await scripts.load()
+    store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), ManualClock()
+    await queues.put(QUEUE, QueuePolicy(paused=True), clock.now_ms())
+    before = {key: await redis.memory_usage(key, samples=0) or 0 async for key in redis.scan_iter()}
+    for start in range(0, tasks, 500):
+        now = clock.now_ms()
+        batch = [
+            NewTask(
+                id=str(ULID()),
+                name=NAME,
+                payload_json="null",
+                priority=0,
+                created_ms=now,
+                run_at_ms=now,
+            )
+            for _ in range(min(500, tasks - start))
+        ]
+        await store.enqueue(QUEUE, batch, now)
+    by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    encodings: dict[str, str] = {}
+    async for key in redis.scan_iter(count=1000):
+        size = (await redis.memory_usage(key, samples=0) or 0) - before.get(key, 0)
+        kind = kind_of(key)
+        by_kind[kind][0] += size
+        by_kind[kind][1] += 1
+        kind_type = cast(str, await redis.type(key))
+        encodings.setdefault(kind, f"{kind_type} {await redis.object('encoding', key)}")
+    k = QueueKeys.of(QUEUE)
+    records = cast(list[str], await redis.hvals(k.meta))
+    members = cast(list[str], await redis.zrange(k.ready, 0, -1))
+    print(f"\n{tasks:,} queued no-op tasks\n")
+    print("| key | type, encoding | keys | bytes per task |")
+    print("| --- | --- | --: | --: |")
+    total = 0.0
+    for kind, (size, count) in sorted(by_kind.items(), key=lambda kv: -kv[1][0]):
+        if size:
+            total += size / tasks
+            print(f"| `{kind}` | {encodings[kind]} | {count:,} | {size / tasks:.1f} |")
+    print(f"| total | | | {total:.1f} |")
+    print(f"\nrecord: {sum(map(len, records)) / len(records):.1f} bytes, e.g. {records[-1]}")
+    print(f"ready member: {sum(map(len, members)) / len(members):.1f} bytes, e.g. {members[-1]}")
+    await redis.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as server:
+        asyncio.run(measure(server.url, args.tasks))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""A stored task record leaves out the fields at their default (``task_json`` in
+``lua/prelude.lua``); ``load_record`` puts them back, and reads a record stored whole (by an
+earlier version, or with no field at its default) unchanged."""
+
+from __future__ import annotations
+
+import json
+
+from gateway.store.records import load_record
+
+
+def test_a_record_without_its_defaults_reads_as_the_whole_record() -> None:
+    compact = {"name": "t", "run_at": 5, "sq": 1}
+    assert load_record(json.dumps(compact)) == {
+        **compact,
+        "att": 0,
+        "hist": 0,
+        "prio": 0,
+        "state": "queued",
+        "created": 5,
+    }
+
+
+def test_a_record_stored_whole_reads_unchanged() -> None:
+    whole = {
+        "name": "t",
+        "prio": 3,
+        "created": 1,
+        "run_at": 5,
+        "att": 2,
+        "hist": 2,
+        "state": "succeeded",
+    }
+    assert load_record(json.dumps(whole)) == whole
