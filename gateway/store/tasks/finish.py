@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from gateway.store import keys
+from gateway.store.coalescing import Command, unpacked
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
+from gateway.store.scripts import Reply
 from gateway.store.tasks.base import StoreBase
-from gateway.store.tasks.leases import Fence
+from gateway.store.tasks.leases import Carried, ClaimOrder, Fence
 from sdk.wire import AttemptOutcome, FailureKind, TaskState
 
 
@@ -50,6 +57,18 @@ class Finished:
     created_ms: int = 0
     circuit: str = ""
     endpoint_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """What one finish call did: each end (:class:`Finished`, in order), and whether ready
+    tasks wait for room it freed (``ready``: a claim now may take some; otherwise none of these
+    ends gives a claim anything new), then how many subscribers of the wake channel heard so
+    (``heard``: one gateway alone hears its own)."""
+
+    done: list[Finished]
+    ready: bool = False
+    heard: int = 0
 
 
 class CancelResult(StrEnum):
@@ -130,17 +149,86 @@ class Finishing(StoreBase):
         self, queue: str, finishes: Sequence[Finish], now_ms: int
     ) -> list[Finished]:
         """End many attempts of one queue in one script call; each end is decided on its own
-        (fenced by its own token), so one stale lease does not stop the others."""
-        if not finishes:
-            return []
-        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL]
-        for f in finishes:
-            args += _finish_args(f)
-        replies = await self._scripts.call("finish", _finish_keys(QueueKeys.of(queue)), args)
-        if len(replies) > len(finishes):  # a completion callback notice was recorded
-            replies.pop()
-            await mark_noticed(self._redis, queue, now_ms)
-        return [_finished(reply) for reply in replies]
+        (fenced by its own token), so one stale lease does not stop the others. When ready
+        tasks wait for the room freed, every gateway's dispatcher is told (``jg:wake``)."""
+        return (await self._finish(queue, finishes, now_ms, None, "")).done
+
+    async def finish_batch(
+        self,
+        queue: str,
+        finishes: Sequence[Finish],
+        now_ms: int,
+        *,
+        claim: ClaimOrder | None = None,
+    ) -> Ended:
+        """:meth:`finish_many` for the dispatcher of this gateway, which acts on
+        :attr:`Ended.ready` itself: the wake message names this gateway, so it reaches the
+        other gateways' dispatchers and this one's pull polls only.
+
+        ``claim``: a push claim run right after the finish script in the same round trip (the
+        room just freed is taken without a second one), handed to its ``take`` whatever the
+        finish's outcome, as an enqueue's (:meth:`Enqueuing.enqueue_batch`)."""
+        return await self._finish(queue, finishes, now_ms, claim, self._origin)
+
+    async def _finish(
+        self,
+        queue: str,
+        finishes: Sequence[Finish],
+        now_ms: int,
+        claim: ClaimOrder | None,
+        origin: str,
+    ) -> Ended:
+        order = Carried(queue, claim)
+        try:
+            if not finishes:
+                return Ended([])
+            wake = f"{queue}  {origin}" if origin else queue
+            args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL]
+            args.append(wake)
+            for f in finishes:
+                args += _finish_args(f)
+            script_keys = _finish_keys(QueueKeys.of(queue))
+            if order.pending is None:
+                replies = await self._scripts.call("finish", script_keys, args)
+            else:
+                replies = await self._finish_claiming(script_keys, args, order)
+        finally:
+            order.unanswered()
+        ready, heard = False, 0
+        while len(replies) > len(finishes):  # markers after the ends
+            marker = replies.pop()
+            if marker[0] == "NOTICE":  # a completion callback notice was recorded
+                await mark_noticed(self._redis, queue, now_ms)
+            elif marker[0] == "READY":
+                ready, heard = True, int(marker[1])
+        return Ended([_finished(reply) for reply in replies], ready, heard)
+
+    async def _finish_claiming(
+        self, script_keys: list[str], args: list[str | int], order: Carried
+    ) -> Reply:
+        """The finish script and the claim ``order`` asks for, in one round trip (shared with
+        the finishes of the same moment; through redis-py's pipeline on a cluster or when that
+        connection fails); the finish's reply, the claim's given to its taker."""
+        finish = ("EVALSHA", self._scripts.sha("finish"), len(script_keys), *script_keys, *args)
+        reply, claimed = await self._round_trip([finish, order.command(self._scripts)])
+        await order.hand_over(self._scripts, self._redis, claimed)
+        if isinstance(reply, NoScriptError):  # Redis restarted or failed over
+            await self._scripts.load()
+            reply, claimed = await self._round_trip([finish, order.command(self._scripts)])
+            await order.hand_over(self._scripts, self._redis, claimed)
+        if isinstance(reply, Exception):
+            raise reply
+        return await self._scripts.unwrap("finish", script_keys, reply)
+
+    async def _round_trip(self, commands: list[Command]) -> list[Reply]:
+        """The replies to ``commands`` sent together, errors as replies."""
+        if self._sharing is not None:
+            with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
+                return await self._sharing.run(commands)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*unpacked(command))
+            return list(await pipe.execute(raise_on_error=False))
 
     async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
         k = QueueKeys.of(queue)
