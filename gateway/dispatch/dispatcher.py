@@ -448,7 +448,7 @@ class Dispatcher:
         order = self.offer(queue) if queue in self._alone else None
         ended = await self._tasks.finish_batch(queue, finishes, now_ms, claim=order)
         self._metrics.finished(queue, finishes, ended.done, now_ms)
-        if ended.ready and ended.heard <= 1:
+        if ended.ready and ended.alone:
             self._alone.add(queue)
         else:
             self._alone.discard(queue)

@@ -174,11 +174,30 @@ async def test_a_gateway_tells_its_dispatchers_finish_wake_message_apart(stores:
             ended.append(await finish("q", [done], now))
         await until(lambda: len(heard) == 3, what="three wake-ups")
         # One gateway listens: the dispatcher's finish may carry the next claim itself.
-        assert (ended[0].ready, ended[0].heard) == (True, 1)
+        assert (ended[0].ready, ended[0].alone) == (True, True)
     finally:
         await notifier.stop()
     # The enqueue's (from no gateway here), the dispatcher's finish, another finish.
     assert heard == [("wake", "q"), ("own", "q"), ("wake", "q")]
+
+
+async def test_a_finish_heard_by_another_gateway_is_not_alone(stores: Stores) -> None:
+    """Another gateway listens: its loop races for the room, so no finish here claims it."""
+    await setup_queue(stores, concurrency=1)
+    notifiers = [Notifier(stores.redis, on_wake=lambda q, r: None, origin=o) for o in "ab"]
+    for notifier in notifiers:
+        await notifier.start()
+    try:
+        ours = TaskStore(stores.redis, Scripts(stores.redis), origin="a")
+        now = stores.clock.now_ms()
+        await stores.tasks.enqueue("q", [new_task(now), new_task(now)], now)
+        (lease,) = (await stores.tasks.claim("q", 8, secrets.token_hex(16), now)).leases
+        done = Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "null")
+        ended = await ours.finish_batch("q", [done], now)
+    finally:
+        for notifier in notifiers:
+            await notifier.stop()
+    assert (ended.ready, ended.alone) == (True, False)
 
 
 # --- the dispatcher -------------------------------------------------------------------------

@@ -61,14 +61,15 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """What one finish call did: each end (:class:`Finished`, in order), and whether ready
-    tasks wait for room it freed (``ready``: a claim now may take some; otherwise none of these
-    ends gives a claim anything new), then how many subscribers of the wake channel heard so
-    (``heard``: one gateway alone hears its own)."""
+    """What one finish call did: each end (:class:`Finished`, in order), whether ready tasks
+    wait for room it freed (``ready``: a claim now may take some; otherwise none of these ends
+    gives a claim anything new), and then whether no other gateway heard so (``alone``: at most
+    one subscriber of the wake channel, this gateway's own; never said on a Redis Cluster,
+    whose PUBLISH counts the subscribers of one node only)."""
 
     done: list[Finished]
     ready: bool = False
-    heard: int = 0
+    alone: bool = False
 
 
 class CancelResult(StrEnum):
@@ -194,14 +195,15 @@ class Finishing(StoreBase):
                 replies = await self._finish_claiming(script_keys, args, order)
         finally:
             order.unanswered()
-        ready, heard = False, 0
+        ready = alone = False
         while len(replies) > len(finishes):  # markers after the ends
             marker = replies.pop()
             if marker[0] == "NOTICE":  # a completion callback notice was recorded
                 await mark_noticed(self._redis, queue, now_ms)
             elif marker[0] == "READY":
-                ready, heard = True, int(marker[1])
-        return Ended([_finished(reply) for reply in replies], ready, heard)
+                ready = True
+                alone = self._sharing is not None and int(marker[1]) <= 1  # not on a cluster
+        return Ended([_finished(reply) for reply in replies], ready, alone)
 
     async def _finish_claiming(
         self, script_keys: list[str], args: list[str | int], order: Carried
