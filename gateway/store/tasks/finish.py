@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -13,7 +12,6 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store import keys
-from gateway.store.coalescing import Command, unpacked
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
 from gateway.store.scripts import Reply
@@ -208,29 +206,30 @@ class Finishing(StoreBase):
     async def _finish_claiming(
         self, script_keys: list[str], args: list[str | int], order: Carried
     ) -> Reply:
-        """The finish script and the claim ``order`` asks for, in one round trip (shared with
-        the finishes of the same moment; through redis-py's pipeline on a cluster or when that
-        connection fails); the finish's reply, the claim's given to its taker."""
+        """The finish script and the claim ``order`` asks for, in one round trip shared with the
+        finishes of the same moment; the finish's reply, the claim's given to its taker.
+
+        No claim rides on a cluster (a round trip there is per slot, through redis-py). When
+        the shared connection fails, the claim is not sent again (it may have run, and its
+        leases would then be held until they expire): its taker hears None, and the finish
+        goes alone through redis-py, which retries (an end already written answers STALE)."""
+        if self._sharing is None:
+            order.unanswered()
+            return await self._scripts.call("finish", script_keys, args)
         finish = ("EVALSHA", self._scripts.sha("finish"), len(script_keys), *script_keys, *args)
-        reply, claimed = await self._round_trip([finish, order.command(self._scripts)])
-        await order.hand_over(self._scripts, self._redis, claimed)
-        if isinstance(reply, NoScriptError):  # Redis restarted or failed over
-            await self._scripts.load()
-            reply, claimed = await self._round_trip([finish, order.command(self._scripts)])
+        for _ in range(2):  # again once the scripts are loaded, if Redis had lost them
+            try:
+                reply, claimed = await self._sharing.run([finish, order.command(self._scripts)])
+            except (RedisConnectionError, RedisTimeoutError):
+                order.unanswered()
+                return await self._scripts.call("finish", script_keys, args)
             await order.hand_over(self._scripts, self._redis, claimed)
+            if not isinstance(reply, NoScriptError):
+                break
+            await self._scripts.load()  # Redis restarted or failed over
         if isinstance(reply, Exception):
             raise reply
         return await self._scripts.unwrap("finish", script_keys, reply)
-
-    async def _round_trip(self, commands: list[Command]) -> list[Reply]:
-        """The replies to ``commands`` sent together, errors as replies."""
-        if self._sharing is not None:
-            with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
-                return await self._sharing.run(commands)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for command in commands:
-                pipe.execute_command(*unpacked(command))
-            return list(await pipe.execute(raise_on_error=False))
 
     async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
         k = QueueKeys.of(queue)
