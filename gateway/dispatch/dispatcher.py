@@ -102,7 +102,9 @@ class Dispatcher:
         # Queues whose loop's last claim found nothing it could take: no ready task, or none
         # left that an endpoint with room can take (it may be claiming again, woken).
         self._idle: set[str] = set()
-        self._carried: set[str] = set()  # queues with an enqueue's claim under way
+        self._carried: set[str] = set()  # queues with an enqueue's or finish's claim under way
+        # Queues whose last finish here said that ready tasks wait, and no other gateway heard.
+        self._alone: set[str] = set()
         self._pushes: set[asyncio.Task[None]] = set()
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
@@ -141,8 +143,8 @@ class Dispatcher:
         )
 
     def take(self, queue: str, claim: Claim | None) -> None:
-        """Push what an enqueue claimed for this dispatcher, and wake the queue's loop when that
-        claim left it something to do. None: the claim's answer was lost."""
+        """Push what an enqueue or a finish claimed for this dispatcher, and wake the queue's
+        loop when that claim left it something to do. None: the claim's answer was lost."""
         self._carried.discard(queue)
         if claim is not None:
             self._push_claimed(queue, claim)
@@ -432,13 +434,27 @@ class Dispatcher:
     def _ended(self, queue: str, done: Sequence[Finished]) -> None:
         for end in done:
             self._on_finished(queue, end)
-        self.wake(queue)  # room was freed
 
     async def _finish_many(self, queue: str, finishes: list[Finish]) -> list[Finished]:
+        """Write ends of attempts. The loop is woken only when the finish says that ready tasks
+        wait, so a lone task's end costs no claim that would find the queue empty.
+
+        When the last finish said that tasks wait and that no other gateway heard so (this one
+        is the queue's only dispatcher), this one carries the claim of the room it frees (an
+        idle loop's: :meth:`offer`), saving the loop's wake-up and the claim's round trip.
+        With other gateways the loops claim as before: a claim riding behind the finish would
+        always come first, and the gateway that held the room would keep all of it."""
         now_ms = self._clock.now_ms()
-        done = await self._tasks.finish_many(queue, finishes, now_ms)
-        self._metrics.finished(queue, finishes, done, now_ms)
-        return done
+        order = self.offer(queue) if queue in self._alone else None
+        ended = await self._tasks.finish_batch(queue, finishes, now_ms, claim=order)
+        self._metrics.finished(queue, finishes, ended.done, now_ms)
+        if ended.ready and ended.alone:
+            self._alone.add(queue)
+        else:
+            self._alone.discard(queue)
+        if ended.ready and order is None:
+            self.wake(queue)
+        return ended.done
 
     async def _accept_many(self, queue: str, accepted: list[tuple[str, str]]) -> list[Fence]:
         return await self._tasks.accept_many(queue, accepted, self._clock.now_ms())

@@ -4,8 +4,9 @@ time, and long-polls on finish.
 One pub/sub connection per gateway process. ``jg:wake`` carries queue names that got ready work
 (published by the enqueue and promote scripts, possibly from another gateway), followed by a
 space and how many tasks became ready when the publisher knows (the enqueue script does), and
-by the name of the gateway whose enqueue published it (``origin``): that gateway's own message
-goes to ``on_own_wake`` (its dispatcher was woken, or claimed, by the enqueue itself);
+by the name of the gateway whose enqueue or dispatcher's finish published it (``origin``): that
+gateway's own message goes to ``on_own_wake`` (its dispatcher was woken, or claimed, by the
+enqueue or on the finish's answer itself);
 ``jg:due:wake`` carries a due time that became the earliest of the due index; ``jg:changed``
 carries a queue whose policy or endpoints changed (:meth:`Notifier.changed`, so every gateway
 forgets its cached view and its paused or idle dispatcher loop looks again at once);

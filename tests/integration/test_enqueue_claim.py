@@ -1,6 +1,7 @@
 """An enqueue's own claim: when this gateway's dispatcher is idle, the claim script rides in the
 enqueue's round trip and the gateway pushes what it leased at once, without a dispatcher cycle
-(gateway/dispatch/dispatcher.py, ``Dispatcher.offer``)."""
+(gateway/dispatch/dispatcher.py, ``Dispatcher.offer``). A finish carries one the same way while
+ready tasks wait, and says whether they do, so a lone task's end costs no claim."""
 
 from __future__ import annotations
 
@@ -21,8 +22,16 @@ from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
 from gateway.store.records import load_record
 from gateway.store.scripts import Scripts
-from gateway.store.tasks import Claim, ClaimOrder, ClaimStatus, TaskStore
-from sdk.wire import QueuePolicy, TaskState
+from gateway.store.tasks import (
+    Claim,
+    ClaimOrder,
+    ClaimStatus,
+    Ended,
+    Fence,
+    Finish,
+    TaskStore,
+)
+from sdk.wire import AttemptOutcome, QueuePolicy, TaskState
 from tests.scripted_worker import ADMIN, Worker
 from tests.support import free_port, live_gateway, serve, until
 
@@ -112,6 +121,85 @@ async def test_scripts_flushed_before_the_enqueue_the_claim_rides_again(stores: 
     assert [lease.task_id for lease in claim.leases] == [task.id]
 
 
+async def test_a_finish_says_whether_ready_tasks_wait_and_carries_a_claim(
+    stores: Stores,
+) -> None:
+    await setup_queue(stores, concurrency=1)
+    now = stores.clock.now_ms()
+    first, second = new_task(now), new_task(now)
+    await stores.tasks.enqueue("q", [first, second], now)
+    (lease,) = (await stores.tasks.claim("q", 8, secrets.token_hex(16), now)).leases
+    await stores.redis.script_flush()  # the finish and its claim are sent again, loaded
+    taker = Taker(now + 30)
+    done = Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "null")
+    ended = await stores.tasks.finish_batch("q", [done], now + 20, claim=taker.order())
+    assert ended.ready  # the second task waited for the room this end freed
+    assert [(end.fence, end.state) for end in ended.done] == [(Fence.OK, TaskState.SUCCEEDED)]
+    (claim,) = taker.taken
+    assert claim is not None
+    (next_lease,) = claim.leases  # the claim ran after the finish: the slot was free
+    assert (next_lease.task_id, next_lease.started_ms) == (second.id, now + 30)
+    last = Finish(second.id, next_lease.token, AttemptOutcome.SUCCEEDED, 200, "null")
+    assert not (await stores.tasks.finish_batch("q", [last], now + 40)).ready
+    # No answer at all (Redis unreachable): the taker is told so, once.
+    dead = Redis(port=free_port(), decode_responses=True)
+    lost = Taker()
+    with pytest.raises(RedisConnectionError):
+        await TaskStore(dead, Scripts(dead)).finish_batch("q", [last], now, claim=lost.order())
+    assert lost.taken == [None]
+    await dead.aclose()
+
+
+async def test_a_gateway_tells_its_dispatchers_finish_wake_message_apart(stores: Stores) -> None:
+    """The dispatcher acts on the finish's answer itself: the wake message of its finish goes
+    to the pull polls of its own gateway and to every other gateway; a finish from elsewhere (a
+    callback, the recoverer) wakes this gateway's dispatcher too."""
+    await setup_queue(stores, concurrency=1)
+    heard: list[tuple[str, str]] = []
+    notifier = Notifier(
+        stores.redis,
+        on_wake=lambda queue, ready: heard.append(("wake", queue)),
+        origin="gw-a",
+        on_own_wake=lambda queue, ready: heard.append(("own", queue)),
+    )
+    await notifier.start()
+    try:
+        ours = TaskStore(stores.redis, Scripts(stores.redis), origin="gw-a")
+        now = stores.clock.now_ms()
+        await stores.tasks.enqueue("q", [new_task(now) for _ in range(3)], now)
+        ended = []
+        for finish in (ours.finish_batch, ours.finish_many):
+            (lease,) = (await stores.tasks.claim("q", 8, secrets.token_hex(16), now)).leases
+            done = Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "null")
+            ended.append(await finish("q", [done], now))
+        await until(lambda: len(heard) == 3, what="three wake-ups")
+        # One gateway listens: the dispatcher's finish may carry the next claim itself.
+        assert (ended[0].ready, ended[0].alone) == (True, True)
+    finally:
+        await notifier.stop()
+    # The enqueue's (from no gateway here), the dispatcher's finish, another finish.
+    assert heard == [("wake", "q"), ("own", "q"), ("wake", "q")]
+
+
+async def test_a_finish_heard_by_another_gateway_is_not_alone(stores: Stores) -> None:
+    """Another gateway listens: its loop races for the room, so no finish here claims it."""
+    await setup_queue(stores, concurrency=1)
+    notifiers = [Notifier(stores.redis, on_wake=lambda q, r: None, origin=o) for o in "ab"]
+    for notifier in notifiers:
+        await notifier.start()
+    try:
+        ours = TaskStore(stores.redis, Scripts(stores.redis), origin="a")
+        now = stores.clock.now_ms()
+        await stores.tasks.enqueue("q", [new_task(now), new_task(now)], now)
+        (lease,) = (await stores.tasks.claim("q", 8, secrets.token_hex(16), now)).leases
+        done = Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "null")
+        ended = await ours.finish_batch("q", [done], now)
+    finally:
+        for notifier in notifiers:
+            await notifier.stop()
+    assert (ended.ready, ended.alone) == (True, False)
+
+
 # --- the dispatcher -------------------------------------------------------------------------
 
 
@@ -136,11 +224,28 @@ async def worker() -> AsyncIterator[tuple[Worker, str]]:
         yield made, url
 
 
-async def _queue_with_endpoint(api: Any, worker: Worker, url: str) -> None:
+async def _queue_with_endpoint(
+    api: Any, worker: Worker, url: str, *, concurrency: int = 10
+) -> None:
     (await api.put("/v1/queues/q", json={})).raise_for_status()
-    r = await api.post("/v1/queues/q/endpoints", json={"url": url + "/"})
+    endpoint = {"url": url + "/", "concurrency": concurrency}
+    r = await api.post("/v1/queues/q/endpoints", json=endpoint)
     assert r.status_code == 201, r.text
     worker.secret = r.json()["secret"]
+
+
+def _loop_claims(dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The queues of the claims the dispatcher's loops make from now on (not those that ride
+    with an enqueue or a finish)."""
+    claims: list[str] = []
+    claim = dispatcher.claim
+
+    async def counted(queue: str) -> Claim:
+        claims.append(queue)
+        return await claim(queue)
+
+    monkeypatch.setattr(dispatcher, "claim", counted)
+    return claims
 
 
 async def test_a_lone_enqueue_is_pushed_without_a_dispatcher_cycle(
@@ -159,21 +264,17 @@ async def test_a_lone_enqueue_is_pushed_without_a_dispatcher_cycle(
         await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
         woken: list[str] = []
         monkeypatch.setattr(dispatcher, "wake", woken.append)
-        claims: list[str] = []
-        claim = dispatcher.claim
-
-        async def counted(queue: str) -> Claim:
-            claims.append(queue)
-            return await claim(queue)
-
-        monkeypatch.setattr(dispatcher, "claim", counted)
+        claims = _loop_claims(dispatcher, monkeypatch)
         r = await api.post("/v1/queues/q/tasks", json={"name": "hello", "payload": 1})
         assert r.status_code == 201, r.text
         task_id = r.json()["id"]
         await until(lambda: scripted.pushes(task_id), what="the push")
         finished = await api.get(f"/v1/tasks/{task_id}", params={"wait": 10})
         assert finished.json()["state"] == "succeeded"
+        await until(lambda: not dispatcher._finishes._writers, what="the finish's answer")
         assert claims == []  # the loop never claimed
+        # Nor was it woken by the end: the finish said no other task waits.
+        assert woken == []
 
 
 async def test_a_claim_that_leaves_tasks_ready_wakes_the_loop(
@@ -284,3 +385,38 @@ def test_one_enqueue_at_a_time_carries_a_claim_for_a_queue() -> None:
     assert dispatcher.offer("r") is not None  # another queue's
     first.take(Claim(ClaimStatus.OK, [], settled=True))
     assert dispatcher.offer("q") is not None
+
+
+async def test_a_backlog_drains_with_each_finish_claiming_the_room_it_frees(
+    redis_url: str,
+    dispatchers: list[Dispatcher],
+    worker: tuple[Worker, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two slots and twelve tasks: once a finish has said that tasks wait, each next finish
+    carries the claim of the slots it frees, and the loop claims no more."""
+    scripted, url = worker
+    async with live_gateway(redis_url, ADMIN) as (_, api):
+        (dispatcher,) = dispatchers
+        await _queue_with_endpoint(api, scripted, url, concurrency=2)
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+        loop_claims = _loop_claims(dispatcher, monkeypatch)
+        carried: list[bool] = []
+        finish_batch = dispatcher._tasks.finish_batch
+
+        async def recorded(*args: Any, claim: ClaimOrder | None = None) -> Ended:
+            carried.append(claim is not None)
+            return await finish_batch(*args, claim=claim)
+
+        monkeypatch.setattr(dispatcher._tasks, "finish_batch", recorded)
+        tasks = [{"name": "hello", "payload": i} for i in range(12)]
+        r = await api.post("/v1/queues/q/tasks/batch", json={"tasks": tasks})
+        assert r.status_code == 201, r.text
+        for task in r.json()["tasks"]:
+            finished = await api.get(f"/v1/tasks/{task['id']}", params={"wait": 10})
+            assert finished.json()["state"] == "succeeded"
+        await until(lambda: not dispatcher._finishes._writers, what="the last finish's answer")
+    # The enqueue's claim took the first two; the first finish woke the loop (nothing had said
+    # yet that tasks wait); from then on the finishes claimed.
+    assert len(loop_claims) <= 2, loop_claims
+    assert carried.count(True) >= 3, carried

@@ -7,9 +7,11 @@
 -- KEYS[15] waiting   KEYS[16] dependents   KEYS[17] groups   KEYS[18] outbox   KEYS[19] stalls
 -- KEYS[20] health   KEYS[21] notify   KEYS[22] key_counts (per-key concurrency: key_limits.lua)
 -- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)   ARGV[3] queue name
--- ARGV[4] wake channel: told the queue name when an attempt ended (room on its endpoint) while
+-- ARGV[4] wake channel: told ARGV[5] when an attempt ended (room on its endpoint) while
 --         ready tasks wait, so every gateway's dispatcher may claim, not only this one's
--- ARGV[5..] nine values per task:
+-- ARGV[5] the wake message: the queue name, or '<queue>  <gateway>' from a gateway's
+--         dispatcher, which acts on the READY marker itself (gateway/store/pubsub.py)
+-- ARGV[6..] nine values per task:
 --   task id, lease token,
 --   outcome: succeeded | error (retryable) | failed (not retryable) | busy (429/503) |
 --            gone (410) | expired (lease ran out) | stalled (heartbeats stopped) |
@@ -29,7 +31,9 @@
 --      (the fields after the due time are for metrics) | {'NOTASK'} | {'STALE', state}
 --      or {'ALIVE'} (outcome expired or stalled, but a heartbeat came meanwhile)
 --      or {'NOQUEUE'} for every task when the queue is not registered (nothing changed);
---      then one more entry, {'NOTICE'}, when a completion callback notice was recorded
+--      then {'READY', how many subscribers heard it} when an attempt ended and ready tasks
+--      wait (the wake channel was told; without it, nothing this call did gives a claim
+--      something new to take), and {'NOTICE'} when a completion callback notice was recorded
 -- Each end the gateway observed from the endpoint also feeds its health (health.lua): answers
 -- and push failures always; a lease that ran out or heartbeats that stopped only once the
 -- endpoint had answered the push 202 (t.acc, recorded by accept.lua). Before that answer, the
@@ -44,7 +48,7 @@ local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
 if not policy then
   local replies = {}
-  for i = 5, #ARGV, 9 do
+  for i = 6, #ARGV, 9 do
     replies[#replies + 1] = {'NOQUEUE'}
   end
   return replies
@@ -299,7 +303,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
 end
 
 local replies = {}
-for i = 5, #ARGV, 9 do
+for i = 6, #ARGV, 9 do
   replies[#replies + 1] = finish_one(
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
     ARGV[i + 7], ARGV[i + 8] == '1'
@@ -309,7 +313,7 @@ flush()
 health_save(healths, KEYS[20])
 settle_all(Q, ended)
 if freed and not Q.none_ready() then
-  redis.call('PUBLISH', ARGV[4], ARGV[3])
+  replies[#replies + 1] = {'READY', redis.call('PUBLISH', ARGV[4], ARGV[5])}
 end
 if Q.noticed then
   replies[#replies + 1] = {'NOTICE'}

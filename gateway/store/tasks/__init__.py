@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from gateway.store.tasks.due import DueIndexing
 from gateway.store.tasks.enqueue import Enqueued, Enqueuing, Stored
-from gateway.store.tasks.finish import CancelResult, Finish, Finished, Finishing
+from gateway.store.tasks.finish import CancelResult, Ended, Finish, Finished, Finishing
 from gateway.store.tasks.leases import (
     LOG_LINES_KEPT,
     Claim,
@@ -32,6 +32,7 @@ __all__ = [
     "Claim",
     "ClaimOrder",
     "ClaimStatus",
+    "Ended",
     "Enqueued",
     "Expired",
     "Fence",

@@ -15,7 +15,8 @@ class StoreBase:
     many replicas must confirm an enqueue, the round trips enqueues share (a single Redis or
     Sentinel; a cluster routes each command by its key, through redis-py), and this gateway's
     name in the wake messages of its enqueues (``origin``; :class:`gateway.store.pubsub.Notifier`
-    tells its own apart)."""
+    tells its own apart). Finishes that carry a claim share round trips too, without waiting
+    for replicas (``_sharing``): a finish never did."""
 
     def __init__(
         self,
@@ -28,5 +29,7 @@ class StoreBase:
         self._redis = redis
         self._scripts = scripts
         self._durability = durability
-        self._coalescer = None if isinstance(redis, RedisCluster) else Coalescer(redis, durability)
+        cluster = isinstance(redis, RedisCluster)
+        self._coalescer = None if cluster else Coalescer(redis, durability)
+        self._sharing = None if cluster else Coalescer(redis)
         self._origin = origin

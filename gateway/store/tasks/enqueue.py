@@ -21,14 +21,7 @@ from gateway.store.notices import mark as mark_noticed
 from gateway.store.records import NewTask, load_record
 from gateway.store.scripts import Reply
 from gateway.store.tasks.base import StoreBase
-from gateway.store.tasks.leases import (
-    Claim,
-    ClaimOrder,
-    claim_args,
-    claim_keys,
-    read_claim,
-    with_results,
-)
+from gateway.store.tasks.leases import Carried, ClaimOrder
 from sdk.wire import TaskState
 
 
@@ -85,26 +78,6 @@ def _stored(entry: str) -> Stored:
     return Stored(TaskState(entry))
 
 
-class _Order:
-    """The claim an enqueue carries, until its taker has been given an answer (or none)."""
-
-    def __init__(self, queue: str, claim: ClaimOrder | None) -> None:
-        self.queue = queue
-        self.now_ms = 0  # the claim's time, when sent
-        self.pending = claim
-
-    def answered(self, claim: Claim) -> None:
-        if self.pending is not None:
-            take, self.pending = self.pending.take, None
-            take(claim)
-
-    def unanswered(self) -> None:
-        """No answer came (the round trip failed) or none will: the taker hears None."""
-        if self.pending is not None:
-            take, self.pending = self.pending.take, None
-            take(None)
-
-
 def _set_each(pipe: Any, queue: str, index: list[tuple[str, int]]) -> None:
     """Index entries (key, expiry in ms) pointing at ``queue``, one SET each, into ``pipe``."""
     for key, ttl_ms in index:
@@ -139,7 +112,7 @@ class Enqueuing(StoreBase):
         script of its own: the claim's rules are the claim script's), handed to its ``take``
         whatever the enqueue's outcome.
         """
-        order = _Order(queue, claim)
+        order = Carried(queue, claim)
         try:
             args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
             for t in tasks:
@@ -215,7 +188,7 @@ class Enqueuing(StoreBase):
         script_keys: Packed,
         args: list[str | int],
         index: list[tuple[str, int]],
-        order: _Order,
+        order: Carried,
     ) -> tuple[Reply, int | None]:
         """Run the enqueue script, with the index entries ``index`` (key, expiry in ms) set
         before it and the claim ``order`` asks for after it, in the same round trip. Returns its
@@ -223,13 +196,13 @@ class Enqueuing(StoreBase):
         indexed, reply, claimed, confirmed = await self._pipeline(
             queue, script_keys, args, index, order
         )
-        await self._hand_over(order, claimed)
+        await order.hand_over(self._scripts, self._redis, claimed)
         if isinstance(reply, NoScriptError):
             await self._scripts.load()  # Redis restarted or failed over: load, run again
             indexed, reply, claimed, confirmed = await self._pipeline(
                 queue, script_keys, args, index, order
             )
-            await self._hand_over(order, claimed)
+            await order.hand_over(self._scripts, self._redis, claimed)
         elif isinstance(indexed, NoScriptError):  # scripts flushed between the two commands
             await self._scripts.load()
             await self._set_index(queue, index)
@@ -244,7 +217,7 @@ class Enqueuing(StoreBase):
         script_keys: Packed,
         args: list[str | int],
         index: list[tuple[str, int]],
-        order: _Order,
+        order: Carried,
     ) -> tuple[Reply, Reply, Reply, Reply]:
         """One round trip: the index entries (each with its expiry), the script, the claim
         script when ``order`` still asks for it, and ``WAIT`` when replicas must confirm (on the
@@ -277,11 +250,7 @@ class Enqueuing(StoreBase):
         commands.append(("EVALSHA", sha, len(script_keys.words), script_keys, *args))
         claim = order.pending
         if claim is not None:
-            claiming = claim_keys(QueueKeys.of(queue))
-            order.now_ms = claim.now_ms()
-            claim_sha = self._scripts.sha("claim")
-            arguments = claim_args(claim.count, claim.seed, order.now_ms)
-            commands.append(("EVALSHA", claim_sha, len(claiming), *claiming, *arguments))
+            commands.append(order.command(self._scripts))
         replies = None
         if self._coalescer is not None:
             with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
@@ -297,20 +266,6 @@ class Enqueuing(StoreBase):
         confirmed = replies.pop() if self._durability.waits else None
         claimed = replies.pop() if claim is not None else None
         return indexed, replies[-1], claimed, confirmed
-
-    async def _hand_over(self, order: _Order, claimed: Reply) -> None:
-        """Give the claim that rode with the enqueue to its taker, once it ran (a NOSCRIPT
-        answer means it did not: it rides again when the enqueue is sent again)."""
-        if order.pending is None or claimed is None or isinstance(claimed, NoScriptError):
-            return
-        if isinstance(claimed, Exception):
-            order.unanswered()
-            return
-        script_keys = claim_keys(QueueKeys.of(order.queue))
-        reply = await self._scripts.unwrap("claim", script_keys, claimed)
-        order.answered(
-            await with_results(self._redis, read_claim(order.queue, reply, order.now_ms))
-        )
 
     async def _set_index(self, queue: str, index: list[tuple[str, int]]) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:

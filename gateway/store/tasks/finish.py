@@ -7,11 +7,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
+from gateway.store.scripts import Reply
 from gateway.store.tasks.base import StoreBase
-from gateway.store.tasks.leases import Fence
+from gateway.store.tasks.leases import Carried, ClaimOrder, Fence
 from sdk.wire import AttemptOutcome, FailureKind, TaskState
 
 
@@ -50,6 +55,19 @@ class Finished:
     created_ms: int = 0
     circuit: str = ""
     endpoint_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """What one finish call did: each end (:class:`Finished`, in order), whether ready tasks
+    wait for room it freed (``ready``: a claim now may take some; otherwise none of these ends
+    gives a claim anything new), and then whether no other gateway heard so (``alone``: at most
+    one subscriber of the wake channel, this gateway's own; never said on a Redis Cluster,
+    whose PUBLISH counts the subscribers of one node only)."""
+
+    done: list[Finished]
+    ready: bool = False
+    alone: bool = False
 
 
 class CancelResult(StrEnum):
@@ -131,17 +149,88 @@ class Finishing(StoreBase):
         self, queue: str, finishes: Sequence[Finish], now_ms: int
     ) -> list[Finished]:
         """End many attempts of one queue in one script call; each end is decided on its own
-        (fenced by its own token), so one stale lease does not stop the others."""
-        if not finishes:
-            return []
-        args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL]
-        for f in finishes:
-            args += _finish_args(f)
-        replies = await self._scripts.call("finish", _finish_keys(QueueKeys.of(queue)), args)
-        if len(replies) > len(finishes):  # a completion callback notice was recorded
-            replies.pop()
-            await mark_noticed(self._redis, queue, now_ms)
-        return [_finished(reply) for reply in replies]
+        (fenced by its own token), so one stale lease does not stop the others. When ready
+        tasks wait for the room freed, every gateway's dispatcher is told (``jg:wake``)."""
+        return (await self._finish(queue, finishes, now_ms, None, "")).done
+
+    async def finish_batch(
+        self,
+        queue: str,
+        finishes: Sequence[Finish],
+        now_ms: int,
+        *,
+        claim: ClaimOrder | None = None,
+    ) -> Ended:
+        """:meth:`finish_many` for the dispatcher of this gateway, which acts on
+        :attr:`Ended.ready` itself: the wake message names this gateway, so it reaches the
+        other gateways' dispatchers and this one's pull polls only.
+
+        ``claim``: a push claim run right after the finish script in the same round trip (the
+        room just freed is taken without a second one), handed to its ``take`` whatever the
+        finish's outcome, as an enqueue's (:meth:`Enqueuing.enqueue_batch`)."""
+        return await self._finish(queue, finishes, now_ms, claim, self._origin)
+
+    async def _finish(
+        self,
+        queue: str,
+        finishes: Sequence[Finish],
+        now_ms: int,
+        claim: ClaimOrder | None,
+        origin: str,
+    ) -> Ended:
+        order = Carried(queue, claim)
+        try:
+            if not finishes:
+                return Ended([])
+            wake = f"{queue}  {origin}" if origin else queue
+            args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL]
+            args.append(wake)
+            for f in finishes:
+                args += _finish_args(f)
+            script_keys = _finish_keys(QueueKeys.of(queue))
+            if order.pending is None:
+                replies = await self._scripts.call("finish", script_keys, args)
+            else:
+                replies = await self._finish_claiming(script_keys, args, order)
+        finally:
+            order.unanswered()
+        ready = alone = False
+        while len(replies) > len(finishes):  # markers after the ends
+            marker = replies.pop()
+            if marker[0] == "NOTICE":  # a completion callback notice was recorded
+                await mark_noticed(self._redis, queue, now_ms)
+            elif marker[0] == "READY":
+                ready = True
+                alone = self._sharing is not None and int(marker[1]) <= 1  # not on a cluster
+        return Ended([_finished(reply) for reply in replies], ready, alone)
+
+    async def _finish_claiming(
+        self, script_keys: list[str], args: list[str | int], order: Carried
+    ) -> Reply:
+        """The finish script and the claim ``order`` asks for, in one round trip shared with the
+        finishes of the same moment; the finish's reply, the claim's given to its taker.
+
+        No claim rides on a cluster (a round trip there is per slot, through redis-py). When
+        the shared connection fails, the claim is not sent again (it may have run, and its
+        leases would then be held until they expire): its taker hears None, and the finish
+        goes alone through redis-py, which retries (an end already written answers STALE)."""
+        if self._sharing is None:
+            order.unanswered()
+            return await self._scripts.call("finish", script_keys, args)
+        finish = ("EVALSHA", self._scripts.sha("finish"), len(script_keys), *script_keys, *args)
+        for _ in range(2):  # again once the scripts are loaded, if Redis had lost them
+            try:
+                reply, claimed = await self._sharing.run([finish, order.command(self._scripts)])
+            except (RedisConnectionError, RedisTimeoutError):
+                order.unanswered()
+                return await self._scripts.call("finish", script_keys, args)
+            await order.hand_over(self._scripts, self._redis, claimed)
+            if not isinstance(reply, NoScriptError):
+                break
+            await self._scripts.load()  # Redis restarted or failed over
+        if isinstance(reply, Exception):
+            raise reply
+        return await self._scripts.unwrap("finish", script_keys, reply)
 
     async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
         k = QueueKeys.of(queue)
