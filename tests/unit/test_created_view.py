@@ -7,12 +7,15 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 
-from gateway.services.tasks import _created_view, _new_task
+from gateway.services.created import Created, answer_json, created_json
+from gateway.services.created import created_view as _created_view
+from gateway.services.tasks import _new_task
 from gateway.store.records import dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
-from sdk.wire import KeyRateLimit, QueuePolicy, TaskCreate, TaskState
+from sdk.wire import BatchCreated, KeyRateLimit, QueuePolicy, TaskCreate, TaskState
 
 NOW = 1_763_887_000_123
 DEP = "01KAQ2Z8X3J5N7P9R1T3V5X7Z9"
@@ -68,6 +71,27 @@ def test_the_answer_is_the_stored_record_read_back(
 
     assert built == read_back
     assert built.model_dump_json() == read_back.model_dump_json()
+    # The routes that answer JSON only write it without the model: the same bytes.
+    assert orjson.dumps(created_json("q", new, state, policy)) == built.model_dump_json().encode()
+
+
+def test_a_batch_answer_is_the_models_json_with_earlier_tasks_as_they_are() -> None:
+    policy = QueuePolicy(max_attempts=4)
+    specs = [TaskCreate.model_validate(fields) for fields in SPECS]
+    news = [_new_task(spec, NOW, {DEP: "elsewhere"}, "q", None) for spec in specs]
+    earlier = _created_view("q", specs[0], news[0], TaskState.SUCCEEDED, policy).model_copy(
+        update={"deduplicated": True, "result": {"done": 1}}
+    )
+    created = [
+        Created("q", s, n, TaskState.QUEUED, policy) for s, n in zip(specs, news, strict=True)
+    ]
+    created.append(Created("q", specs[0], news[0], earlier.state, policy, earlier))
+    views = [c.view() for c in created]
+
+    assert answer_json(created) == BatchCreated(tasks=views).model_dump_json().encode()
+    assert views[-1] is earlier
+    assert created[-1].id == earlier.id
+    assert created[-1].finished
 
 
 def test_a_keyed_queue_answers_alike() -> None:
