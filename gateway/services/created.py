@@ -117,6 +117,67 @@ def created_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy
     }
 
 
+def _plain(new: NewTask) -> bool:
+    """Whether the task sets none of the Task's fields but its id, name, payload, priority and
+    times (what most enqueues send): its JSON is :func:`_plain_format`'s."""
+    return (
+        new.max_attempts is None
+        and new.traceparent is None
+        and new.owner is None
+        and new.version is None
+        and new.capability is None
+        and new.dedup_key is None
+        and new.singleton_key is None
+        and new.group is None
+        and not new.depends_on
+        and new.after_group is None
+        and new.notify is None
+    )
+
+
+_MARKS = {  # what the sample task's JSON holds, and the format field each becomes
+    "@ID@": "{0}",
+    "@NAME@": "{1}",
+    '@PAYLOAD@,"priority":0,': '{2},"priority":{3},',
+    _time(0): "{4}",
+    _time(1): "{5}",
+}
+_SAMPLE = NewTask(
+    id="@ID@", name="@NAME@", payload_json="@PAYLOAD@", priority=0, created_ms=0, run_at_ms=1
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_format(queue: str, state: TaskState, max_attempts: int) -> str:
+    """A plain task's JSON (:func:`_plain`) as a format string of its id, name, payload JSON,
+    priority, created_at and run_at: written once per queue, state and max_attempts by
+    :func:`created_json` itself, so the two cannot differ. Ids, task names, queue names and
+    times need no JSON escaping (their patterns allow no quote, backslash or control)."""
+    policy = QueuePolicy(max_attempts=max_attempts)
+    written = orjson.dumps(created_json(queue, _SAMPLE, state, policy)).decode()
+    written = written.replace("{", "{{").replace("}", "}}")
+    for mark, field in _MARKS.items():
+        assert written.count(mark) == 1, mark
+        written = written.replace(mark, field)
+    return written
+
+
+def plain_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy) -> Any:
+    """:func:`created_json`, for a plain task (:func:`_plain`) from its format string: a
+    fraction of the time, and the same bytes (a test holds them equal)."""
+    if not _plain(new):
+        return created_json(queue, new, state, policy)
+    written = _plain_format(queue, state, policy.max_attempts).format(
+        new.id,
+        new.name,
+        new.payload_json,
+        new.priority,
+        _time(new.created_ms),
+        _time(new.run_at_ms),
+    )
+    return orjson.Fragment(written)
+
+
 @dataclass(frozen=True, slots=True)
 class Created:
     """One task of an enqueue's answer: a task stored now (``earlier`` None), whose Task is
@@ -150,7 +211,7 @@ class Created:
         """What orjson writes as this task's JSON."""
         if self.earlier is not None:
             return orjson.Fragment(self.earlier.model_dump_json())
-        return created_json(self.queue, self.new, self.state, self.policy)
+        return plain_json(self.queue, self.new, self.state, self.policy)
 
 
 def answer_json(created: list[Created]) -> bytes:

@@ -96,6 +96,32 @@ def _new_task(
     )
 
 
+_PLAIN = frozenset({"id", "name", "payload", "priority"})
+
+
+def _plain(spec: TaskCreate, key_rate_limit: KeyRateLimit | None) -> bool:
+    """Whether the task gives nothing but its id, name, payload and priority (what most
+    enqueues send) to a queue without per-key rate limits: :func:`_new_plain_task`'s."""
+    return key_rate_limit is None and spec.model_fields_set <= _PLAIN
+
+
+def _new_plain_task(
+    spec: TaskCreate, now_ms: int, trace: TraceHeaders | None, task_id: str
+) -> NewTask:
+    """:func:`_new_task` for a plain task (:func:`_plain`), skipping the twenty options it does
+    not give: the same NewTask (a test holds them equal) in half the time."""
+    return NewTask(
+        id=spec.id or task_id,
+        name=spec.name,
+        payload_json=dump_json(spec.payload),
+        priority=spec.priority,
+        created_ms=now_ms,
+        run_at_ms=now_ms,
+        traceparent=trace.traceparent if trace else None,
+        tracestate=trace.tracestate if trace else None,
+    )
+
+
 def _ready_now(spec: TaskCreate, now_ms: int) -> bool:
     """Whether the task goes straight to the ready set (no delay, no dependency)."""
     if spec.depends_on or spec.after_group or spec.delay:
@@ -219,7 +245,9 @@ class TaskService:
         ids = iter(self._ids.take(len(specs) - sum(spec.id is not None for spec in specs)))
         if not self._tracing.enabled:
             new = [
-                _new_task(spec, now, located, queue, keyed, trace, spec.id or next(ids))
+                _new_plain_task(spec, now, trace, spec.id or next(ids))
+                if _plain(spec, keyed)
+                else _new_task(spec, now, located, queue, keyed, trace, spec.id or next(ids))
                 for spec in specs
             ]
             order = self._claim_for(queue) if ready_now else None

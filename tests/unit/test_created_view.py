@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.services.created import Created, answer_json, created_json
+from gateway.services.created import Created, answer_json, created_json, plain_json
 from gateway.services.created import created_view as _created_view
-from gateway.services.tasks import _new_task
+from gateway.services.tasks import _new_plain_task, _new_task, _plain
 from gateway.store.records import dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import BatchCreated, KeyRateLimit, QueuePolicy, TaskCreate, TaskState
@@ -23,6 +23,7 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 SPECS: list[dict[str, Any]] = [
     {"name": "noop"},
+    {"name": "a.b:c-d_e", "payload": {"n": "{0}}"}, "priority": 1000},
     {"name": "noop", "payload": {"args": [1, 2.5, "x"], "kwargs": {"k": None}}},
     {
         "name": "full",
@@ -72,7 +73,9 @@ def test_the_answer_is_the_stored_record_read_back(
     assert built == read_back
     assert built.model_dump_json() == read_back.model_dump_json()
     # The routes that answer JSON only write it without the model: the same bytes.
-    assert orjson.dumps(created_json("q", new, state, policy)) == built.model_dump_json().encode()
+    written = built.model_dump_json().encode()
+    assert orjson.dumps(created_json("q", new, state, policy)) == written
+    assert orjson.dumps(plain_json("q", new, state, policy)) == written  # plain or not
 
 
 def test_a_batch_answer_is_the_models_json_with_earlier_tasks_as_they_are() -> None:
@@ -123,3 +126,15 @@ def test_dump_json_is_compact_json_of_the_same_value(value: Any) -> None:
 def test_pass_results_needs_depends_on() -> None:
     with pytest.raises(ValueError, match="pass_results needs depends_on"):
         TaskCreate(name="alone", pass_results=True)
+
+
+@pytest.mark.parametrize("fields", [s for s in SPECS if set(s) <= {"name", "payload", "priority"}])
+@pytest.mark.parametrize("request_trace", [None, TraceHeaders(TRACEPARENT, "x=y")])
+def test_a_plain_task_is_made_as_any_other(
+    fields: dict[str, Any], request_trace: TraceHeaders | None
+) -> None:
+    spec = TaskCreate.model_validate(fields)
+    assert _plain(spec, None)
+    assert not _plain(spec, KeyRateLimit(path="kwargs.user", per_second=1, burst=1))
+    made = _new_plain_task(spec, NOW, request_trace, DEP)
+    assert made == _new_task(spec, NOW, {}, "q", None, request_trace, DEP)
