@@ -3,12 +3,12 @@
 Each run is a fresh system, as ``bench.enqueue_cpu`` makes it: a managed Redis (AOF
 ``everysec``, the default) and one gateway (``jobgate serve``, its defaults) with one paused
 queue. A producer process (the SDK's blocking ``Client``, keep-alive, one request at a time, as
-``make bench`` enqueues its drains) sends ``--warmup`` and then ``--count`` small tasks in
-batches of ``--size`` (``POST /v1/queues/{queue}/tasks/batch``). Printed per run: tasks per
-second, and µs of CPU per task of the producer (its ``time.process_time``, building the
-requests and reading the answers), the gateway and Redis (their ``/proc`` utime + stime over
-the measured batches). One request at a time, the three take turns: the rate is about one
-over the sum of the three.
+``make bench`` enqueues its drains; ``--in-flight N``: N threads sharing it) sends ``--warmup``
+and then ``--count`` small tasks in batches of ``--size`` (``POST .../tasks/batch``). Printed
+per run: tasks per second, and µs of CPU per task of the producer (its ``time.process_time``,
+building the requests and reading the answers), the gateway and Redis (their ``/proc`` utime +
+stime over the measured batches). One request at a time, the three take turns: the rate is
+about one over the sum of the three; with two at once, they overlap on two cores.
 
 ``--trees A B …`` runs the gateway and the producer from other source trees (``git archive
 <commit> | tar -x -C …``), alternating A, B, A, B, … for ``--rounds`` rounds, and prints
@@ -40,25 +40,25 @@ FIGURES = ("tasks/s", "producer µs/task", "gateway µs/task", "redis µs/task")
 # The producer, run with the tree's own SDK: it sends the batches and prints what it measured.
 PRODUCER = """
 import json, sys, time
+from concurrent.futures import ThreadPoolExecutor
 from sdk import Client, TaskCreate
-url, queue, key, size, warmup, count = sys.argv[1:7]
-size, warmup, count = int(size), int(warmup), int(count)
+url, queue, key, size, warmup, count, in_flight = sys.argv[1:8]
+size, warmup, count, in_flight = int(size), int(warmup), int(count), int(in_flight)
 batch = [TaskCreate(name="bench.worker_app.noop", payload={"n": 1}) for _ in range(size)]
-with Client(url, key, timeout=60) as client:
-    for _ in range(0, warmup, size):
-        client.enqueue_batch(queue, batch)
+with Client(url, key, timeout=60) as client, ThreadPoolExecutor(in_flight) as threads:
+    send = lambda _: client.enqueue_batch(queue, batch)
+    list(threads.map(send, range(0, warmup, size)))
     print("go", flush=True)
     sys.stdin.readline()
     cpu, wall = time.process_time(), time.perf_counter()
-    for _ in range(0, count, size):
-        client.enqueue_batch(queue, batch)
+    list(threads.map(send, range(0, count, size)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 print(json.dumps({"wall": wall, "cpu": cpu}), flush=True)
 """
 
 
 def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[str, float]:
-    sizes = [str(args.size), str(args.warmup), str(args.count)]
+    sizes = [str(args.size), str(args.warmup), str(args.count), str(args.in_flight)]
     with gateway(tree) as (url, pid, redis_pid):
         producer = subprocess.Popen(
             [sys.executable, "-c", PRODUCER, url, QUEUE, KEY, *sizes],
@@ -105,6 +105,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--size", type=int, default=500, help="tasks per request (≤ 1000)")
     parser.add_argument("--count", type=int, default=50_000)
+    parser.add_argument(
+        "--in-flight", type=int, default=1, help="requests at once (threads sharing the client)"
+    )
     parser.add_argument("--warmup", type=int, default=5_000)
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's speedscope files")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
@@ -116,7 +119,10 @@ def main() -> None:
     print(f"load average (1 min) at the start: {os.getloadavg()[0]:.1f}", flush=True)
     runs = alternate(trees, args, measure, prefix="batch-")
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f}")
-    print(f"\n{args.rounds} round(s), {args.count:,} tasks in batches of {args.size} each.\n")
+    print(
+        f"\n{args.rounds} round(s), {args.count:,} tasks in batches of {args.size} each, "
+        f"{args.in_flight} request(s) at once.\n"
+    )
     print("| tree | " + " | ".join(f"{f} (runs)" for f in FIGURES) + " | tasks/s ÷ first |")
     print("| --- |" + " --- |" * len(FIGURES) + " --: |")
     first = statistics.median(r["tasks/s"] for r in runs[trees[0]])
