@@ -5,7 +5,9 @@ characters. python-ulid makes one per call (about 4 µs: a lock, a bytes object,
 round trip and its own base32 loop); a batch enqueue of 1,000 tasks spent a tenth of the
 gateway's CPU on them. :class:`IdMaker` makes ``count`` at once by the same rules as
 python-ulid's default generator: ids of the same millisecond count up from the last one, so ids
-of one process sort in the order they were made; a new millisecond starts at a random value.
+of one process sort in the order they were made; a new millisecond starts at a random value
+(and where python-ulid raises, a millisecond with no room left for ``count`` more, the next
+millisecond is taken).
 Counting up changes the last two characters (the low 10 bits) of all but one id in 1,024: each
 block of 1,024 shares its first 24 characters, written once, and each id is that prefix and
 one of the 1,024 two-character endings.
@@ -14,6 +16,7 @@ one of the 1,024 two-character endings.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -34,7 +37,8 @@ def encode(value: int) -> str:
 
 
 class IdMaker:
-    """Monotonic ULIDs, many at a time. One per process (its event loop's thread)."""
+    """Monotonic ULIDs, many at a time; safe to share between threads (a lock per call, not
+    per id)."""
 
     def __init__(
         self,
@@ -43,20 +47,14 @@ class IdMaker:
     ) -> None:
         self._clock = clock
         self._randomness = randomness
+        self._lock = threading.Lock()
         self._ms = -1
         self._last = 0  # the random part of the last id made in millisecond _ms
 
     def take(self, count: int) -> list[str]:
         """``count`` new ids, in increasing order."""
-        ms = self._clock()
-        if ms == self._ms and self._last + count <= _MAX_RANDOM:
-            start = self._last + 1
-        else:  # a new millisecond: start anew (with no room left in this one, in the next)
-            if ms == self._ms:
-                ms += 1
-            start = int.from_bytes(self._randomness(_RANDOM_BITS // 8), "big")
-            start = min(start, _MAX_RANDOM - count + 1)
-        self._ms, self._last = ms, start + count - 1
+        with self._lock:
+            ms, start = self._reserve(count)
         high = ms << _RANDOM_BITS
         made: list[str] = []
         at, end = start, start + count
@@ -67,6 +65,19 @@ class IdMaker:
             made += [prefix + ending for ending in _PAIRS[at - block : stop - block]]
             at = stop
         return made
+
+    def _reserve(self, count: int) -> tuple[int, int]:
+        """The millisecond and the first random part of ``count`` ids not made before."""
+        ms = self._clock()
+        if ms == self._ms and self._last + count <= _MAX_RANDOM:
+            start = self._last + 1
+        else:  # a new millisecond: start anew (with no room left in this one, in the next)
+            if ms == self._ms:
+                ms += 1
+            start = int.from_bytes(self._randomness(_RANDOM_BITS // 8), "big")
+            start = min(start, _MAX_RANDOM - count + 1)
+        self._ms, self._last = ms, start + count - 1
+        return ms, start
 
     def one(self) -> str:
         (made,) = self.take(1)
