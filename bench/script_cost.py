@@ -51,7 +51,7 @@ def delta(
     }
 
 
-async def measure(url: str, pid: int, tasks: int, claim: int) -> None:
+async def measure(url: str, pid: int, tasks: int, claim: int, calls: bool = False) -> None:
     redis = Redis.from_url(url, decode_responses=True)
     scripts = Scripts(redis)
     await scripts.load()
@@ -109,11 +109,16 @@ async def measure(url: str, pid: int, tasks: int, claim: int) -> None:
         await run()
         found, cpu = delta(before, await stats(redis)), cpu_seconds(pid) - cpu0
         inside = found.pop("evalsha", (0, 0))
-        parts = ", ".join(
-            f"{name} {usec / tasks:.1f}"
-            for name, (_, usec) in sorted(found.items(), key=lambda kv: -kv[1][1])
-            if usec / tasks >= 0.1
-        )
+        if calls:  # commands run per task: the same in every run, whatever the machine's load
+            parts = ", ".join(
+                f"{name} {n / tasks:.3f}" for name, (n, _) in sorted(found.items()) if n
+            )
+        else:
+            parts = ", ".join(
+                f"{name} {usec / tasks:.1f}"
+                for name, (_, usec) in sorted(found.items(), key=lambda kv: -kv[1][1])
+                if usec / tasks >= 0.1
+            )
         print(f"| {phase} | {inside[1] / tasks:.1f} | {cpu / tasks * 1e6:.1f} | {parts} |")
     await redis.aclose()
 
@@ -122,10 +127,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--claim", type=int, default=32)
+    parser.add_argument(
+        "--calls", action="store_true", help="commands per task instead of µs per command"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as server:
         pid = server.process.pid if server.process else 0
-        asyncio.run(measure(server.url, pid, args.tasks, args.claim))
+        asyncio.run(measure(server.url, pid, args.tasks, args.claim, args.calls))
 
 
 if __name__ == "__main__":

@@ -147,8 +147,22 @@ def get_queue(name: str) -> Call[Queue]:
     return Call("GET", f"/v1/queues/{segment(name)}", reads(Queue))
 
 
-def list_queues() -> Call[list[Queue]]:
-    return Call("GET", "/v1/queues", lambda r: QueueList.model_validate_json(r.content).items)
+def queue_page(cursor: str | None = None, limit: int = 500) -> Call[QueueList]:
+    """``GET /v1/queues``: one page of queues in name order."""
+    params: Params = {"limit": limit} if cursor is None else {"limit": limit, "cursor": cursor}
+    return Call("GET", "/v1/queues", reads(QueueList), params=params)
+
+
+def list_queues(page_size: int = 500) -> Plan[list[Queue]]:
+    """Every queue, page by page."""
+    items: list[Queue] = []
+    cursor = None
+    while True:
+        page: QueueList = yield queue_page(cursor, page_size)
+        items.extend(page.items)
+        if page.next_cursor is None:
+            return items
+        cursor = page.next_cursor
 
 
 def delete_queue(name: str, force: bool = False) -> Call[None]:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sdk.callbacks import CallbackChannel
-from sdk.context import AsyncContext, Context, StopFlag, TaskInfo
+from sdk.context import AsyncContext, Context, StopFlag, TaskInfo, TimeBudget
 from sdk.errors import ApiError, LeaseLost
 from sdk.outcomes import Stop, Verdict, stopped, verdict_of
 from sdk.tasks import TaskFunction
@@ -56,8 +56,10 @@ class Attempt:
         heartbeat_interval: float | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         trace: Mapping[str, str] | None = None,
+        budget: TimeBudget | None = None,
     ) -> None:
         self.fn = fn
+        self.budget = budget
         self._trace = trace or {}
         self.push = push
         self.channel = channel
@@ -97,8 +99,8 @@ class Attempt:
             {step.name: step.result for step in push.steps} if push.steps else {},
         )
         if self.fn.is_async:
-            return AsyncContext(info, self.channel, self._cancel)
-        return Context(info, self.channel, asyncio.get_running_loop(), self._cancel)
+            return AsyncContext(info, self.channel, self._cancel, self.budget)
+        return Context(info, self.channel, asyncio.get_running_loop(), self._cancel, self.budget)
 
     def start(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """Start the function with arguments laid out by ``fn.signature.layout``, under its

@@ -20,7 +20,10 @@ enqueued on its own (``TypeError``).
 Both are enqueued in **one batch request** (all stored or none), each task with an id made
 here, the later ones with ``depends_on`` the earlier and ``pass_results`` (the gateway puts the
 results in the push body; see docs/protocol.md). A failure or cancel of one task fails every
-task after it, with a reason naming it. Every task must be of one queue (a batch is per queue);
+task after it, with a reason naming it. A link given a ``dedup_key`` or ``singleton_key``
+(``add.s(1, 2).set(dedup_key="k")``) that matches an earlier task *is* that task: the links
+after it wait for it and get its result, and its handle is the earlier task's
+(``deduplicated``). Every task must be of one queue (a batch is per queue);
 a chord holds at most 100 members (``depends_on``'s limit). At most 1 MiB of results travels
 to one task: a task whose results went past it fails with a reason saying so.
 """
@@ -92,10 +95,6 @@ class Chain:
         if not links:
             raise ValueError("a chain needs at least one task")
         self.queue = _one_queue(links, "chain")
-        for link in links:
-            keys = [k for k in ("dedup_key", "singleton_key") if link.options.get(k) is not None]
-            if keys:  # a task matched to an earlier one is not stored: the next would wait on it
-                raise ValueError(f"{link!r}: the tasks of a chain or chord take no {keys[0]}")
         self.links = tuple(links)
 
     def create(self) -> list[TaskCreate]:

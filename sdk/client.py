@@ -232,7 +232,7 @@ class Client(_Base, OperatorMethods, JobMethods):
         return self._send(api.get_queue(name))
 
     def list_queues(self) -> list[Queue]:
-        return self._send(api.list_queues())
+        return self._drive(api.list_queues())
 
     def delete_queue(self, name: str, *, force: bool = False) -> None:
         """Delete a queue and its tasks; ``force`` also when some are unfinished (lost)."""
@@ -453,7 +453,7 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
         return await self._send(api.get_queue(name))
 
     async def list_queues(self) -> list[Queue]:
-        return await self._send(api.list_queues())
+        return await self._drive(api.list_queues())
 
     async def delete_queue(self, name: str, *, force: bool = False) -> None:
         """Delete a queue and its tasks; ``force`` also when some are unfinished (lost)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,9 +21,9 @@ from typing import Any, Protocol, TypeVar
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from sdk.errors import Cancelled, DuplicateStep, Sleep
+from sdk.errors import Cancelled, DuplicateStep, HandOver, Sleep
 
-__all__ = ["AsyncContext", "Channel", "Context", "DetachedChannel", "TaskInfo"]
+__all__ = ["AsyncContext", "Channel", "Context", "DetachedChannel", "TaskInfo", "TimeBudget"]
 
 T = TypeVar("T")
 
@@ -106,13 +107,36 @@ class TaskInfo:
     """The durable steps earlier attempts recorded: name → result."""
 
 
+@dataclass(frozen=True)
+class TimeBudget:
+    """The time limit of one attempt on a worker that knows it (``Worker(time_limit=...)``, a
+    Lambda invocation's remaining time; the push's ``deadline`` counts too): the
+    :func:`time.monotonic` instant by which the attempt must have ended, and the ``margin`` kept
+    before it for handing the task over."""
+
+    ends_at: float
+    margin: float
+
+    def left(self) -> float:
+        """Seconds left before the limit."""
+        return self.ends_at - time.monotonic()
+
+
 class _Base:
-    def __init__(self, info: TaskInfo, channel: Channel, cancel: CancelFlag | None = None) -> None:
+    def __init__(
+        self,
+        info: TaskInfo,
+        channel: Channel,
+        cancel: CancelFlag | None = None,
+        budget: TimeBudget | None = None,
+    ) -> None:
         self.info = info
         self._channel = channel
         self._cancel: CancelFlag = cancel or StopFlag()
         self._names: set[str] = set()  # step and sleep names used in this attempt
         self._counts: dict[str, int] = {}
+        self._budget = budget
+        self._longest: float | None = None  # the longest step run (and recorded) here, seconds
 
     @property
     def id(self) -> str:
@@ -143,6 +167,12 @@ class _Base:
         return self.info.deadline
 
     @property
+    def time_left(self) -> float | None:
+        """Seconds left before this attempt's time limit, when the worker knows one
+        (``Worker(time_limit=...)``, a Lambda invocation), else ``None``."""
+        return None if self._budget is None else self._budget.left()
+
+    @property
     def cancelled(self) -> bool:
         """True once the gateway has asked this task to stop, or the worker is shutting down
         and stopped it."""
@@ -164,6 +194,24 @@ class _Base:
             )
         self._names.add(name)
         return name in self.info.steps
+
+    def _fit(self, name: str) -> float:
+        """Before running the step ``name``: hand the task over (:class:`~sdk.errors.HandOver`)
+        when the time left before the limit is less than the longest step this attempt has run
+        plus the margin. The first step an attempt runs always runs, so every attempt makes
+        progress. Returns the step's start, for :meth:`_ran`."""
+        if self._budget is not None and self._longest is not None:
+            left = self._budget.left()
+            needed = self._longest + self._budget.margin
+            if left < needed:
+                raise HandOver(name, left, needed)
+        return time.monotonic()
+
+    def _ran(self, began: float) -> None:
+        """A step that began at ``began`` has run and been recorded."""
+        took = time.monotonic() - began
+        if self._longest is None or took > self._longest:
+            self._longest = took
 
     def _wake(self, name: str, until: datetime) -> tuple[datetime, bool]:
         """The sleep ``name``'s wake time (the recorded one on replay), and whether it is
@@ -212,14 +260,18 @@ class AsyncContext(_Base):
         result, as JSON, is recorded with the task before this returns, and a later attempt
         gets the recorded result back without running ``fn``. Returns the JSON result (the
         same value in every attempt). ``name`` may be used once per attempt
-        (:class:`~sdk.errors.DuplicateStep`)."""
+        (:class:`~sdk.errors.DuplicateStep`). On a worker that knows its time limit, a step
+        that would not fit before it raises :class:`~sdk.errors.HandOver` instead of running:
+        the task goes on in a fresh attempt, none spent (docs/durable.md, "Time limits")."""
         if self._replayed(name):
             return self.info.steps[name]
+        began = self._fit(name)
         value = fn(*args, **kwargs)
         if inspect.isawaitable(value):
             value = await value
         result: JsonValue = to_jsonable_python(value)
         await self._channel.step(name, result)
+        self._ran(began)
         return result
 
     async def sleep(self, name: str, delay: timedelta) -> None:
@@ -255,8 +307,9 @@ class Context(_Base):
         channel: Channel,
         loop: asyncio.AbstractEventLoop | None = None,
         cancel: CancelFlag | None = None,
+        budget: TimeBudget | None = None,
     ) -> None:
-        super().__init__(info, channel, cancel)
+        super().__init__(info, channel, cancel, budget)
         self._loop = loop
 
     def _run(self, call: Coroutine[Any, Any, T]) -> T:
@@ -282,8 +335,10 @@ class Context(_Base):
         in the task's own thread; ``fn`` is a plain function)."""
         if self._replayed(name):
             return self.info.steps[name]
+        began = self._fit(name)
         result: JsonValue = to_jsonable_python(fn(*args, **kwargs))
         self._run(self._channel.step(name, result))
+        self._ran(began)
         return result
 
     def sleep(self, name: str, delay: timedelta) -> None:

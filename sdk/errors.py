@@ -10,6 +10,8 @@
     ├── Retry             raised by task code: try again later, optionally after ``delay``
     ├── Fail              raised by task code: give up now, ``reason`` is recorded
     ├── Sleep             raised by ``ctx.sleep``: end the attempt, come back at ``until``
+    │   └── HandOver      raised by ``ctx.step`` near the worker's time limit: end the
+    │                     attempt, come back at once (a fresh invocation), no attempt spent
     ├── DuplicateStep     a step name used twice in one attempt (also a ValueError)
     └── Cancelled         raised inside task code: the gateway asked the task to stop
         └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
@@ -24,7 +26,7 @@ a client sends through httpx (a given transport, a proxy).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sdk.wire import Problem, Task
 
@@ -33,6 +35,7 @@ __all__ = [
     "Cancelled",
     "DuplicateStep",
     "Fail",
+    "HandOver",
     "JobgateError",
     "LeaseLost",
     "Retry",
@@ -122,6 +125,25 @@ class Sleep(JobgateError):
         self.name = name
         self.until = until
         super().__init__(f"sleeping ({name}) until {until.isoformat()}")
+
+
+class HandOver(Sleep):
+    """Raised by ``ctx.step`` when the worker's time limit (its ``time_limit``, or a Lambda
+    invocation's remaining time) is too near for the step to fit: the attempt ends as a durable
+    sleep with no delay, so the gateway pushes the task again at once, to a fresh invocation,
+    without spending an attempt; the steps recorded so far are replayed there. Let it propagate
+    (do not catch it in the task)."""
+
+    def __init__(self, name: str, left: float, needed: float) -> None:
+        super().__init__(name, datetime.now(UTC))
+        self.left = left
+        self.needed = needed
+
+    def __str__(self) -> str:
+        return (
+            f"step {self.name!r} handed over to a fresh attempt: {self.left:.2f}s left before "
+            f"the time limit, {self.needed:.2f}s needed"
+        )
 
 
 class DuplicateStep(JobgateError, ValueError):

@@ -23,6 +23,12 @@ this module adds, and why:
   would then hand the gateway base64 instead of the problem unless binary media types were set
   up. It is added to the list.
 
+- **The invocation's time limit is known** (``follow_time_limit``, on by default): each
+  invocation sets the worker's :attr:`~sdk.runner.Runner.invocation_ends` from the context's
+  ``get_remaining_time_in_millis()``, so a durable step that would not fit in the time left
+  hands the task over to a fresh invocation (:class:`~sdk.errors.HandOver`) rather than being
+  killed by Lambda's timeout half-way, which would spend an attempt (docs/durable.md).
+
 Bodies reach the worker as the exact bytes that were signed: Mangum decodes base64 bodies
 (``isBase64Encoded``, as function URLs and HTTP APIs send binary or unknown types) and encodes
 text bodies as UTF-8, which is what the gateway sent. Header names arrive in any case (REST v1
@@ -32,6 +38,7 @@ keeps the sender's); they are compared lowercased.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -52,8 +59,11 @@ TEXT_TYPES = [*DEFAULT_TEXT_MIME_TYPES, PROBLEM_CONTENT_TYPE]
 class LambdaHandler:
     """The Lambda handler of one worker: call it with the event and the context."""
 
-    def __init__(self, worker: Worker, *, api_gateway_base_path: str = "/") -> None:
+    def __init__(
+        self, worker: Worker, *, api_gateway_base_path: str = "/", follow_time_limit: bool = True
+    ) -> None:
         self.worker = worker
+        self.follow_time_limit = follow_time_limit
         self._loop = asyncio.new_event_loop()
         with _current(self._loop):
             self._adapter = Mangum(
@@ -66,8 +76,15 @@ class LambdaHandler:
     def __call__(self, event: LambdaEvent, context: LambdaContext) -> dict[str, Any]:
         if self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
-        with _current(self._loop):
-            return self._adapter(event, context)
+        runner = self.worker.runner
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        if self.follow_time_limit and remaining is not None:
+            runner.invocation_ends = time.monotonic() + remaining() / 1000
+        try:
+            with _current(self._loop):
+                return self._adapter(event, context)
+        finally:
+            runner.invocation_ends = None
 
     def close(self) -> None:
         """Close the event loop (for tests and local runs; Lambda just ends the process)."""
@@ -84,11 +101,17 @@ def _current(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
         asyncio.set_event_loop(None)
 
 
-def lambda_handler(worker: Worker, *, api_gateway_base_path: str = "/") -> LambdaHandler:
+def lambda_handler(
+    worker: Worker, *, api_gateway_base_path: str = "/", follow_time_limit: bool = True
+) -> LambdaHandler:
     """The AWS Lambda handler serving ``worker`` (see the module docstring).
 
     ``api_gateway_base_path``: a custom domain's base path mapping to strip from request paths
     (Mangum's option); the worker serves every path, so it only matters when other routes
-    share the function.
+    share the function. ``follow_time_limit``: hand a task with durable steps over to a fresh
+    invocation when its next step would not fit in the invocation's remaining time (less the
+    worker's ``time_limit_margin``).
     """
-    return LambdaHandler(worker, api_gateway_base_path=api_gateway_base_path)
+    return LambdaHandler(
+        worker, api_gateway_base_path=api_gateway_base_path, follow_time_limit=follow_time_limit
+    )

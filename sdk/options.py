@@ -24,7 +24,9 @@ class EnqueueOptions(TypedDict, total=False):
 
     ``delay`` (seconds) or ``run_at`` postpone the run. ``dedup_key``: enqueueing again with
     the key (within the queue's dedup window) returns the first task, whose handle says
-    ``deduplicated``; ``singleton_key``: at most one queued task per key. ``depends_on``: task
+    ``deduplicated``; ``singleton_key``: at most one queued task per key; ``concurrency_key``:
+    the run's key under the queue's ``key_concurrency`` (at most so many running per key),
+    instead of the payload's value at the policy's path. ``depends_on``: task
     ids or handles (of any queue) that must succeed first; ``group`` joins a group of the
     queue, ``after_group`` waits until every member of one has succeeded (see
     :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
@@ -43,6 +45,7 @@ class EnqueueOptions(TypedDict, total=False):
     task_id: str | None
     dedup_key: str | None
     singleton_key: str | None
+    concurrency_key: str | None
     depends_on: Sequence[str | TaskHandle | AsyncTaskHandle] | None
     group: str | None
     after_group: str | None

@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
 from pydantic import ValidationError
@@ -55,11 +56,12 @@ from pydantic import ValidationError
 from sdk.attempt import Attempt
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
 from sdk.chains import passed_argument
+from sdk.context import TimeBudget
 from sdk.outcomes import ACCEPTED, LEASE_LOST, Outcome, Refusal, Stop, busy, field_errors
 from sdk.pushes import Delivery
 from sdk.tasks import TaskFunction
 from sdk.telemetry.recorder import NoMetrics, worker_metrics
-from sdk.wire import TaskArgs
+from sdk.wire import PushBody, TaskArgs
 
 if TYPE_CHECKING:
     import httpx
@@ -88,6 +90,8 @@ class RunnerOptions(TypedDict, total=False):
     busy_retry_after: float
     shutdown: ShutdownPolicy
     shutdown_timeout: float
+    time_limit: float | None
+    time_limit_margin: float
     callback_timeout: float
     final_retry_delays: Sequence[float]
     transport: httpx.AsyncBaseTransport | None
@@ -110,6 +114,8 @@ class Runner:
         busy_retry_after: float = 1.0,
         shutdown: ShutdownPolicy = "finish",
         shutdown_timeout: float = 20.0,
+        time_limit: float | None = None,
+        time_limit_margin: float = 1.0,
         callback_timeout: float = 10.0,
         final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -124,12 +130,21 @@ class Runner:
             raise ValueError(f"shutdown must be 'finish', 'requeue' or 'fail', not {shutdown!r}")
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if time_limit is not None and time_limit <= 0:
+            raise ValueError("time_limit must be positive")
+        if time_limit_margin < 0:
+            raise ValueError("time_limit_margin must not be negative")
         self.inline_window = inline_window
         self.heartbeat_interval = heartbeat_interval
         self.max_concurrency = max_concurrency
         self.busy_retry_after = busy_retry_after
         self.shutdown_policy = shutdown
         self.shutdown_timeout = shutdown_timeout
+        self.time_limit = time_limit
+        self.time_limit_margin = time_limit_margin
+        self.invocation_ends: float | None = None
+        """When the current invocation is cut (a :func:`time.monotonic` instant), for a worker
+        run as a function with a time limit: :mod:`sdk.lambda_handler` sets it per invocation."""
         self._closing = False
         self._callback_timeout = callback_timeout
         self._final_retry_delays = tuple(final_retry_delays)
@@ -248,7 +263,12 @@ class Runner:
             detail = 'the payload must be {"args": [...], "kwargs": {...}}'
             return Refusal(422, "Invalid payload", detail, field_errors(e, "payload"))
         attempt = Attempt(
-            fn, push, self._channel(delivery), self.heartbeat_interval, trace=delivery.trace
+            fn,
+            push,
+            self._channel(delivery),
+            self.heartbeat_interval,
+            trace=delivery.trace,
+            budget=self._budget(push) if fn.signature.takes_context else None,
         )
         try:
             ctx = attempt.context() if fn.signature.takes_context else None
@@ -271,6 +291,19 @@ class Runner:
         self._attempts.add(attempt)
         self._idle.clear()
         return attempt
+
+    def _budget(self, push: PushBody) -> TimeBudget | None:
+        """The time limit of an attempt starting now, when this worker knows one: its
+        ``time_limit`` from now, the invocation's end, and then the push's deadline too."""
+        ends = self.invocation_ends
+        now = time.monotonic()
+        if self.time_limit is not None:
+            ends = now + self.time_limit if ends is None else min(ends, now + self.time_limit)
+        if ends is None:
+            return None
+        if push.deadline is not None:
+            ends = min(ends, now + (push.deadline - datetime.now(UTC)).total_seconds())
+        return TimeBudget(ends, self.time_limit_margin)
 
     def _channel(self, delivery: Delivery) -> CallbackChannel:
         return CallbackChannel(

@@ -81,6 +81,11 @@ class Worker:
     default) waits up to ``shutdown_timeout`` seconds (default 20) for them, then hands back the
     rest; ``"requeue"`` stops them and hands them back to the queue at once, without spending
     an attempt; ``"fail"`` stops them and fails them, not retried.
+    ``time_limit``: seconds a push may run here before the platform cuts it (a function's or
+    a request's timeout), if it does; with it (or run as a Lambda function,
+    :mod:`sdk.lambda_handler`), a durable step that would not fit in the time left, less
+    ``time_limit_margin`` seconds (default 1), hands the task over to a fresh attempt instead
+    of running (:class:`~sdk.errors.HandOver`: no attempt spent; docs/durable.md).
     ``callback_timeout``, ``final_retry_delays``: how callbacks are sent and the final one
     retried; callbacks go over aiohttp (:mod:`sdk.sessions`). ``transport``: an httpx
     transport to send them through instead (tests mount a fake gateway in process).

@@ -9,7 +9,14 @@
 //   - 401 for a push whose signature does not verify, 404 for a task it does not know,
 //     400 for a batch (register it with batch_size 1, the default).
 //
+// Durable steps and sleep (docs/protocol.md, "Durable steps and sleep"): `ctx.step(name, fn)`
+// returns the result an earlier attempt recorded (the push's `steps`) without running `fn`, or
+// runs it and records its result with the `step` callback before going on; `ctx.sleep(name,
+// ms)` records the wake time as a step, then ends the attempt: 202 and the `sleep` callback.
+// `checkout` uses both.
+//
 // Run: JOBGATE_WORKER_SECRET=whsec_... PORT=8002 node worker.mjs
+import { appendFileSync } from "node:fs";
 import http from "node:http";
 import { Webhook } from "standardwebhooks";
 
@@ -28,6 +35,14 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // A task's failure the gateway must not retry (answered 422 inline, or `retryable: false`).
 class Fail extends Error {}
 
+// Thrown by ctx.sleep: the attempt ends, and the gateway pushes the task again at `until`.
+class Sleep extends Error {
+  constructor(until) {
+    super(`sleeping until ${until}`);
+    this.until = until;
+  }
+}
+
 // The task functions: a push's `payload` in, a JSON result out.
 const tasks = {
   // Short: answered inline.
@@ -43,6 +58,18 @@ const tasks = {
       if (cancel_requested) throw new Fail("cancelled");
     }
     return { value, steps };
+  } },
+  // Durable: charge once per task (the step's side effect is a line in `ledger`), sleep
+  // `sleep_ms`, then ship; shipping fails on attempt 1, and attempt 2 replays the charge.
+  checkout: { inline: true, run: async ({ ledger, sleep_ms = 0 }, ctx) => {
+    const charge = await ctx.step("charge", () => {
+      appendFileSync(ledger, "charge\n");
+      return { payment: `pay_${ctx.id}`, attempt: ctx.attempt };
+    });
+    if (sleep_ms > 0) await ctx.sleep("settle", sleep_ms);
+    if (ctx.attempt === 1) throw new Error("the carrier timed out");  // retried
+    const shipment = await ctx.step("ship", () => ({ tracking: `TRK-${ctx.id}`, attempt: ctx.attempt }));
+    return { charge, shipment };
   } },
 };
 
@@ -94,14 +121,47 @@ function errorBody(e) {
   return { error: String(e?.message ?? e), traceback: e?.stack ?? null, retryable: true };
 }
 
+// What a task function gets besides its payload: its attempt, heartbeats, steps and sleep.
+function context(push, base, lease) {
+  // The steps earlier attempts recorded: name → result (absent from the push: none).
+  const recorded = new Map((push.steps ?? []).map((step) => [step.name, step.result]));
+  const used = new Set();
+  const ctx = {
+    id: push.id,
+    attempt: push.attempt,
+    heartbeat: (progress) => callback(base, lease, "heartbeat", { progress }),
+    // Run `fn` once per task: an earlier attempt's result is returned without running it;
+    // a new result is recorded (and answered 200) before the step returns.
+    async step(name, fn) {
+      if (used.has(name)) throw new Fail(`step name ${JSON.stringify(name)} used twice`);
+      used.add(name);
+      if (recorded.has(name)) return recorded.get(name);
+      const result = (await fn()) ?? null;
+      await callback(base, lease, "step", { name, result });  // 409: lease lost, stop
+      return result;
+    },
+    // A durable sleep, recorded as a step: once its time has passed, it is done.
+    async sleep(name, ms) {
+      const { until } = await ctx.step(name, () => ({ until: new Date(Date.now() + ms).toISOString() }));
+      if (Date.parse(until) > Date.now()) throw new Sleep(until);
+    },
+  };
+  return ctx;
+}
+
+// How a task that threw ends, by callback: a sleep, nothing (lease lost), or an error.
+async function report(e, base, lease) {
+  if (e instanceof Sleep) await finish(base, lease, "sleep", { until: e.until });
+  else if (!e.lost) await finish(base, lease, "error", errorBody(e));
+}
+
 // A task answered 202: it runs on, keeps its lease with heartbeats, and reports by callback.
 async function runInBackground(task, push, base, lease) {
-  const ctx = { heartbeat: (progress) => callback(base, lease, "heartbeat", { progress }) };
   try {
-    const result = await task.run(push.payload ?? {}, ctx);
+    const result = await task.run(push.payload ?? {}, context(push, base, lease));
     await finish(base, lease, "result", { result });
   } catch (e) {
-    if (!e.lost) await finish(base, lease, "error", errorBody(e));
+    await report(e, base, lease);
   }
 }
 
@@ -143,9 +203,13 @@ async function handle(req, res) {
     return;
   }
   try {
-    const ctx = { heartbeat: (progress) => callback(base, lease, "heartbeat", { progress }) };
-    return answer(res, 200, await task.run(push.payload ?? {}, ctx));
+    return answer(res, 200, await task.run(push.payload ?? {}, context(push, base, lease)));
   } catch (e) {
+    if (e instanceof Sleep) {  // a sleep is never an inline answer: 202, then the callback
+      answer(res, 202);
+      return report(e, base, lease);
+    }
+    if (e.lost) return problem(res, 409, "Lease lost", "the task was dispatched again");
     const status = e instanceof Fail ? 422 : 500;
     return answer(res, status, errorBody(e), "application/json", TASK_FAILURE);
   }

@@ -5,9 +5,10 @@ Each policy field is an input named by its path (``lease_timeout``, ``backoff.ba
 number box for a number, a box to tick for a boolean, a choice for an enum, boxes to tick for a
 list of enum values (``redrive.on``), and a JSON box for a map (``task_rate_limits``). A section
 (``backoff``, ``circuit_breaker``) is a fieldset; a section the policy may go without
-(``rate_limit``, ``key_rate_limit``, ``redrive``) has a box to tick (``use.<section>``), and
-unticking it sends its ``remove_<section>``. Only the fields whose value differs from the
-stored policy are sent, so two admins editing different fields do not undo each other.
+(``rate_limit``, ``key_rate_limit``, ``key_concurrency``, ``redrive``) has a box to tick
+(``use.<section>``), and unticking it sends its ``remove_<section>``. Only the fields whose
+value differs from the stored policy are sent, so two admins editing different fields do not
+undo each other.
 Problems come back named by the API's field paths with pydantic's messages, as a 422 of the
 API would name them.
 """

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Annotated
+
+from pydantic import BaseModel, Field
 
 from gateway.api.routing import QUEUE, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
@@ -14,6 +16,7 @@ from sdk.wire import (
     EndpointPatch,
     Queue,
     QueueList,
+    QueueName,
     QueuePolicy,
     QueuePolicyPatch,
     SecretRotation,
@@ -34,7 +37,7 @@ async def get_queue(call: Call) -> BaseModel:
 
 
 async def list_queues(call: Call) -> BaseModel:
-    return await call.services.queues.list()
+    return await call.services.queues.list(limit=call.param(PAGE), after=call.param(AFTER))
 
 
 async def delete_queue(call: Call) -> None:
@@ -61,6 +64,11 @@ async def delete_endpoint(call: Call) -> None:
     await call.services.queues.delete_endpoint(call.queue, call.path("endpoint_id"))
 
 
+MAX_QUEUE_PAGE = 500
+PAGE = Param(
+    "limit", "query", "Page size.", Annotated[int, Field(ge=1, le=MAX_QUEUE_PAGE)], default=100
+)
+AFTER = Param("cursor", "query", "The next_cursor of the previous page.", QueueName)
 ENDPOINT_ID = Param("endpoint_id", "path", "Endpoint id.", required=True)
 FORCE = Param(
     "force", "query", "Delete even with unfinished tasks (they are lost).", bool, default=False
@@ -68,7 +76,15 @@ FORCE = Param(
 
 OPERATIONS = [
     Operation(
-        "GET", "/v1/queues", "List queues", "queues", Access.READ, list_queues, response=QueueList
+        "GET",
+        "/v1/queues",
+        "List queues",
+        "queues",
+        Access.READ,
+        list_queues,
+        response=QueueList,
+        params=(PAGE, AFTER),
+        description="A page of queues in name order, each with its policy and task counts.",
     ),
     Operation(
         "PUT",

@@ -140,9 +140,9 @@ OPERATIONS = [
         errors=(404,),
         description="Queued tasks in the order they will run; scheduled by due time; running "
         "by lease expiry; waiting by when they were enqueued; finished by when they ended. "
-        "Items carry their result (succeeded tasks) but no attempt history or checkpoint: "
-        "GET /v1/tasks/{task_id} has those. With owner or name, up to 10,000 entries are scanned "
-        "per call: a page may be short and still have a next_cursor.",
+        "Items carry their result (succeeded tasks) but no attempt history, checkpoint or "
+        "durable steps: GET /v1/tasks/{task_id} has those. With owner or name, up to 10,000 "
+        "entries are scanned per call: a page may be short and still have a next_cursor.",
     ),
     Operation(
         "GET",

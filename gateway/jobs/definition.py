@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import zoneinfo
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from gateway.jobs.schedule import first_anchor
 from gateway.store.jobs import StoredJob
 from gateway.store.records import to_datetime
 from sdk.wire import Job, JobCreate, RunSummary
+from sdk.wire.timezones import timezones
 
 
 class Definition(JobCreate):
@@ -20,7 +26,33 @@ class Definition(JobCreate):
 
 
 def definition(job: StoredJob) -> Definition:
-    return Definition.model_validate(job.definition)
+    return Definition.model_validate(_readable(job.definition))
+
+
+def _readable(stored: dict[str, Any]) -> dict[str, Any]:
+    """A definition as stored, readable by this gateway. Gateways before the fixed list of zone
+    names (``sdk/wire/timezones.py``) took any name of the machine's tz database, which holds
+    ``localtime``: the machine's own zone, a name this version refuses, so a job stored with it
+    failed validation on every read (a 500 for its page, the jobs list, and each firing). It is
+    read as the zone that name stood for on this machine (:func:`machine_zone`), which is what
+    those gateways computed its fire times in; the next save stores that name."""
+    schedule = stored.get("schedule")
+    if isinstance(schedule, dict) and schedule.get("timezone") == "localtime":
+        return {**stored, "schedule": {**schedule, "timezone": machine_zone()}}
+    return stored
+
+
+@functools.cache
+def machine_zone(tzpath: Sequence[str] = zoneinfo.TZPATH) -> str:
+    """The IANA name of the zone ``localtime`` names in the machine's tz database (its link's
+    target under ``zoneinfo/``, e.g. ``Europe/Berlin``), or ``UTC`` when it names none."""
+    for folder in tzpath:
+        link = Path(folder) / "localtime"
+        if link.exists():
+            _, found, name = os.path.realpath(link).partition("zoneinfo/")
+            if found and name in timezones():
+                return name
+    return "UTC"
 
 
 def new_definition(spec: JobCreate, now_ms: int, previous: Definition | None = None) -> Definition:

@@ -54,6 +54,7 @@ def created_view(
         capability=new.capability,
         dedup_key=new.dedup_key,
         singleton_key=new.singleton_key,
+        concurrency_key=new.concurrency_key,
         group=new.group,
         depends_on=list(new.depends_on),
         pass_results=bool(new.results_from),
@@ -105,6 +106,7 @@ def created_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy
         "capability": new.capability,
         "dedup_key": new.dedup_key,
         "singleton_key": new.singleton_key,
+        "concurrency_key": new.concurrency_key,
         "group": new.group,
         "depends_on": list(new.depends_on),
         "pass_results": bool(new.results_from),
@@ -128,6 +130,7 @@ def _plain(new: NewTask) -> bool:
         and new.capability is None
         and new.dedup_key is None
         and new.singleton_key is None
+        and new.concurrency_key is None
         and new.group is None
         and not new.depends_on
         and new.after_group is None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import bisect
 import secrets
 from collections.abc import Callable
 
@@ -83,7 +85,7 @@ class QueueService:
         # scripts read (exclude_unset would drop them, as it works at every depth).
         dumped = patch.model_dump(mode="json", exclude_none=True)
         fields = {k: v for k, v in dumped.items() if k in patch.model_fields_set}
-        for field in ("rate_limit", "key_rate_limit", "redrive"):
+        for field in ("rate_limit", "key_rate_limit", "key_concurrency", "redrive"):
             if fields.pop(f"remove_{field}", False):
                 if field in fields:
                     raise ValidationFailed(
@@ -97,13 +99,15 @@ class QueueService:
     async def get(self, name: str) -> Queue:
         return await self._view(await self._queues.require(name))
 
-    async def list(self) -> QueueList:
-        items = []
-        for name in await self._queues.names():
-            stored = await self._queues.get(name)
-            if stored is not None:
-                items.append(await self._view(stored))
-        return QueueList(items=items)
+    async def list(self, *, limit: int, after: str | None = None) -> QueueList:
+        """A page of queues in name order, those after ``after``: their policies in one round
+        trip, then each one's counts and endpoints, the page's queues side by side."""
+        names = await self._queues.names()
+        start = bisect.bisect_right(names, after) if after is not None else 0
+        page = names[start : start + limit]
+        views = await asyncio.gather(*map(self._view, await self._queues.stored(page)))
+        more = start + limit < len(names)
+        return QueueList(items=list(views), next_cursor=page[-1] if more and page else None)
 
     async def delete(self, name: str, *, force: bool) -> None:
         task_ids = await self._queues.delete(name, force=force)

@@ -39,7 +39,7 @@ from gateway.store.records import (
 from gateway.store.tasks import CancelResult, ClaimOrder, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
-from sdk.wire import KeyRateLimit, Task, TaskCreate, TaskPage, TaskState
+from sdk.wire import KeyConcurrency, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
 
 MAX_WAIT = 60.0
 OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
@@ -52,7 +52,7 @@ def _new_task(
     now_ms: int,
     located: dict[str, str],
     queue: str,
-    key_rate_limit: KeyRateLimit | None,
+    policy: QueuePolicy,
     trace: TraceHeaders | None = None,
     task_id: str | None = None,
 ) -> NewTask:
@@ -92,17 +92,35 @@ def _new_task(
         if spec.max_heartbeat_interval is None
         else seconds_to_ms(spec.max_heartbeat_interval),
         notify=spec.notify,
-        rate_key=None if key_rate_limit is None else rate_key_of(spec.payload, key_rate_limit.path),
+        rate_key=None
+        if policy.key_rate_limit is None
+        else rate_key_of(spec.payload, policy.key_rate_limit.path),
+        concurrency_key=_concurrency_key(spec, policy.key_concurrency),
     )
+
+
+def _concurrency_key(spec: TaskCreate, limit: KeyConcurrency | None) -> str | None:
+    """The task's key under the queue's key_concurrency: its own, else the payload's value at
+    the policy's path (as a rate key is read: gateway.rate_keys)."""
+    if limit is None:
+        return None
+    if spec.concurrency_key is not None:
+        return spec.concurrency_key
+    return None if limit.path is None else rate_key_of(spec.payload, limit.path)
 
 
 _PLAIN = frozenset({"id", "name", "payload", "priority"})
 
 
-def _plain(spec: TaskCreate, key_rate_limit: KeyRateLimit | None) -> bool:
+def _plain(spec: TaskCreate, policy: QueuePolicy) -> bool:
     """Whether the task gives nothing but its id, name, payload and priority (what most
-    enqueues send) to a queue without per-key rate limits: :func:`_new_plain_task`'s."""
-    return key_rate_limit is None and spec.model_fields_set <= _PLAIN
+    enqueues send) to a queue without keys read from payloads (per-key rate limits or
+    concurrency): :func:`_new_plain_task`'s."""
+    return (
+        policy.key_rate_limit is None
+        and policy.key_concurrency is None
+        and spec.model_fields_set <= _PLAIN
+    )
 
 
 def _new_plain_task(
@@ -225,18 +243,24 @@ class TaskService:
                     )
                 seen[spec.id] = i
         problems += await self._check_notify_urls(specs)
-        if problems:
-            raise ValidationFailed(problems)
-        # The policy only shapes the answer (max_attempts): a second-old copy will do, and the
-        # enqueue script itself refuses a queue that does not exist.
         view = await self._directory.view(queue)
         if view is None:
             raise QueueNotFound(queue)
+        if view.policy.key_concurrency is None:
+            problems += [
+                FieldProblem(f"tasks.{i}.concurrency_key", "the queue has no key_concurrency")
+                for i, spec in enumerate(specs)
+                if spec.concurrency_key is not None
+            ]
+        if problems:
+            raise ValidationFailed(problems)
+        # The policy only shapes the answer (max_attempts) and reads the keys: a second-old
+        # copy will do, and the enqueue script itself refuses a queue that does not exist.
         if self._catalog is not None:
             await self._catalog.check_enqueue(queue, specs)
         located = await self._locate_dependencies(specs, seen)
         now = self._clock.now_ms()
-        keyed = view.policy.key_rate_limit
+        policy = view.policy
         # An idle dispatcher here has its claim ride in the enqueue's round trip, so a task
         # that can go now is pushed without waiting for a dispatcher cycle. (Asked for right
         # before the round trip: the store hands every order it was given its answer.)
@@ -246,8 +270,8 @@ class TaskService:
         if not self._tracing.enabled:
             new = [
                 _new_plain_task(spec, now, trace, spec.id or next(ids))
-                if _plain(spec, keyed)
-                else _new_task(spec, now, located, queue, keyed, trace, spec.id or next(ids))
+                if _plain(spec, policy)
+                else _new_task(spec, now, located, queue, policy, trace, spec.id or next(ids))
                 for spec in specs
             ]
             order = self._claim_for(queue) if ready_now else None
@@ -256,7 +280,7 @@ class TaskService:
             )
         else:
             untraced = [
-                _new_task(spec, now, located, queue, keyed, task_id=spec.id or next(ids))
+                _new_task(spec, now, located, queue, policy, task_id=spec.id or next(ids))
                 for spec in specs
             ]
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:

@@ -80,6 +80,7 @@ class DependencyStore:
                 k.failed,
                 k.dead,
                 k.notify,
+                k.key_counts,
             ],
             args,
         )

@@ -28,7 +28,12 @@ key                   type   content
                              overwritten)
 ``ready``             ZSET   scores 0, ordered by member ``<capability>/<rank><run_at><seq><id>``
                              (rank = 1000 - priority as 3 hex digits, run_at ms as 11, seq as 12):
-                             one capability's prefix gives priority, then run_at, then FIFO
+                             one capability's prefix gives priority, then run_at, then FIFO.
+                             Also the *held* tasks of concurrency keys at their limit, under
+                             ``~<key length as 4 hex><key><rank><run_at><seq><id>``, which the
+                             claim never reads (``lua/key_limits.lua``)
+``key_counts``        HASH   concurrency key → its tasks in the ready set proper or running (the
+                             policy's ``key_concurrency``; a key at 0 has no field)
 ``scheduled``         ZSET   id → due ms (delayed tasks and retries waiting for their backoff)
 ``running``           ZSET   id → lease expiry ms
 ``done:<state>``      ZSET   id → finished ms, for succeeded, failed, dead and cancelled
@@ -276,6 +281,7 @@ class QueueKeys:
     redrive: str
     rates: str
     rates_full: str
+    key_counts: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -315,6 +321,7 @@ class QueueKeys:
             redrive=p + "redrive",
             rates=p + "rates",
             rates_full=p + "rates_full",
+            key_counts=p + "key_counts",
         )
 
     def log(self, task_id: str) -> str:
@@ -365,4 +372,5 @@ class QueueKeys:
             self.redrive,
             self.rates,
             self.rates_full,
+            self.key_counts,
         )

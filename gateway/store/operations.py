@@ -233,7 +233,7 @@ class OperationsStore:
             chunk = task_ids[start : start + self.chunk]
             replies = await self._scripts.call(
                 "resubmit",
-                [k.meta, k.ready, k.seq, k.dead, k.attempts],
+                [k.meta, k.ready, k.seq, k.dead, k.attempts, k.policy, k.key_counts],
                 [
                     now_ms,
                     "1" if reset_attempts else "0",

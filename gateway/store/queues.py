@@ -45,6 +45,7 @@ class QueueStore:
             *_, created, _, created_ms, _ = await pipe.execute()
         if replacing:
             await self._scripts.lower_due(name, now_ms)
+            await self.rebalance_keys(name, now_ms)
         return StoredQueue(name, policy, int(created_ms)), bool(created)
 
     async def patch(self, name: str, fields: dict[str, object], now_ms: int) -> StoredQueue:
@@ -55,7 +56,23 @@ class QueueStore:
         if not encoded:
             raise QueueNotFound(name)
         await self._scripts.lower_due(name, now_ms)
+        if "key_concurrency" in fields:
+            await self.rebalance_keys(name, now_ms)
         return await self.require(name)
+
+    async def rebalance_keys(self, name: str, now_ms: int) -> int:
+        """Move held tasks of concurrency keys that have room under the queue's policy now (a
+        raised or removed ``key_concurrency``) to the ready set; returns how many moved.
+
+        A gateway that stops between the policy's write and this leaves those tasks held until
+        their key's next task ends, or the next change of the policy: none is lost."""
+        k = QueueKeys.of(name)
+        moved: int = await self._scripts.call(
+            "key_rebalance",
+            [k.policy, k.meta, k.ready, k.seq, k.key_counts],
+            [now_ms, keys.WAKE_CHANNEL, name],
+        )
+        return moved
 
     async def get(self, name: str) -> StoredQueue | None:
         raw = cast(
@@ -80,6 +97,21 @@ class QueueStore:
             for name, policy in zip(names, raw, strict=True)
             if policy is not None
         }
+
+    async def stored(self, names: Sequence[str]) -> list[StoredQueue]:
+        """The queues named, in one round trip, in the order given (a queue gone is left
+        out)."""
+        if not names:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hmget(QueueKeys.of(name).policy, ["policy", "created_ms"])
+            raw = cast(list[list[str | None]], await pipe.execute())
+        return [
+            StoredQueue(name, QueuePolicy.model_validate_json(policy), int(created_ms))
+            for name, (policy, created_ms) in zip(names, raw, strict=True)
+            if policy is not None and created_ms is not None
+        ]
 
     async def require(self, name: str) -> StoredQueue:
         queue = await self.get(name)

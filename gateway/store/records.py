@@ -97,6 +97,7 @@ class NewTask:
     heartbeat_ms: int | None = None
     notify: str | None = None
     rate_key: str | None = None  # its bucket under the queue's key_rate_limit (gateway.rate_keys)
+    concurrency_key: str | None = None  # its key under key_concurrency (lua/key_limits.lua)
 
     def record_json(self) -> str:
         return dump_json(self.record())
@@ -128,6 +129,7 @@ class NewTask:
             "hbi": self.heartbeat_ms,
             "nfy": self.notify,
             "rk": self.rate_key,
+            "ck": self.concurrency_key,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
         return record
@@ -353,6 +355,7 @@ def task_from_record(
         capability=record.get("cap"),
         dedup_key=record.get("dk"),
         singleton_key=record.get("sk"),
+        concurrency_key=record.get("ck"),
         group=record.get("grp"),
         depends_on=record.get("deps") or [],
         pass_results="rs" in record,

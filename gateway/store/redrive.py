@@ -79,7 +79,7 @@ class RedriveStore:
         k = QueueKeys.of(queue)
         replies = await self._scripts.call(
             "resubmit",
-            [k.meta, k.ready, k.seq, k.dead, k.attempts],
+            [k.meta, k.ready, k.seq, k.dead, k.attempts, k.policy, k.key_counts],
             [
                 now_ms,
                 "redrive",

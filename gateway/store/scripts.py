@@ -2,10 +2,11 @@
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
 ``ARGV[i]`` is. The helpers a script uses are prepended to it: those of
-``lua/prelude.lua`` (shared helpers), of ``lua/health.lua`` (endpoint health and the circuit
-breaker) for those in ``WITH_HEALTH``, and of ``lua/job_helpers.lua`` for the job scripts in
-``WITH_JOB_HELPERS``; only the ones it names, directly or through another helper (every
-compiled helper stays in Lua's heap, which its garbage collector walks as scripts run).
+``lua/prelude.lua`` (shared helpers) and ``lua/key_limits.lua`` (per-key concurrency), of
+``lua/health.lua`` (endpoint health and the circuit breaker) for those in ``WITH_HEALTH``, and
+of ``lua/job_helpers.lua`` for the job scripts in ``WITH_JOB_HELPERS``; only the ones it names,
+directly or through another helper (every compiled helper stays in Lua's heap, which its
+garbage collector walks as scripts run).
 Scripts run with EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart or
 a failover).
 
@@ -80,6 +81,7 @@ ScriptName = Literal[
     "delete_run",
     "open_session",
     "sign_in_attempt",
+    "key_rebalance",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
@@ -147,7 +149,11 @@ def _source(name: ScriptName) -> str:
             f"local function main()\n{body}\nend\n"
             f"local reply = main()\nreturn {{announce(KEYS[{ANNOUNCING[name]}]), reply}}\n"
         )
-    helpers = [f"local RELINK_AFTER_MS = {RELINK_AFTER_MS}\n", _read("prelude")]
+    helpers = [
+        f"local RELINK_AFTER_MS = {RELINK_AFTER_MS}\n",
+        _read("prelude"),
+        _read("key_limits"),
+    ]
     if name in WITH_HEALTH:
         helpers.append(_read("health"))
     if name in WITH_JOB_HELPERS:

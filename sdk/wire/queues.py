@@ -77,6 +77,24 @@ class KeyRateLimit(RateLimit):
     )
 
 
+class KeyConcurrency(InputModel):
+    """At most ``limit`` tasks per concurrency key running (or ready to run) at once, e.g. 2 per
+    ``customer_id``, with fair rotation between keys. A task's key is its own
+    ``concurrency_key`` when it gives one, else the payload's value at ``path`` (read when it
+    is enqueued, as for ``key_rate_limit``); a task with neither is not limited by key. The
+    tasks of a key at its limit wait in the queue (state 'queued') without delaying the others;
+    when one of its tasks ends, the next goes behind the tasks of other keys already waiting."""
+
+    limit: int = Field(ge=1, le=100_000, description="Tasks of one key running at once.")
+    path: str | None = Field(
+        None,
+        max_length=256,
+        pattern=RATE_KEY_PATH_PATTERN,
+        description="Dot path into the payload, e.g. 'kwargs.customer_id' (as key_rate_limit's); "
+        "none: only tasks that give a concurrency_key are limited.",
+    )
+
+
 class CircuitBreaker(InputModel):
     """When an endpoint keeps failing: after ``failures`` failed pushes in a row it gets no
     pushes for ``open_for`` seconds, then one probe; each failed probe doubles the pause, up to
@@ -190,6 +208,11 @@ class QueuePolicy(InputModel):
         description="Dispatches per second per value of one payload field (e.g. per "
         "customer); none when absent.",
     )
+    key_concurrency: KeyConcurrency | None = Field(
+        None,
+        description="Tasks running at once per concurrency key (e.g. per customer), with fair "
+        "rotation between keys; none when absent.",
+    )
     circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
     dedup_window: Seconds = Field(
         3600.0, description="How long a dedup key keeps returning the first task."
@@ -223,7 +246,7 @@ class QueuePolicyPatch(InputModel):
                         },
                     }
                 }
-                for field in ("rate_limit", "key_rate_limit", "redrive")
+                for field in ("rate_limit", "key_rate_limit", "key_concurrency", "redrive")
             ]
         }
     )
@@ -259,6 +282,14 @@ class QueuePolicyPatch(InputModel):
     remove_key_rate_limit: bool | None = Field(
         None, description="true drops the per-key rate limit; not with a key_rate_limit."
     )
+    key_concurrency: KeyConcurrency | None = Field(
+        None,
+        description="Sets the per-key concurrency; remove_key_concurrency drops it (the tasks "
+        "it held go to the queue at once).",
+    )
+    remove_key_concurrency: bool | None = Field(
+        None, description="true drops the per-key concurrency; not with a key_concurrency."
+    )
     circuit_breaker: CircuitBreaker | None = Field(
         None,
         description="Replaces the queue's circuit breaker whole: its fields not given take "
@@ -289,7 +320,12 @@ class Queue(OutputModel):
 
 
 class QueueList(OutputModel):
+    """A page of queues in name order."""
+
     items: list[Queue]
+    next_cursor: str | None = Field(
+        None, description="Pass as cursor to get the next page; null on the last page."
+    )
 
 
 class EndpointCreate(InputModel):

@@ -97,6 +97,11 @@ class TaskCreate(InputModel):
         description="At most one queued or scheduled task per key in the queue: while one "
         "waits to run, enqueueing another returns it (200).",
     )
+    concurrency_key: Key | None = Field(
+        None,
+        description="This task's key under the queue's key_concurrency (which must be set: 422 "
+        "otherwise), instead of the value at its path in the payload.",
+    )
     depends_on: list[TaskId] = Field(
         default_factory=list,
         max_length=100,
@@ -245,6 +250,9 @@ class Task(OutputModel):
     capability: str | None = None
     dedup_key: str | None = None
     singleton_key: str | None = None
+    concurrency_key: str | None = Field(
+        None, description="Its key under the queue's key_concurrency, if it has one."
+    )
     group: str | None = None
     depends_on: list[str] = Field(default_factory=list)
     pass_results: bool = False

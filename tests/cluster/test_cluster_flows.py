@@ -175,3 +175,19 @@ async def test_the_gauges_read_depths_of_queues_on_different_primaries(
     assert reading.queues == {"parked", LEFT, RIGHT}
     assert reading.depth["parked"][TaskState.QUEUED] == 1
     assert sum(reading.depth[RIGHT].values()) == 0
+
+
+async def test_tasks_of_a_concurrency_key_run_and_leave_no_count(
+    rig: Rig, redis_cluster: list[int]
+) -> None:
+    """Per-key concurrency's scripts on the cluster: held tasks go as their key's tasks end,
+    a policy change moves the rest, and nothing of the key is left."""
+    r = await rig.api.patch(f"/v1/queues/{LEFT}", json={"key_concurrency": {"limit": 1}})
+    assert r.status_code == 200, r.text
+    ids = [await rig.enqueue("echo", {"n": n}, queue=LEFT, concurrency_key="a") for n in range(4)]
+    r = await rig.api.patch(f"/v1/queues/{LEFT}", json={"remove_key_concurrency": True})
+    assert r.status_code == 200, r.text
+    for task_id in ids:
+        assert (await rig.finished(task_id))["state"] == "succeeded"
+    with RedisCluster(host="127.0.0.1", port=redis_cluster[0]) as client:
+        assert client.exists(f"jg:{{{LEFT}}}:key_counts") == 0

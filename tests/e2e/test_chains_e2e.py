@@ -97,3 +97,20 @@ def test_a_cancelled_link_fails_the_rest_of_the_chain(cluster: Cluster, tmp_path
     ended = client.wait(handle.tasks[1].id, timeout=20)
     assert ended.state in ENDED_BADLY
     assert handle.tasks[0].id in (ended.error or "")
+
+
+def test_a_link_matched_by_its_dedup_key_passes_the_earlier_tasks_result(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A chain's first link with the dedup key of a task that already ran is that task: it does
+    not run again, and the next link gets its result."""
+    client = start(cluster, tmp_path)
+    add, scale, _, _, _ = producer_side(client)
+    earlier = add.apply(args=(1, 2), dedup_key="sum-1-2")
+    assert earlier.result(timeout=30) == 3
+    handle = chain(add.s(1, 2).set(dedup_key="sum-1-2"), scale.s(10)).delay()
+    assert handle.result(timeout=30) == 30
+    first, second = handle.tasks
+    assert (first.id, first.deduplicated) == (earlier.id, True)
+    assert len(client.get_task(earlier.id).attempts) == 1  # it ran once, for the first enqueue
+    assert client.get_task(second.id).depends_on == [earlier.id]

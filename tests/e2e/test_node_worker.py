@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import pytest
@@ -87,6 +88,31 @@ def test_a_task_failing_for_good_is_not_retried(setup: tuple[Cluster, str, str])
     (attempt,) = done.attempts  # 422: failed, not retried
     assert (attempt.outcome, attempt.http_status, attempt.task_failure) == ("failed", 422, True)
     assert attempt.error == "a and b must be numbers"
+
+
+def test_a_retried_task_replays_its_recorded_step(
+    setup: tuple[Cluster, str, str], tmp_path: Path
+) -> None:
+    """``checkout`` charges in a step (a line in the ledger file), sleeps 1 s, then fails on
+    attempt 1: attempt 2 gets the charge back from the push's ``steps`` without running it."""
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    ledger = tmp_path / "ledger.txt"
+    task = client.enqueue("node", "checkout", {"ledger": str(ledger), "sleep_ms": 1000})
+    done = client.wait(task.id, timeout=40)
+    assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
+    assert ledger.read_text().splitlines() == ["charge"]  # charged once in two attempts
+    assert done.result == {
+        "charge": {"payment": f"pay_{task.id}", "attempt": 1},  # attempt 1's, replayed
+        "shipment": {"tracking": f"TRK-{task.id}", "attempt": 2},
+    }
+    # The sleep ended attempt 1 as released (none spent); its return failed; attempt 2 shipped.
+    assert [a.outcome for a in done.attempts] == ["released", "error", "succeeded"]
+    assert [(step.name, step.attempt) for step in done.steps] == [
+        ("charge", 1),
+        ("settle", 1),
+        ("ship", 2),
+    ]
 
 
 def signed(secret: str, body: bytes, message_id: str = "01JNODETEST") -> dict[str, str]:

@@ -108,6 +108,19 @@ async def test_a_sleep_comes_back_at_its_time_without_spending_an_attempt(rig: R
     assert started >= until_at - timedelta(milliseconds=5)
 
 
+async def admin_page(at: Rig, path: str) -> str:
+    """The admin UI's page at ``path``, signed in as admin."""
+    async with httpx.AsyncClient(base_url=at.url) as web:
+        form = await web.get("/admin/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf
+        data = {"csrf": csrf[1], "api_key": ADMIN, "next": "/admin/queues"}
+        assert (await web.post("/admin/login", data=data)).status_code == 303
+        page = await web.get(path)
+    assert page.status_code == 200, page.text
+    return page.text
+
+
 async def test_the_admin_task_page_lists_the_steps(rig: Rig) -> None:  # noqa: F811
     task_id, base, lease = await rig.running()
     async with httpx.AsyncClient() as cb:
@@ -117,14 +130,60 @@ async def test_the_admin_task_page_lists_the_steps(rig: Rig) -> None:  # noqa: F
             headers={"jobgate-lease": lease},
         )
         assert step.status_code == 200, step.text
-    async with httpx.AsyncClient(base_url=rig.url) as web:
-        form = await web.get("/admin/login")
-        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
-        assert csrf
-        data = {"csrf": csrf[1], "api_key": ADMIN, "next": "/admin/queues"}
-        assert (await web.post("/admin/login", data=data)).status_code == 303
-        page = await web.get(f"/admin/tasks/{task_id}")
-    assert page.status_code == 200, page.text
-    assert "Steps (1)" in page.text
-    assert "charge-&lt;card&gt;" in page.text  # escaped
-    assert "r-991" in page.text
+    page = await admin_page(rig, f"/admin/tasks/{task_id}")
+    assert "Steps (1)" in page
+    assert "charge-&lt;card&gt;" in page  # escaped
+    assert "r-991" in page
+
+
+def field(page: str, name: str) -> str:
+    """The text of the admin page's element marked ``data-field="<name>"``, tags removed."""
+    found = re.search(rf'<(\w+)[^>]*data-field="{name}"[^>]*>(.*?)</\1>', page, re.DOTALL)
+    assert found, f"no {name} on the page"
+    return re.sub(r"<[^>]+>", "", found[2]).strip()
+
+
+async def test_the_admin_task_page_shows_what_the_api_shows_of_failures_and_results(
+    rig: Rig,  # noqa: F811
+) -> None:
+    """A failure the worker reported as the task's own, a dependent that asked for results
+    (with its trace and completion callback), and a success with a warning: each shown on the
+    task's page as the API gives it."""
+    failing, base, lease = await rig.running()
+    trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    dependent = await rig.api.post(
+        "/v1/queues/q/tasks",
+        json={
+            "name": "job",
+            "depends_on": [failing],
+            "pass_results": True,
+            "notify": "http://127.0.0.1:9/done",
+            "traceparent": trace,
+        },
+    )
+    assert dependent.status_code == 201, dependent.text
+    async with httpx.AsyncClient() as cb:
+        error = {"error": "card <declined>", "retryable": False}
+        ended = await cb.post(f"{base}/error", json=error, headers={"jobgate-lease": lease})
+        assert ended.status_code == 200, ended.text
+    failed = await rig.task(failing)
+    assert failed["attempts"][0]["task_failure"] is True
+    page = await admin_page(rig, f"/admin/tasks/{failing}")
+    assert field(page, "task_failure") == "task's own failure:"
+    assert "card &lt;declined&gt;" in page
+
+    view = await rig.task(dependent.json()["id"])
+    assert (view["pass_results"], view["trace_id"]) == (True, trace.split("-")[1])
+    page = await admin_page(rig, f"/admin/tasks/{view['id']}")
+    assert field(page, "pass_results").startswith("yes")
+    assert field(page, "trace_id") == view["trace_id"]
+    assert field(page, "notify").startswith("http://127.0.0.1:9/done")
+
+    warned, base, lease = await rig.running()
+    async with httpx.AsyncClient() as cb:
+        result = {"result": 1, "warning": "2 rows <skipped>"}
+        ended = await cb.post(f"{base}/result", json=result, headers={"jobgate-lease": lease})
+        assert ended.status_code == 200, ended.text
+    assert (await rig.task(warned))["warning"] == "2 rows <skipped>"
+    page = await admin_page(rig, f"/admin/tasks/{warned}")
+    assert field(page, "warning") == "warning 2 rows &lt;skipped&gt;"

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
+from gateway.jobs.definition import machine_zone
 from gateway.settings import ApiKey, Settings
 from sdk.wire import LAST_SUCCESSFUL_RUN
+from sdk.wire.timezones import check_timezone
 from tests.support import gateway_client
 
 from .test_api import problem
@@ -119,6 +124,44 @@ async def test_replace_patch_clone_delete(api: httpx.AsyncClient) -> None:
     problem(await api.delete(f"/v1/jobs/{job['id']}"), 404)
     problem(await api.put(f"/v1/jobs/{job['id']}", json=job_body()), 404)
     assert [j["id"] for j in (await api.get("/v1/jobs")).json()["items"]] == [clone.json()["id"]]
+
+
+async def test_a_job_stored_with_localtime_by_an_older_gateway_is_readable(
+    api: httpx.AsyncClient, redis_url: str
+) -> None:
+    """Gateways before the fixed zone list took ``localtime`` (the machine's tz database has it);
+    this one refuses it on write, and read such a stored job as a 500. It reads as the zone
+    ``localtime`` names on this machine, everywhere the job is read, and a save stores that."""
+    job = await create(api, schedule=CRON)
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    key = f"jg:{{job:{job['id']}}}:job"
+    stored = json.loads(await redis.hget(key, "def"))
+    stored["schedule"]["timezone"] = "localtime"
+    await redis.hset(key, "def", json.dumps(stored))
+    zone = machine_zone()
+    got = await api.get(f"/v1/jobs/{job['id']}")
+    assert got.status_code == 200, got.text
+    assert got.json()["schedule"]["timezone"] == zone
+    assert [j["schedule"]["timezone"] for j in (await api.get("/v1/jobs")).json()["items"]] == [
+        zone
+    ]
+    preview = await api.get(f"/v1/jobs/{job['id']}/preview")
+    assert (preview.status_code, preview.json()["timezone"]) == (200, zone)
+    patched = await api.patch(f"/v1/jobs/{job['id']}", json={"title": "Renamed"})
+    assert patched.status_code == 200, patched.text
+    assert json.loads(await redis.hget(key, "def"))["schedule"]["timezone"] == zone
+    await redis.aclose()
+
+
+def test_the_machine_zone_is_the_one_localtime_links_to(tmp_path: Path) -> None:
+    zoneinfo_dir = tmp_path / "zoneinfo"
+    (zoneinfo_dir / "Europe").mkdir(parents=True)
+    (zoneinfo_dir / "Europe" / "Berlin").write_bytes(b"TZif")
+    (zoneinfo_dir / "localtime").symlink_to(zoneinfo_dir / "Europe" / "Berlin")
+    assert machine_zone((str(tmp_path / "nowhere"), str(zoneinfo_dir))) == "Europe/Berlin"
+    (zoneinfo_dir / "localtime").unlink()
+    assert machine_zone((str(zoneinfo_dir),)) == "UTC"  # no link: UTC, a fixed zone
+    assert check_timezone(machine_zone()) == machine_zone()  # this machine's: an accepted name
 
 
 async def test_preview_lists_the_next_fire_times(api: httpx.AsyncClient) -> None:

@@ -109,6 +109,9 @@ async def test_a_member_matched_by_its_dedup_key_passes_the_earlier_tasks_result
     asking = task(now, depends_on=(again.id,), results_from=(("q", again.id),))
     stored = await stores.tasks.enqueue("q", [again, asking], now)
     assert stored[0].duplicate_of == earlier.id
+    record = await stores.tasks.record("q", asking.id)
+    assert record is not None
+    assert record["deps"] == [earlier.id]  # shown as depending on the task that exists
     await finish(stores, "q", {earlier.id: '"first"'})
     claim = await stores.tasks.claim("q", 10, "s", stores.clock.now_ms())
     (lease,) = claim.leases

@@ -65,6 +65,22 @@ def test_a_chord_is_the_group_then_a_callback_on_every_member(
     assert callback["payload"] == {"args": [], "kwargs": {"label": "t"}, "results_as": "list"}
 
 
+def test_a_chain_keeps_its_links_dedup_and_singleton_keys(
+    gw: respx.MockRouter,  # noqa: F811
+    client: Client,  # noqa: F811
+) -> None:
+    """The store makes a link matched by its key wait-for-able (docs/idempotency.md): the keys
+    go out as given, beside the chain's own depends_on."""
+    first = add.s(1, 2).set(dedup_key="order-7")
+    chain(first, add.s(10).set(singleton_key="sum")).apply(client)
+    [sent] = batches(gw)
+    assert [(t.get("dedup_key"), t.get("singleton_key")) for t in sent] == [
+        ("order-7", None),
+        (None, "sum"),
+    ]
+    assert sent[1]["depends_on"] == [sent[0]["id"]]
+
+
 def test_chains_refuse_what_cannot_work() -> None:
     with pytest.raises(TypeError):
         add.s(10).delay()  # needs a previous result
@@ -72,8 +88,6 @@ def test_chains_refuse_what_cannot_work() -> None:
         chain(add.s(1, 2), elsewhere.s())
     with pytest.raises(TypeError):
         chain(add.s(1, 2), add.s(1, 2)).create()  # the second does not take a result
-    with pytest.raises(ValueError, match="no dedup_key"):
-        chain(add.s(1, 2).set(dedup_key="k"), add.s(3))
     with pytest.raises(ValueError, match="at most 100"):
         chord(group(*(add.s(i, i) for i in range(101))), total.s())
 

@@ -11,13 +11,14 @@ import hashlib
 import importlib.util
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from sdk import Warn, Worker, task
+from sdk import AsyncContext, Warn, Worker, task
 from sdk.lambda_handler import LambdaHandler, lambda_handler
 from tests.sdk.fakes import OTHER_SECRET, SECRET, FakeGateway, push_body, signed_headers
 
@@ -250,12 +251,30 @@ async def outlasts_the_window() -> str:
     return "late"
 
 
+@task(queue="lambda", name="two_naps")
+async def two_naps(ctx: AsyncContext) -> str:
+    for n in range(2):
+        await ctx.step(f"nap-{n}", asyncio.sleep, 0.2)
+    return "rested"
+
+
+class Remaining(Context):
+    """A context whose invocation has ``ms`` milliseconds left."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.ms
+
+
 @pytest.fixture
 def make_handler(make_worker: Callable[..., Worker]) -> Iterator[Callable[..., LambdaHandler]]:
     made: list[LambdaHandler] = []
 
-    def make(**options: Any) -> LambdaHandler:
-        made.append(lambda_handler(make_worker([warned, outlasts_the_window], **options)))
+    def make(follow_time_limit: bool = True, **options: Any) -> LambdaHandler:
+        worker = make_worker([warned, outlasts_the_window, two_naps], **options)
+        made.append(lambda_handler(worker, follow_time_limit=follow_time_limit))
         return made[-1]
 
     yield make
@@ -284,3 +303,26 @@ def test_a_task_past_the_inline_window_ends_within_the_invocation(
         assert gateway.kinds()[-1] == "result"
         assert gateway.calls[-1].body == {"result": "late"}
     assert handler.worker.running == 0
+
+
+def test_a_step_that_would_outlast_the_invocation_is_handed_over(
+    make_handler: Callable[..., LambdaHandler], gateway: FakeGateway
+) -> None:
+    """0.45 s left: the first nap (0.2 s) runs, the second (0.2 s and the 0.1 s margin) would not
+    fit, so the task goes back for a fresh invocation by a sleep with no delay (no attempt
+    spent) instead of being cut by Lambda's timeout."""
+    handler = make_handler(time_limit_margin=0.1)
+    content, headers = signed_push("two_naps", None)
+    answer = handler(function_url_event(content, headers, False), Remaining(450))
+    assert answer["statusCode"] == 202
+    assert gateway.kinds() == ["step", "sleep"]
+    assert gateway.calls[0].body == {"name": "nap-0"}  # a null result is left out
+    until = datetime.fromisoformat(gateway.calls[1].body["until"])
+    assert until <= datetime.now(UTC)
+    assert handler.worker.runner.invocation_ends is None  # set for the invocation only
+
+    for spare, left in ((handler, 30_000), (make_handler(follow_time_limit=False), 450)):
+        gateway.calls.clear()  # with time to spare, or the limit not followed: both naps run
+        answer = spare(function_url_event(content, headers, False), Remaining(left))
+        assert (answer["statusCode"], answer["body"]) == (200, '"rested"')
+        assert gateway.kinds() == ["step", "step"]

@@ -1,18 +1,23 @@
 """``ctx.step`` and ``ctx.sleep`` in both contexts, on a recording channel: a step runs once and
 is recorded before it returns, a recorded one replays without running, a name is used once per
-attempt, and a sleep records itself then raises ``Sleep`` until its time has passed."""
+attempt, a sleep records itself then raises ``Sleep`` until its time has passed, and a step that
+would not fit before a known time limit hands the task over."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from pydantic import JsonValue
 
-from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
-from sdk.errors import DuplicateStep, Sleep
+from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo, TimeBudget
+from sdk.errors import DuplicateStep, HandOver, Sleep
 from sdk.outcomes import failure
+from sdk.runner import Runner
+from sdk.wire import PushBody
+from tests.sdk.fakes import push_body
 
 
 def info(**steps: JsonValue) -> TaskInfo:
@@ -106,3 +111,56 @@ def test_the_sync_sleep_needs_an_aware_time() -> None:
 
 def test_a_detached_sync_step_needs_no_event_loop() -> None:
     assert Context(info(), DetachedChannel()).step("x", lambda: {"a": 1}) == {"a": 1}
+
+
+async def test_a_step_that_would_not_fit_before_the_time_limit_hands_the_task_over() -> None:
+    channel = DetachedChannel()
+    past = TimeBudget(time.monotonic() - 1, margin=0.0)  # no time left at all
+    ctx = AsyncContext(info(done=1), channel, budget=past)
+    calls = Calls()
+    assert await ctx.step("done", calls, 2) == 1  # a replay runs nothing: never handed over
+    assert await ctx.step("first", calls, 3) == 3  # the first step run here always runs
+    with pytest.raises(HandOver) as handed:
+        await ctx.step("second", calls, 4)
+    assert (calls.n, channel.steps) == (1, {"first": 3})
+    assert handed.value.left < 0 <= handed.value.needed
+    verdict = failure(handed.value)  # a sleep with no delay: pushed again at once, no attempt
+    assert verdict is not None
+    assert verdict.sleep_until is not None
+    assert verdict.sleep_until <= datetime.now(UTC)
+    assert (ctx.time_left or 0) < 0
+
+
+def test_steps_run_while_the_longest_one_plus_the_margin_fits() -> None:
+    channel = DetachedChannel()
+    budget = TimeBudget(time.monotonic() + 0.5, margin=0.2)
+    ctx = Context(info(), channel, budget=budget)
+    nap = 0.1  # so each step takes at least this: 0.1 + 0.2 fits in the 0.5 s once, not twice
+    ctx.step("a", time.sleep, nap)
+
+    def more() -> None:
+        for n in range(5):
+            ctx.step(f"b{n}", time.sleep, nap)
+
+    with pytest.raises(HandOver):
+        more()
+    assert list(channel.steps) in (["a"], ["a", "b0"])
+    assert Context(info(), DetachedChannel()).time_left is None  # no limit known: none applies
+
+
+def test_the_workers_time_limit_the_invocations_end_and_the_deadline_bound_an_attempt() -> None:
+    runner = Runner([], time_limit=60, time_limit_margin=0.5)
+
+    def ending_in(seconds: float) -> PushBody:
+        deadline = datetime.now(UTC) + timedelta(seconds=seconds)
+        return PushBody.model_validate(push_body("x", deadline=deadline.isoformat()))
+
+    near, far = ending_in(10), ending_in(3600)
+    assert [round(b.left()) if b else None for b in map(runner._budget, (near, far))] == [10, 60]
+    runner.invocation_ends = time.monotonic() + 5  # a Lambda invocation with 5 s left
+    budget = runner._budget(far)
+    assert budget is not None
+    assert (round(budget.left()), budget.margin) == (5, 0.5)
+    assert Runner([])._budget(far) is None  # no limit known: no budget, no hand-over
+    with pytest.raises(ValueError, match="time_limit"):
+        Runner([], time_limit=0)

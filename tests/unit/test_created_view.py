@@ -15,7 +15,14 @@ from gateway.services.created import created_view as _created_view
 from gateway.services.tasks import _new_plain_task, _new_task, _plain
 from gateway.store.records import dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
-from sdk.wire import BatchCreated, KeyRateLimit, QueuePolicy, TaskCreate, TaskState
+from sdk.wire import (
+    BatchCreated,
+    KeyConcurrency,
+    KeyRateLimit,
+    QueuePolicy,
+    TaskCreate,
+    TaskState,
+)
 
 NOW = 1_763_887_000_123
 DEP = "01KAQ2Z8X3J5N7P9R1T3V5X7Z9"
@@ -59,7 +66,7 @@ def test_the_answer_is_the_stored_record_read_back(
 ) -> None:
     policy = QueuePolicy(max_attempts=4, key_rate_limit=None)
     spec = TaskCreate.model_validate(fields)
-    new = _new_task(spec, NOW, {DEP: "elsewhere"}, "q", None, request_trace)
+    new = _new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy, request_trace)
     record = new.record()
     record.update(state=state.value, att=0)
     if state is TaskState.WAITING:
@@ -81,7 +88,7 @@ def test_the_answer_is_the_stored_record_read_back(
 def test_a_batch_answer_is_the_models_json_with_earlier_tasks_as_they_are() -> None:
     policy = QueuePolicy(max_attempts=4)
     specs = [TaskCreate.model_validate(fields) for fields in SPECS]
-    news = [_new_task(spec, NOW, {DEP: "elsewhere"}, "q", None) for spec in specs]
+    news = [_new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy) for spec in specs]
     earlier = _created_view("q", specs[0], news[0], TaskState.SUCCEEDED, policy).model_copy(
         update={"deduplicated": True, "result": {"done": 1}}
     )
@@ -98,13 +105,21 @@ def test_a_batch_answer_is_the_models_json_with_earlier_tasks_as_they_are() -> N
 
 
 def test_a_keyed_queue_answers_alike() -> None:
-    policy = QueuePolicy(key_rate_limit=KeyRateLimit(path="kwargs.user", per_second=1, burst=1))
+    policy = QueuePolicy(
+        key_rate_limit=KeyRateLimit(path="kwargs.user", per_second=1, burst=1),
+        key_concurrency=KeyConcurrency(limit=2, path="kwargs.user"),
+    )
     spec = TaskCreate(name="keyed", payload={"kwargs": {"user": "u1"}})
-    new = _new_task(spec, NOW, {}, "q", policy.key_rate_limit)
+    new = _new_task(spec, NOW, {}, "q", policy)
+    assert new.record()["ck"] == "u1"
     record = new.record()
     record.update(state="queued", att=0)
     read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
-    assert _created_view("q", spec, new, TaskState.QUEUED, policy) == read_back
+    built = _created_view("q", spec, new, TaskState.QUEUED, policy)
+    assert built == read_back
+    assert built.concurrency_key == "u1"
+    written = built.model_dump_json().encode()
+    assert orjson.dumps(plain_json("q", new, TaskState.QUEUED, policy)) == written
 
 
 @pytest.mark.parametrize(
@@ -134,7 +149,9 @@ def test_a_plain_task_is_made_as_any_other(
     fields: dict[str, Any], request_trace: TraceHeaders | None
 ) -> None:
     spec = TaskCreate.model_validate(fields)
-    assert _plain(spec, None)
-    assert not _plain(spec, KeyRateLimit(path="kwargs.user", per_second=1, burst=1))
+    assert _plain(spec, QueuePolicy())
+    rated = KeyRateLimit(path="kwargs.user", per_second=1, burst=1)
+    assert not _plain(spec, QueuePolicy(key_rate_limit=rated))
+    assert not _plain(spec, QueuePolicy(key_concurrency=KeyConcurrency(limit=2, path="k")))
     made = _new_plain_task(spec, NOW, request_trace, DEP)
-    assert made == _new_task(spec, NOW, {}, "q", None, request_trace, DEP)
+    assert made == _new_task(spec, NOW, {}, "q", QueuePolicy(), request_trace, DEP)

@@ -4,7 +4,10 @@
 -- KEYS[1] meta   KEYS[2] ready   KEYS[3] scheduled   KEYS[4] done:cancelled   KEYS[5] queue hash
 -- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] notify
+-- KEYS[14] key_counts (per-key concurrency: key_limits.lua)
 -- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel prefix   ARGV[4] queue name
+-- ARGV[5] wake channel: told the queue name when cancelling a queued task of a concurrency key
+--         moved the key's next held task to the ready set
 -- Returns {'CANCELLED'} (then 'NOTICE' when a completion callback notice was recorded)
 --      | {'REQUESTED'} | {'FINISHED', state} | {'NOTASK'}
 --      or {'NOQUEUE'} (the queue is not registered)
@@ -22,8 +25,10 @@ if t.state == 'running' then
   save_task(KEYS[1], id, t)
   return {'REQUESTED'}
 end
+local counted = false  -- a task of a concurrency key, in the ready set proper
 if t.state == 'queued' then
   redis.call('ZREM', KEYS[2], ready_member(id, t))
+  counted = t.ck ~= nil and not is_held(t)
   left_ready(t)
 elseif t.state == 'scheduled' then
   redis.call('ZREM', KEYS[3], id)
@@ -38,8 +43,16 @@ local Q = {
   name = ARGV[4], policy = policy, meta = KEYS[1], ready = KEYS[2], seq = KEYS[6],
   scheduled = KEYS[3], waiting = KEYS[7], dependents = KEYS[8], groups = KEYS[9],
   outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], notify = KEYS[13], channel = ARGV[3],
-  now = now,
+  now = now, counts = KEYS[14],
 }
+key_hooks(Q)
+if counted then
+  local was_empty = Q.none_ready()
+  key_left(Q, t, now)
+  if was_empty and (Q.moved or 0) > 0 then
+    redis.call('PUBLISH', ARGV[5], ARGV[4])
+  end
+end
 t.state = 'cancelled'
 t.cancel = true
 t.finished = now

@@ -3,6 +3,7 @@
 -- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] dedup   KEYS[14] dedup expiry
 -- KEYS[15] singleton   KEYS[16] capabilities   KEYS[17] links   KEYS[18] notify
+-- KEYS[19] key_counts (per-key concurrency: key_limits.lua)
 -- ARGV[1] now ms   ARGV[2] queue name   ARGV[3] wake channel   ARGV[4] done channel prefix
 -- ARGV[5..] three values per task: id, initial record JSON (name, prio, created, run_at and
 --           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
@@ -34,8 +35,9 @@ local Q = {
   name = queue, policy = policy, meta = KEYS[2], ready = KEYS[4], seq = KEYS[6],
   scheduled = KEYS[5], waiting = KEYS[7], dependents = KEYS[8], groups = KEYS[9],
   outbox = KEYS[10], failed = KEYS[11], dead = KEYS[12], notify = KEYS[18], channel = ARGV[4],
-  now = now,
+  now = now, counts = KEYS[19],
 }
+key_hooks(Q)
 
 -- Refusals come before any write.
 local batch = {}
@@ -63,7 +65,7 @@ for i = 0, count - 1 do
   end
 end
 
-local was_empty = redis.call('ZCARD', KEYS[4]) == 0
+local was_empty = Q.none_ready()
 local default_window = ms(policy.dedup_window or 3600)
 local out = {'OK'}
 local stored = {}
@@ -131,7 +133,7 @@ for i = 0, count - 1 do
       redis.call('ZADD', KEYS[5], int(t.run_at), id)
       due_at(t.run_at)
     else
-      make_ready(KEYS[4], KEYS[6], id, t)
+      admit_ready(Q, id, t)
     end
     redis.call('HSET', KEYS[3], id, ARGV[7 + i * 3])
     save_task(KEYS[2], id, t)
@@ -152,10 +154,12 @@ for _, s in ipairs(stored) do
       cross[w] = true
     end
     local sources = {}
-    for _, dep in ipairs(t.deps or {}) do
+    for i, dep in ipairs(t.deps or {}) do
       if not cross[dep] then
-        -- A member matched to an earlier task is that task: wait for it.
-        sources[#sources + 1] = matched[dep] or dep
+        -- A member matched to an earlier task is that task: wait for it, and name it.
+        local source = matched[dep] or dep
+        t.deps[i] = source
+        sources[#sources + 1] = source
       end
     end
     for _, from in ipairs(t.rs or {}) do  -- pass_results: that task's result, too
@@ -212,7 +216,7 @@ end
 -- Told once the ready set stops being empty: '<queue> <tasks now ready>[ <gateway>]' (they are
 -- all new), so each gateway wakes as many pull polls as there are tasks.
 if was_empty then
-  local ready = redis.call('ZCARD', KEYS[4])
+  local ready = ready_count(Q)
   if ready > 0 then
     local origin = ARGV[#ARGV]
     redis.call('PUBLISH', ARGV[3], queue .. ' ' .. ready .. (origin ~= '' and ' ' .. origin or ''))

@@ -5,7 +5,7 @@
 -- KEYS[6] inflight     KEYS[7] ready   KEYS[8] scheduled   KEYS[9] seq   KEYS[10] endpoints
 -- KEYS[11] done:succeeded   KEYS[12] done:failed   KEYS[13] done:dead   KEYS[14] done:cancelled
 -- KEYS[15] waiting   KEYS[16] dependents   KEYS[17] groups   KEYS[18] outbox   KEYS[19] stalls
--- KEYS[20] health   KEYS[21] notify
+-- KEYS[20] health   KEYS[21] notify   KEYS[22] key_counts (per-key concurrency: key_limits.lua)
 -- ARGV[1] now ms   ARGV[2] done channel prefix (the task id is appended)   ARGV[3] queue name
 -- ARGV[4] wake channel: told the queue name when an attempt ended (room on its endpoint) while
 --         ready tasks wait, so every gateway's dispatcher may claim, not only this one's
@@ -54,8 +54,9 @@ local Q = {
   name = ARGV[3], policy = policy, meta = KEYS[2],
   ready = KEYS[7], seq = KEYS[9], scheduled = KEYS[8], waiting = KEYS[15],
   dependents = KEYS[16], groups = KEYS[17], outbox = KEYS[18], failed = KEYS[12],
-  dead = KEYS[13], notify = KEYS[21], channel = CHANNEL, now = now,
+  dead = KEYS[13], notify = KEYS[21], channel = CHANNEL, now = now, counts = KEYS[22],
 }
+key_hooks(Q)
 local ended = {}
 local breaker = policy.circuit_breaker or {failures = 5, open_for = 5, max_open_for = 300}
 local healths = {}
@@ -287,6 +288,9 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     record_notice(Q, id, t)
     ended[#ended + 1] = {id, next_state == 'succeeded', t.error or next_state, t.grp}
   end
+  if t.ck and t.state ~= 'queued' then
+    key_left(Q, t, now)  -- (back in the ready set at once, it stays counted)
+  end
   save(id, t)
   return {
     'OK', t.state, due, t.name, t.ver or '', int(t.started or now), int(t.created or now),
@@ -304,7 +308,7 @@ end
 flush()
 health_save(healths, KEYS[20])
 settle_all(Q, ended)
-if freed and redis.call('ZCARD', KEYS[7]) > 0 then
+if freed and not Q.none_ready() then
   redis.call('PUBLISH', ARGV[4], ARGV[3])
 end
 if Q.noticed then

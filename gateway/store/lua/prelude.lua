@@ -12,7 +12,7 @@
 --   interval this attempt is held to), acc (ms when the endpoint accepted this attempt: 202),
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
---   the task ended: see record_notice).
+--   the task ended: see record_notice), ck (concurrency key: key_limits.lua).
 
 -- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
 local function int(x)
@@ -169,6 +169,11 @@ local function release(Q, id, t)
     t.state = 'scheduled'
     redis.call('ZADD', Q.scheduled, int(t.run_at), id)
     due_at(t.run_at)
+  elseif Q.admit then
+    -- The queue's scripts with per-key concurrency hooks (key_limits.lua, key_hooks).
+    local was_empty = Q.none_ready()
+    Q.admit(id, t)
+    Q.woke = Q.woke or was_empty
   else
     local was_empty = redis.call('ZCARD', Q.ready) == 0
     make_ready(Q.ready, Q.seq, id, t)

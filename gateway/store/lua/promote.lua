@@ -1,5 +1,7 @@
 -- Move scheduled tasks whose time has come into the ready set.
--- KEYS[1] meta   KEYS[2] scheduled   KEYS[3] ready   KEYS[4] seq
+-- KEYS[1] meta   KEYS[2] scheduled   KEYS[3] ready   KEYS[4] seq   KEYS[5] queue hash
+-- KEYS[6] key_counts (a task of a concurrency key is admitted: key_limits.lua; the policy is
+-- read only when such a task is due)
 -- ARGV[1] now ms   ARGV[2] most tasks to move   ARGV[3] wake channel   ARGV[4] queue name
 -- Returns the number of tasks moved (entries of tasks no longer scheduled are dropped).
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -8,9 +10,22 @@ if #due == 0 then
 end
 local was_empty = redis.call('ZCARD', KEYS[3]) == 0
 local moved = 0
+local K = nil
 for _, id in ipairs(due) do
   local t = load_task(KEYS[1], id)
-  if t and t.state == 'scheduled' then
+  if t and t.state == 'scheduled' and t.ck then
+    if K == nil then
+      K = key_hooks({
+        policy = policy_of(KEYS[5]) or {}, ready = KEYS[3], seq = KEYS[4], meta = KEYS[1],
+        counts = KEYS[6],
+      })
+      -- Held tasks alone are nothing to claim (the tasks moved so far are all claimable).
+      was_empty = was_empty or ready_count(K) == moved
+    end
+    key_admit(K, id, t)
+    save_task(KEYS[1], id, t)
+    moved = moved + 1
+  elseif t and t.state == 'scheduled' then
     make_ready(KEYS[3], KEYS[4], id, t)
     save_task(KEYS[1], id, t)
     moved = moved + 1

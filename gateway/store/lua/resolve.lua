@@ -3,7 +3,7 @@
 -- Idempotent: a notice for a dependency no longer awaited changes nothing.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] ready   KEYS[4] seq   KEYS[5] scheduled
 -- KEYS[6] waiting   KEYS[7] dependents   KEYS[8] groups   KEYS[9] outbox   KEYS[10] done:failed
--- KEYS[11] done:dead   KEYS[12] notify
+-- KEYS[11] done:dead   KEYS[12] notify   KEYS[13] key_counts (per-key concurrency: key_limits.lua)
 -- ARGV[1] now ms   ARGV[2] done channel prefix   ARGV[3] queue name   ARGV[4] wake channel
 -- ARGV[5..] four values per notice: waiting task id, dependency id, '1' if it succeeded else '0',
 --           reason
@@ -18,9 +18,10 @@ local Q = {
   name = ARGV[3], policy = policy, meta = KEYS[2], ready = KEYS[3], seq = KEYS[4],
   scheduled = KEYS[5], waiting = KEYS[6], dependents = KEYS[7], groups = KEYS[8],
   outbox = KEYS[9], failed = KEYS[10], dead = KEYS[11], notify = KEYS[12], channel = ARGV[2],
-  now = now,
+  now = now, counts = KEYS[13],
 }
-local was_empty = redis.call('ZCARD', KEYS[3]) == 0
+key_hooks(Q)
+local was_empty = Q.none_ready()
 local changed = 0
 local ended = {}
 for i = 5, #ARGV, 4 do
@@ -29,7 +30,7 @@ for i = 5, #ARGV, 4 do
   end
 end
 settle_all(Q, ended)
-if was_empty and redis.call('ZCARD', KEYS[3]) > 0 then
+if was_empty and not Q.none_ready() then
   redis.call('PUBLISH', ARGV[4], ARGV[3])
 end
 return {changed, Q.noticed and 1 or 0}

@@ -2,6 +2,8 @@
 -- queue's redrive policy (gateway/redrive.py). Only tasks whose state is 'dead' move; their
 -- attempt history (``hist`` and the attempts hash) is kept.
 -- KEYS[1] meta   KEYS[2] ready   KEYS[3] seq   KEYS[4] done:dead   KEYS[5] attempts
+-- KEYS[6] queue hash   KEYS[7] key_counts (a task of a concurrency key is admitted:
+-- key_limits.lua; the policy is read only for such a task)
 -- ARGV[1] now ms
 -- ARGV[2] mode: '1' (operator; start the attempt count again) | '0' (operator; keep it) |
 --         'redrive' (the redrive policy)
@@ -30,6 +32,7 @@ end
 local was_empty = redis.call('ZCARD', KEYS[2]) == 0
 local replies = {}
 local moved = 0
+local K = nil
 
 -- Why the redrive policy leaves dead task ``t`` where it is, or nil when it moves it.
 local function mismatch(t)
@@ -85,7 +88,19 @@ for i = 8, #ARGV do
     t.first = nil
     t.cancel = nil
     t.run_at = now
-    make_ready(KEYS[2], KEYS[3], id, t)
+    if t.ck then
+      if K == nil then
+        K = key_hooks({
+          policy = policy_of(KEYS[6]) or {}, ready = KEYS[2], seq = KEYS[3], meta = KEYS[1],
+          counts = KEYS[7],
+        })
+        -- Held tasks alone are nothing to claim (the tasks moved so far are all claimable).
+        was_empty = was_empty or ready_count(K) == moved
+      end
+      key_admit(K, id, t)
+    else
+      make_ready(KEYS[2], KEYS[3], id, t)
+    end
     save_task(KEYS[1], id, t)
     moved = moved + 1
     replies[#replies + 1] = {'OK'}

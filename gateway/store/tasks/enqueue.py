@@ -56,6 +56,7 @@ def _enqueue_keys(queue: str) -> Packed:
             k.capabilities,
             k.links,
             k.notify,
+            k.key_counts,
         )
     )
 

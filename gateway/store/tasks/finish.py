@@ -83,6 +83,7 @@ def _finish_keys(k: QueueKeys) -> list[str]:
         k.stalls,
         k.health,
         k.notify,
+        k.key_counts,
     ]
 
 
@@ -160,8 +161,9 @@ class Finishing(StoreBase):
                 k.failed,
                 k.dead,
                 k.notify,
+                k.key_counts,
             ],
-            [task_id, now_ms, keys.DONE_CHANNEL_PREFIX, queue],
+            [task_id, now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL],
         )
         result = CancelResult(reply[0])
         if result is CancelResult.CANCELLED and len(reply) > 1:  # a notice was recorded

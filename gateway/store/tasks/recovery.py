@@ -32,7 +32,7 @@ class Recovering(StoreBase):
         k = QueueKeys.of(queue)
         moved: int = await self._scripts.call(
             "promote",
-            [k.meta, k.scheduled, k.ready, k.seq],
+            [k.meta, k.scheduled, k.ready, k.seq, k.policy, k.key_counts],
             [now_ms, limit, keys.WAKE_CHANNEL, queue],
         )
         return moved
