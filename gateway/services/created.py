@@ -133,6 +133,7 @@ def _plain(new: NewTask) -> bool:
         and new.concurrency_key is None
         and new.group is None
         and not new.depends_on
+        and not new.results_from
         and new.after_group is None
         and new.notify is None
     )

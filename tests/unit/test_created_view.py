@@ -3,6 +3,7 @@ must be the very Task that reading the stored record gives."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from gateway.services.created import Created, answer_json, created_json, plain_json
 from gateway.services.created import created_view as _created_view
 from gateway.services.tasks import _new_plain_task, _new_task, _plain
-from gateway.store.records import dump_json, task_from_record
+from gateway.store.records import NewTask, dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
     BatchCreated,
@@ -155,3 +156,30 @@ def test_a_plain_task_is_made_as_any_other(
     assert not _plain(spec, QueuePolicy(key_concurrency=KeyConcurrency(limit=2, path="k")))
     made = _new_plain_task(spec, NOW, request_trace, DEP)
     assert made == _new_task(spec, NOW, {}, "q", QueuePolicy(), request_trace, DEP)
+
+
+SAMPLE_VALUES = {
+    "int | None": 7,
+    "str | None": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    "tuple[str, ...]": (DEP,),
+    "tuple[tuple[str, str], ...]": (("elsewhere", DEP),),
+}
+
+
+@pytest.mark.parametrize(
+    "field",
+    [f for f in dataclasses.fields(NewTask) if f.default is not dataclasses.MISSING],
+    ids=lambda f: f.name,
+)
+@pytest.mark.parametrize("state", [TaskState.QUEUED, TaskState.WAITING])
+def test_every_option_of_a_new_task_comes_out_in_the_answer_as_the_general_path_writes_it(
+    field: dataclasses.Field[Any], state: TaskState
+) -> None:
+    """A field added to NewTask that the answer shows must also make the task not plain (or
+    the format string, written for plain tasks, would leave it out)."""
+    plain = _new_plain_task(TaskCreate(name="noop", payload={"n": 1}), NOW, None, DEP)
+    value = SAMPLE_VALUES[str(field.type)]
+    optioned = dataclasses.replace(plain, **{field.name: value})
+    policy = QueuePolicy(max_attempts=3)
+    general = orjson.dumps(created_json("q", optioned, state, policy))
+    assert orjson.dumps(plain_json("q", optioned, state, policy)) == general
