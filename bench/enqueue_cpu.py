@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -65,8 +65,9 @@ BODY = json.dumps({"name": "bench.worker_app.noop", "payload": {"n": 1}}).encode
 
 
 @contextmanager
-def gateway(tree: Path) -> Iterator[tuple[str, int]]:
-    """A managed Redis and a gateway run from ``tree``; yields its URL and process id."""
+def gateway(tree: Path) -> Iterator[tuple[str, int, int]]:
+    """A managed Redis and a gateway run from ``tree``; yields its URL, its process id and
+    Redis's."""
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as redis:
         port = free_port()
         env = {
@@ -95,7 +96,7 @@ def gateway(tree: Path) -> Iterator[tuple[str, int]]:
             headers = {"authorization": f"Bearer {KEY}"}
             answer = httpx.put(f"{url}/v1/queues/{QUEUE}", json={"paused": True}, headers=headers)
             answer.raise_for_status()
-            yield url, proc.pid
+            yield url, proc.pid, redis.process.pid if redis.process else 0
         finally:
             proc.terminate()
             proc.wait(15)
@@ -124,7 +125,7 @@ async def enqueue(url: str, count: int, in_flight: int) -> float:
 
 
 def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[str, float]:
-    with gateway(tree) as (url, pid):
+    with gateway(tree) as (url, pid, _):
         asyncio.run(enqueue(url, args.warmup, args.in_flight))
         spy = None
         if profile is not None:
@@ -168,6 +169,28 @@ def shares(speedscope: Path) -> dict[str, float]:
     return {k: v / whole * 100 for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
+Measure = Callable[[Path, argparse.Namespace, Path | None], dict[str, float]]
+
+
+def alternate(
+    trees: list[Path], args: argparse.Namespace, measure: Measure, prefix: str = ""
+) -> dict[Path, list[dict[str, float]]]:
+    """``measure`` each tree in turn, ``args.rounds`` times (a py-spy profile of each run in
+    ``args.profile`` when given), printing each run's figures; returns them by tree."""
+    runs: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
+    for n in range(args.rounds):
+        for i, tree in enumerate(trees):
+            profile = None
+            if args.profile is not None:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                profile = args.profile / f"{prefix}tree{i}-round{n + 1}.speedscope.json"
+            found = measure(tree, args, profile)
+            runs[tree].append(found)
+            shown = ", ".join(f"{k} {v:,.1f}" for k, v in found.items())
+            print(f"round {n + 1}/{args.rounds}, {tree}: {shown}", flush=True)
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trees", nargs="+", type=Path, default=[ROOT])
@@ -188,17 +211,7 @@ def main() -> None:
     if args.quick:
         args.rounds, args.count, args.warmup = 1, 2_000, 500
     trees = [t.resolve() for t in args.trees]
-    runs: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
-    for n in range(args.rounds):
-        for i, tree in enumerate(trees):
-            profile = None
-            if args.profile is not None:
-                args.profile.mkdir(parents=True, exist_ok=True)
-                profile = args.profile / f"tree{i}-round{n + 1}.speedscope.json"
-            found = measure(tree, args, profile)
-            runs[tree].append(found)
-            shown = ", ".join(f"{k} {v:,.1f}" for k, v in found.items())
-            print(f"round {n + 1}/{args.rounds}, {tree}: {shown}", flush=True)
+    runs = alternate(trees, args, measure)
     if args.profile is not None:
         for path in sorted(args.profile.glob("*.speedscope.json")):
             print(f"\n{path.name}: share of the gateway's samples\n")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import orjson
 from pydantic import BaseModel, Field
+from starlette.responses import Response
 
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
+from gateway.services.created import answer_json
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
@@ -22,27 +25,31 @@ from sdk.wire import (
 )
 
 
-async def enqueue(call: Call) -> BaseModel | Reply:
-    (task,) = await call.services.tasks.enqueue(
+async def enqueue(call: Call) -> BaseModel | Reply | Response:
+    (created,) = await call.services.tasks.enqueue_created(
         call.queue, [call.body], batch=False, trace=TraceHeaders.of(call.request.headers)
     )
     wait = call.param(WAIT)
-    if wait > 0 and not task.state.finished:
+    if wait > 0 and not created.finished:
         # Subscribed before it reads, so a task that ends in between is not missed.
-        waited = await call.services.tasks.get(call.queue, task.id, wait=wait)
-        task = waited.model_copy(update={"deduplicated": task.deduplicated})
+        waited = await call.services.tasks.get(call.queue, created.id, wait=wait)
+        task = waited.model_copy(update={"deduplicated": created.deduplicated})
         if not task.state.finished:
             return Reply(task, status=202)
-    if task.deduplicated:
-        return Reply(task, status=200)
-    return task
+        return Reply(task, status=200) if task.deduplicated else task
+    return _json(orjson.dumps(created.json_value()), 200 if created.deduplicated else 201)
 
 
-async def enqueue_batch(call: Call) -> BaseModel:
-    tasks = await call.services.tasks.enqueue(
+async def enqueue_batch(call: Call) -> Response:
+    created = await call.services.tasks.enqueue_created(
         call.queue, call.body.tasks, trace=TraceHeaders.of(call.request.headers)
     )
-    return BatchCreated(tasks=tasks)
+    return _json(answer_json(created), 201)
+
+
+def _json(content: bytes, status: int) -> Response:
+    """An answer the handler wrote itself (:mod:`gateway.services.created`)."""
+    return Response(content, status_code=status, media_type="application/json")
 
 
 async def get_task(call: Call) -> BaseModel:

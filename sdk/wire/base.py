@@ -24,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
@@ -119,9 +120,17 @@ def _timestamp(value: object) -> datetime:
     raise ValueError("must be an RFC 3339 date-time with a timezone, e.g. '2030-01-01T00:00:00Z'")
 
 
-def _finite(value: JsonValue) -> JsonValue:
+FINITE_JSON = "finite-json"
+"""Validation context of a JSON document already known to hold finite numbers only (the
+gateway parses each body with orjson first, which refuses NaN, Infinity and numbers too large
+for a double): :data:`Json` values need no check of their own then."""
+
+
+def _finite(value: JsonValue, info: ValidationInfo) -> JsonValue:
     """JSON has no NaN or Infinity (nor numbers too large for a double, which become
     Infinity): refuse them instead of storing null."""
+    if info.context == FINITE_JSON:
+        return value  # the whole document was checked, in a fraction of json.dumps's time
     try:
         json.dumps(value, allow_nan=False)
     except ValueError as e:
@@ -188,8 +197,9 @@ class InputModel(BaseModel):
         if not isinstance(data, dict):
             return data
         fields = _integer_fields(cls)
-        # Most bodies have none: look at the integer fields only, and copy only when one is due.
-        if not any(isinstance(data.get(k), float) for k in fields):
+        # Most bodies have none: look at the integer fields only, and copy only when one is due
+        # (every task of a batch comes here: the common case is a set operation, no loop).
+        if fields.isdisjoint(data) or not any(isinstance(data.get(k), float) for k in fields):
             return data
         return {
             k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v

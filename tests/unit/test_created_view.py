@@ -3,16 +3,27 @@ must be the very Task that reading the stored record gives."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 
-from gateway.services.tasks import _created_view, _new_task
-from gateway.store.records import dump_json, task_from_record
+from gateway.services.created import Created, answer_json, created_json, plain_json
+from gateway.services.created import created_view as _created_view
+from gateway.services.tasks import _new_plain_task, _new_task, _plain
+from gateway.store.records import NewTask, dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
-from sdk.wire import KeyConcurrency, KeyRateLimit, QueuePolicy, TaskCreate, TaskState
+from sdk.wire import (
+    BatchCreated,
+    KeyConcurrency,
+    KeyRateLimit,
+    QueuePolicy,
+    TaskCreate,
+    TaskState,
+)
 
 NOW = 1_763_887_000_123
 DEP = "01KAQ2Z8X3J5N7P9R1T3V5X7Z9"
@@ -20,6 +31,7 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 SPECS: list[dict[str, Any]] = [
     {"name": "noop"},
+    {"name": "a.b:c-d_e", "payload": {"n": "{0}}"}, "priority": 1000},
     {"name": "noop", "payload": {"args": [1, 2.5, "x"], "kwargs": {"k": None}}},
     {
         "name": "full",
@@ -68,6 +80,29 @@ def test_the_answer_is_the_stored_record_read_back(
 
     assert built == read_back
     assert built.model_dump_json() == read_back.model_dump_json()
+    # The routes that answer JSON only write it without the model: the same bytes.
+    written = built.model_dump_json().encode()
+    assert orjson.dumps(created_json("q", new, state, policy)) == written
+    assert orjson.dumps(plain_json("q", new, state, policy)) == written  # plain or not
+
+
+def test_a_batch_answer_is_the_models_json_with_earlier_tasks_as_they_are() -> None:
+    policy = QueuePolicy(max_attempts=4)
+    specs = [TaskCreate.model_validate(fields) for fields in SPECS]
+    news = [_new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy) for spec in specs]
+    earlier = _created_view("q", specs[0], news[0], TaskState.SUCCEEDED, policy).model_copy(
+        update={"deduplicated": True, "result": {"done": 1}}
+    )
+    created = [
+        Created("q", s, n, TaskState.QUEUED, policy) for s, n in zip(specs, news, strict=True)
+    ]
+    created.append(Created("q", specs[0], news[0], earlier.state, policy, earlier))
+    views = [c.view() for c in created]
+
+    assert answer_json(created) == BatchCreated(tasks=views).model_dump_json().encode()
+    assert views[-1] is earlier
+    assert created[-1].id == earlier.id
+    assert created[-1].finished
 
 
 def test_a_keyed_queue_answers_alike() -> None:
@@ -81,7 +116,11 @@ def test_a_keyed_queue_answers_alike() -> None:
     record = new.record()
     record.update(state="queued", att=0)
     read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
-    assert _created_view("q", spec, new, TaskState.QUEUED, policy) == read_back
+    built = _created_view("q", spec, new, TaskState.QUEUED, policy)
+    assert built == read_back
+    assert built.concurrency_key == "u1"
+    written = built.model_dump_json().encode()
+    assert orjson.dumps(plain_json("q", new, TaskState.QUEUED, policy)) == written
 
 
 @pytest.mark.parametrize(
@@ -103,3 +142,44 @@ def test_dump_json_is_compact_json_of_the_same_value(value: Any) -> None:
 def test_pass_results_needs_depends_on() -> None:
     with pytest.raises(ValueError, match="pass_results needs depends_on"):
         TaskCreate(name="alone", pass_results=True)
+
+
+@pytest.mark.parametrize("fields", [s for s in SPECS if set(s) <= {"name", "payload", "priority"}])
+@pytest.mark.parametrize("request_trace", [None, TraceHeaders(TRACEPARENT, "x=y")])
+def test_a_plain_task_is_made_as_any_other(
+    fields: dict[str, Any], request_trace: TraceHeaders | None
+) -> None:
+    spec = TaskCreate.model_validate(fields)
+    assert _plain(spec, QueuePolicy())
+    rated = KeyRateLimit(path="kwargs.user", per_second=1, burst=1)
+    assert not _plain(spec, QueuePolicy(key_rate_limit=rated))
+    assert not _plain(spec, QueuePolicy(key_concurrency=KeyConcurrency(limit=2, path="k")))
+    made = _new_plain_task(spec, NOW, request_trace, DEP)
+    assert made == _new_task(spec, NOW, {}, "q", QueuePolicy(), request_trace, DEP)
+
+
+SAMPLE_VALUES = {
+    "int | None": 7,
+    "str | None": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    "tuple[str, ...]": (DEP,),
+    "tuple[tuple[str, str], ...]": (("elsewhere", DEP),),
+}
+
+
+@pytest.mark.parametrize(
+    "field",
+    [f for f in dataclasses.fields(NewTask) if f.default is not dataclasses.MISSING],
+    ids=lambda f: f.name,
+)
+@pytest.mark.parametrize("state", [TaskState.QUEUED, TaskState.WAITING])
+def test_every_option_of_a_new_task_comes_out_in_the_answer_as_the_general_path_writes_it(
+    field: dataclasses.Field[Any], state: TaskState
+) -> None:
+    """A field added to NewTask that the answer shows must also make the task not plain (or
+    the format string, written for plain tasks, would leave it out)."""
+    plain = _new_plain_task(TaskCreate(name="noop", payload={"n": 1}), NOW, None, DEP)
+    value = SAMPLE_VALUES[str(field.type)]
+    optioned = dataclasses.replace(plain, **{field.name: value})
+    policy = QueuePolicy(max_attempts=3)
+    general = orjson.dumps(created_json("q", optioned, state, policy))
+    assert orjson.dumps(plain_json("q", optioned, state, policy)) == general

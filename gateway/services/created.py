@@ -1,0 +1,223 @@
+"""An enqueue's answer: each task as stored, built from what was stored rather than read back.
+
+:func:`created_view` makes the :class:`~sdk.wire.Task` model of a task just stored.
+:func:`created_json` writes the same Task's JSON without the model: the routes that answer
+nothing but the JSON (every batch, a single enqueue that does not wait) take it, because
+building 40-field models and dumping them cost a batch enqueue of 1,000 small tasks about 13 µs
+of the gateway's 34 per task, where a dict of the fields that differ, merged into the defaults
+and written by orjson, costs a tenth of that. A test holds the two byte for byte equal.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
+
+from gateway.store.records import NewTask, to_datetime
+from sdk.wire import QueuePolicy, Task, TaskCreate, TaskState
+
+_DATETIME = TypeAdapter(datetime)
+
+
+def _waiting_on(new: NewTask, state: TaskState) -> list[str]:
+    if state is not TaskState.WAITING:
+        return []
+    return list(new.depends_on) + ([f"group:{new.after_group}"] if new.after_group else [])
+
+
+def created_view(
+    queue: str, spec: TaskCreate, new: NewTask, state: TaskState, policy: QueuePolicy
+) -> Task:
+    """The answer for a task just stored, built straight from what was stored: the same Task
+    as reading its record back gives (``task_from_record``; a test holds them equal). Making
+    the record, reading it and copying the view for the payload had cost a third of a batch
+    enqueue's CPU."""
+    return Task(
+        id=new.id,
+        queue=queue,
+        name=new.name,
+        payload=spec.payload,
+        priority=new.priority,
+        state=state,
+        attempt=0,
+        max_attempts=policy.max_attempts if new.max_attempts is None else new.max_attempts,
+        created_at=to_datetime(new.created_ms),
+        run_at=to_datetime(new.run_at_ms),
+        owner=new.owner,
+        version=new.version,
+        trace_id=new.traceparent[3:35] if new.traceparent else None,
+        capability=new.capability,
+        dedup_key=new.dedup_key,
+        singleton_key=new.singleton_key,
+        concurrency_key=new.concurrency_key,
+        group=new.group,
+        depends_on=list(new.depends_on),
+        pass_results=bool(new.results_from),
+        after_group=new.after_group,
+        waiting_on=_waiting_on(new, state),
+        notify=new.notify,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _time(ms: int) -> str:
+    """A time as pydantic writes a Task's date-times (cached: a batch's tasks share them)."""
+    written: str = _DATETIME.dump_python(to_datetime(ms), mode="json")
+    return written
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    """Every field of a Task's JSON, in the model's order, with its default value (those this
+    module sets have placeholders): a field added to Task comes out with its default."""
+    epoch = to_datetime(0)
+    blank = Task(
+        id="",
+        queue="",
+        name="",
+        state=TaskState.QUEUED,
+        max_attempts=1,
+        created_at=epoch,
+        run_at=epoch,
+    )
+    defaults: dict[str, Any] = orjson.loads(blank.model_dump_json())
+    return defaults
+
+
+def created_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy) -> dict[str, Any]:
+    """:func:`created_view`'s Task as the value orjson writes to the same JSON: the payload
+    goes in as the JSON it was stored as (``new.payload_json``), not parsed again."""
+    return {
+        **_defaults(),
+        "id": new.id,
+        "queue": queue,
+        "name": new.name,
+        "payload": orjson.Fragment(new.payload_json),
+        "priority": new.priority,
+        "state": state.value,
+        "owner": new.owner,
+        "version": new.version,
+        "trace_id": new.traceparent[3:35] if new.traceparent else None,
+        "capability": new.capability,
+        "dedup_key": new.dedup_key,
+        "singleton_key": new.singleton_key,
+        "concurrency_key": new.concurrency_key,
+        "group": new.group,
+        "depends_on": list(new.depends_on),
+        "pass_results": bool(new.results_from),
+        "after_group": new.after_group,
+        "waiting_on": _waiting_on(new, state),
+        "max_attempts": policy.max_attempts if new.max_attempts is None else new.max_attempts,
+        "created_at": _time(new.created_ms),
+        "run_at": _time(new.run_at_ms),
+        "notify": new.notify,
+    }
+
+
+def _plain(new: NewTask) -> bool:
+    """Whether the task sets none of the Task's fields but its id, name, payload, priority and
+    times (what most enqueues send): its JSON is :func:`_plain_format`'s."""
+    return (
+        new.max_attempts is None
+        and new.traceparent is None
+        and new.owner is None
+        and new.version is None
+        and new.capability is None
+        and new.dedup_key is None
+        and new.singleton_key is None
+        and new.concurrency_key is None
+        and new.group is None
+        and not new.depends_on
+        and not new.results_from
+        and new.after_group is None
+        and new.notify is None
+    )
+
+
+_MARKS = {  # what the sample task's JSON holds, and the format field each becomes
+    "@ID@": "{0}",
+    "@NAME@": "{1}",
+    '@PAYLOAD@,"priority":0,': '{2},"priority":{3},',
+    _time(0): "{4}",
+    _time(1): "{5}",
+}
+_SAMPLE = NewTask(
+    id="@ID@", name="@NAME@", payload_json="@PAYLOAD@", priority=0, created_ms=0, run_at_ms=1
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_format(queue: str, state: TaskState, max_attempts: int) -> str:
+    """A plain task's JSON (:func:`_plain`) as a format string of its id, name, payload JSON,
+    priority, created_at and run_at: written once per queue, state and max_attempts by
+    :func:`created_json` itself, so the two cannot differ. Ids, task names, queue names and
+    times need no JSON escaping (their patterns allow no quote, backslash or control)."""
+    policy = QueuePolicy(max_attempts=max_attempts)
+    written = orjson.dumps(created_json(queue, _SAMPLE, state, policy)).decode()
+    written = written.replace("{", "{{").replace("}", "}}")
+    for mark, field in _MARKS.items():
+        assert written.count(mark) == 1, mark
+        written = written.replace(mark, field)
+    return written
+
+
+def plain_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy) -> Any:
+    """:func:`created_json`, for a plain task (:func:`_plain`) from its format string: a
+    fraction of the time, and the same bytes (a test holds them equal)."""
+    if not _plain(new):
+        return created_json(queue, new, state, policy)
+    written = _plain_format(queue, state, policy.max_attempts).format(
+        new.id,
+        new.name,
+        new.payload_json,
+        new.priority,
+        _time(new.created_ms),
+        _time(new.run_at_ms),
+    )
+    return orjson.Fragment(written)
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """One task of an enqueue's answer: a task stored now (``earlier`` None), whose Task is
+    made only when asked for, or the earlier task its dedup or singleton key matched."""
+
+    queue: str
+    spec: TaskCreate
+    new: NewTask
+    state: TaskState
+    policy: QueuePolicy
+    earlier: Task | None = None
+
+    @property
+    def id(self) -> str:
+        return self.new.id if self.earlier is None else self.earlier.id
+
+    @property
+    def deduplicated(self) -> bool:
+        return self.earlier is not None
+
+    @property
+    def finished(self) -> bool:
+        return self.earlier is not None and self.earlier.state.finished
+
+    def view(self) -> Task:
+        if self.earlier is not None:
+            return self.earlier
+        return created_view(self.queue, self.spec, self.new, self.state, self.policy)
+
+    def json_value(self) -> Any:
+        """What orjson writes as this task's JSON."""
+        if self.earlier is not None:
+            return orjson.Fragment(self.earlier.model_dump_json())
+        return plain_json(self.queue, self.new, self.state, self.policy)
+
+
+def answer_json(created: list[Created]) -> bytes:
+    """A batch enqueue's answer (``BatchCreated``) as JSON."""
+    return orjson.dumps({"tasks": [c.json_value() for c in created]})
