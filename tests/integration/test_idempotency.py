@@ -265,7 +265,7 @@ async def test_only_answered_keys_remain_and_each_expires(
     others = {key async for key in redis.scan_iter("*") if not key.startswith("jg:idem:")}
     assert {key for key in others if not key.startswith("jg:{mail-out}:")} == {
         "jg:queues",
-        *(f"jg:idx:{task_id}" for task_id in ids),
+        *(f"jg:ix:{task_id[-2:]}" for task_id in ids),
     }
 
 

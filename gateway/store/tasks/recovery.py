@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from gateway.store import keys
+from gateway.store.index import drop_commands
 from gateway.store.keys import QueueKeys
 from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
@@ -97,7 +98,7 @@ class Recovering(StoreBase):
             async with self._redis.pipeline(transaction=False) as pipe:
                 if chunk:
                     pipe.hdel(k.steps, *chunk)
+                drop_commands(pipe, chunk)
                 for task_id in chunk:
-                    pipe.delete(keys.task_index(task_id))
                     pipe.delete(k.log(task_id))
                 await pipe.execute()

@@ -1,0 +1,98 @@
+"""The id index in buckets: what older versions stored still reads, and the repair drops the
+fields a gateway that died half way left behind."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.errors import TaskExists
+from gateway.store import keys
+from gateway.store.index import IndexRepair, locate_many
+from gateway.store.tasks import Finish
+from sdk.wire import AttemptOutcome, QueuePolicy
+
+from .conftest import Stores
+from .test_store import new_task, seed, setup_queue
+
+
+async def test_entries_live_in_buckets_by_the_ids_last_two_characters(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    single, batch, chosen = [new_task(now)], [new_task(now), new_task(now)], [new_task(now)]
+    await stores.tasks.enqueue("q", single, now)
+    await stores.tasks.enqueue("q", batch, now)  # the index script: one command for the batch
+    await stores.tasks.enqueue("q", chosen, now, client_ids=True)
+    for task in single + batch + chosen:
+        assert await stores.redis.hget(f"jg:ix:{task.id[-2:]}", task.id) == "q"
+    assert await stores.redis.keys("jg:idx:*") == []
+    buckets = await stores.redis.keys("jg:ix:*")
+    assert [await stores.redis.ttl(key) for key in buckets] == [-1] * len(buckets)  # no expiry
+
+
+async def test_tasks_indexed_by_an_older_version_are_found_refused_elsewhere_and_forgotten(
+    stores: Stores,
+) -> None:
+    """Before the buckets, the index was a key per task with an expiry: a task stored then is
+    located through it, its id cannot be taken by another queue, and it goes with its task."""
+    await setup_queue(stores, QueuePolicy(retention_succeeded=60))
+    await stores.queues.put("other", QueuePolicy(), stores.clock.now_ms())
+    now = stores.clock.now_ms()
+    old, new = new_task(now), new_task(now)
+    await stores.tasks.enqueue("q", [old, new], now)
+    await stores.redis.hdel(keys.task_index(old.id), old.id)  # as an older version stored it:
+    await stores.redis.set(keys.legacy_task_index(old.id), "q", px=keys.INDEX_TTL_MS)
+    assert await stores.tasks.locate(old.id) == "q"
+    assert await locate_many(stores.redis, [old.id, new.id, "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"]) == [
+        "q",
+        "q",
+        None,
+    ]
+    with pytest.raises(TaskExists):
+        await stores.tasks.enqueue("other", [old], now, client_ids=True)
+    assert await stores.redis.hget(keys.task_index(old.id), old.id) is None  # nothing left
+    for lease in (await stores.tasks.claim("q", 2, seed(), now)).leases:
+        await stores.tasks.finish(
+            "q", Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, text="1"), now
+        )
+    assert await stores.tasks.sweep("q", now + 60_000, 100) == 2
+    assert await stores.tasks.locate(old.id) is None
+    assert await stores.redis.keys("jg:idx:*") == await stores.redis.keys("jg:ix:*") == []
+
+
+async def test_the_repair_drops_fields_a_stopped_sweep_left_on_its_second_pass(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await setup_queue(stores, QueuePolicy(retention_succeeded=60))
+    now = stores.clock.now_ms()
+    swept = [new_task(now) for _ in range(3)]
+    kept, late = new_task(now), new_task(now)
+    await stores.tasks.enqueue("q", [*swept, kept], now)
+    for lease in (await stores.tasks.claim("q", 3, seed(), now)).leases:
+        await stores.tasks.finish(
+            "q", Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, text="1"), now
+        )
+
+    async def dies(queue: str, task_ids: object) -> None:  # the gateway stops here
+        return None
+
+    with monkeypatch.context() as patched:
+        patched.setattr(stores.tasks, "forget", dies)
+        assert await stores.tasks.sweep("q", now + 60_000, 100) == 3
+    # An enqueue caught between its index write and its script (the same round trip).
+    await stores.redis.hset(keys.task_index(late.id), late.id, "q")
+    repair = IndexRepair(stores.redis, batch=100)
+    assert await repair.repair() == 0  # a first sighting only makes suspects
+    assert [await stores.tasks.locate(t.id) for t in swept] == ["q"] * 3
+    await stores.tasks.enqueue("q", [late], now, client_ids=True)  # its script ran since
+    assert await repair.repair() == 3
+    assert [await stores.tasks.locate(t.id) for t in swept] == [None] * 3
+    assert [await stores.tasks.locate(t.id) for t in (kept, late)] == ["q", "q"]
+    assert await repair.repair() == 0
+    assert not await stores.redis.exists(keys.INDEX_SUSPECTS)
+
+
+async def test_one_gateway_repairs_per_cadence(stores: Stores) -> None:
+    first, second = IndexRepair(stores.redis), IndexRepair(stores.redis)
+    assert await first.run(3_600_000) == 0
+    assert await second.run(3_600_000) is None
+    assert 0 < await stores.redis.pttl(keys.INDEX_TURN) <= 3_240_000
