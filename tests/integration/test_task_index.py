@@ -96,3 +96,14 @@ async def test_one_gateway_repairs_per_cadence(stores: Stores) -> None:
     assert await first.run(3_600_000) == 0
     assert await second.run(3_600_000) is None
     assert 0 < await stores.redis.pttl(keys.INDEX_TURN) <= 3_240_000
+
+
+async def test_a_task_matched_by_its_dedup_key_leaves_no_entry(stores: Stores) -> None:
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    first, again = new_task(now, dedup_key="k"), new_task(now, dedup_key="k")
+    await stores.tasks.enqueue("q", [first], now)
+    (stored,) = await stores.tasks.enqueue("q", [again], now)
+    assert stored.duplicate_of == first.id
+    assert await locate_many(stores.redis, [first.id, again.id]) == ["q", None]
+    assert not await stores.redis.hexists(keys.task_index(again.id), again.id)

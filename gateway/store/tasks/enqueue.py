@@ -132,13 +132,13 @@ class Enqueuing(StoreBase):
                 args += [t.id, t.record_json(), t.payload_json]
             args.append(self._origin)
             script_keys = _enqueue_keys(queue)
-            entries = [(keys.task_index(t.id), t.id) for t in tasks]
+            index = [(keys.task_index(t.id), t.id) for t in tasks]
             if client_ids:
-                indexed = await self._claim_index(queue, entries)
+                indexed = await self._claim_index(queue, index)
                 reply, confirmed = await self._store(queue, script_keys, args, [], order)
             else:
-                indexed = entries
-                reply, confirmed = await self._store(queue, script_keys, args, entries, order)
+                indexed = index
+                reply, confirmed = await self._store(queue, script_keys, args, index, order)
         finally:
             order.unanswered()
         if reply[0] == "OK":
@@ -147,7 +147,7 @@ class Enqueuing(StoreBase):
             if "NOTICE" in markers:  # a completion callback notice was recorded
                 await mark_noticed(self._redis, queue, now_ms)
             stored = [_stored(entry) for entry in entries]
-            unused = [e for e, s in zip(entries, stored, strict=True) if s.duplicate_of]
+            unused = [e for e, s in zip(index, stored, strict=True) if s.duplicate_of]
             if unused:
                 await _unindex(self._redis, unused)
             if confirmed is not None:
