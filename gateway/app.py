@@ -177,7 +177,7 @@ def create_app(
             sweep_interval=settings.sweep_interval,
             max_sleep=settings.rescan_interval,
             metrics=recorder,
-            index_repair=IndexRepair(redis),
+            index_repair=IndexRepair(redis, scripts),
         )
 
         def reconnected() -> None:

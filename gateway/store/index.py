@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
+from gateway.store.scripts import Scripts
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32, as task ids are written
 BUCKETS = tuple(f"jg:ix:{a}{b}" for a in _ALPHABET for b in _ALPHABET)
@@ -80,14 +81,15 @@ class IndexRepair:
 
     :meth:`run` is one pass; the recoverer calls it hourly (every ``RECKON_EVERY`` rescans).
     One gateway makes a pass per ``every_ms`` (the turn ``jg:ix:turn``, ``SET NX PX``), reading
-    ``batch`` buckets a round trip, then asking each queue seen which of its ids it still holds
-    (``HEXISTS``, pipelined). A field whose task is missing becomes a suspect
+    ``batch`` buckets a round trip, then asking each queue seen which of their ids it no longer
+    holds (``lua/missing.lua``, one call per queue). A field whose task is missing becomes a suspect
     (``jg:ix:suspects``); one that was a suspect of the previous pass already, naming the same
     queue, is dropped.
     """
 
-    def __init__(self, redis: Redis, *, batch: int = 64) -> None:
+    def __init__(self, redis: Redis, scripts: Scripts, *, batch: int = 64) -> None:
         self._redis = redis
+        self._scripts = scripts
         self._batch = batch
 
     async def run(self, every_ms: int) -> int | None:
@@ -123,15 +125,16 @@ class IndexRepair:
         return len(dropped)
 
     async def _missing(self, entries: list[tuple[str, str]]) -> dict[str, str]:
-        """Those of the (id, queue) entries whose queue holds no such task."""
-        if not entries:
-            return {}
-        metas: dict[str, str] = {}
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for task_id, queue in entries:
-                meta = metas.get(queue)
-                if meta is None:
-                    meta = metas[queue] = QueueKeys.of(queue).meta
-                pipe.hexists(meta, task_id)
-            held = await pipe.execute()
-        return {e[0]: e[1] for e, there in zip(entries, held, strict=True) if not there}
+        """Those of the (id, queue) entries whose queue holds no such task: one script call per
+        queue (``lua/missing.lua``), which answers with those ids alone."""
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for task_id, queue in entries:
+            by_queue[queue].append(task_id)
+        missing: dict[str, str] = {}
+        for queue, ids in by_queue.items():
+            for start in range(0, len(ids), 5_000):
+                gone = await self._scripts.call(
+                    "missing", [QueueKeys.of(queue).meta], ids[start : start + 5_000]
+                )
+                missing.update((task_id, queue) for task_id in gone)
+        return missing

@@ -16,6 +16,7 @@ from gateway.store import keys
 from gateway.store.connection import connect
 from gateway.store.gauges import GaugeStore
 from gateway.store.index import BUCKETS, IndexRepair
+from gateway.store.scripts import Scripts
 from sdk.wire import TaskState
 from tests.scripted_worker import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
@@ -151,7 +152,7 @@ async def test_the_id_index_spreads_over_primaries_and_its_repair_reads_them_all
         nodes = client.nodes_manager  # type: ignore[attr-defined]
         primaries = {nodes.get_node_from_slot(client.keyslot(b)).name for b in BUCKETS}  # type: ignore[attr-defined]
         assert len(primaries) == 3
-        repair = IndexRepair(client)
+        repair = IndexRepair(client, Scripts(client))
         assert (await repair.repair(), await repair.repair()) == (0, 2)
     finally:
         await client.aclose()

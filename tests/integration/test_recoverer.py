@@ -488,7 +488,10 @@ async def test_schedule_registers_the_rescan_job_with_its_interval(stores: Store
 
 async def test_every_full_rescan_makes_a_pass_of_the_index_repair(stores: Stores) -> None:
     rec = Recoverer(
-        stores.tasks, stores.queues, stores.clock, index_repair=IndexRepair(stores.redis)
+        stores.tasks,
+        stores.queues,
+        stores.clock,
+        index_repair=IndexRepair(stores.redis, Scripts(stores.redis)),
     )
     rec.schedule(AsyncIOScheduler(), rescan_interval=60)
     orphan = str(ULID())

@@ -8,6 +8,7 @@ import pytest
 from gateway.errors import TaskExists
 from gateway.store import keys
 from gateway.store.index import IndexRepair, locate_many
+from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish
 from sdk.wire import AttemptOutcome, QueuePolicy
 
@@ -80,7 +81,7 @@ async def test_the_repair_drops_fields_a_stopped_sweep_left_on_its_second_pass(
         assert await stores.tasks.sweep("q", now + 60_000, 100) == 3
     # An enqueue caught between its index write and its script (the same round trip).
     await stores.redis.hset(keys.task_index(late.id), late.id, "q")
-    repair = IndexRepair(stores.redis, batch=100)
+    repair = IndexRepair(stores.redis, Scripts(stores.redis), batch=100)
     assert await repair.repair() == 0  # a first sighting only makes suspects
     assert [await stores.tasks.locate(t.id) for t in swept] == ["q"] * 3
     await stores.tasks.enqueue("q", [late], now, client_ids=True)  # its script ran since
@@ -92,7 +93,7 @@ async def test_the_repair_drops_fields_a_stopped_sweep_left_on_its_second_pass(
 
 
 async def test_one_gateway_repairs_per_cadence(stores: Stores) -> None:
-    first, second = IndexRepair(stores.redis), IndexRepair(stores.redis)
+    first, second = (IndexRepair(stores.redis, Scripts(stores.redis)) for _ in range(2))
     assert await first.run(3_600_000) == 0
     assert await second.run(3_600_000) is None
     assert 0 < await stores.redis.pttl(keys.INDEX_TURN) <= 3_240_000
