@@ -31,6 +31,9 @@ from gateway.store.scripts import Scripts
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32, as task ids are written
 BUCKETS = tuple(f"jg:ix:{a}{b}" for a in _ALPHABET for b in _ALPHABET)
 """Every bucket of the index: the last two characters of a ULID."""
+CHECK = 1_000
+"""Ids per ``missing`` script call: about 1.5 ms of Redis, so the repair never holds a shard
+for long."""
 
 
 async def locate(redis: Redis, task_id: str) -> str | None:
@@ -132,9 +135,9 @@ class IndexRepair:
             by_queue[queue].append(task_id)
         missing: dict[str, str] = {}
         for queue, ids in by_queue.items():
-            for start in range(0, len(ids), 5_000):
+            for start in range(0, len(ids), CHECK):
                 gone = await self._scripts.call(
-                    "missing", [QueueKeys.of(queue).meta], ids[start : start + 5_000]
+                    "missing", [QueueKeys.of(queue).meta], ids[start : start + CHECK]
                 )
                 missing.update((task_id, queue) for task_id in gone)
         return missing
