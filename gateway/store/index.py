@@ -72,11 +72,21 @@ def by_bucket(task_ids: Iterable[str]) -> dict[str, list[str]]:
 
 def drop_commands(pipe: Any, task_ids: Sequence[str]) -> None:
     """Into ``pipe``: delete the index entries of tasks that are gone (an HDEL per bucket, and
-    the older key per task, which may exist while tasks stored by older versions remain)."""
+    the older key per task, which may exist while tasks stored by older versions remain), as
+    a cluster takes them; on a single Redis ``lua/unindex.lua`` does it in one command."""
     for bucket, ids in by_bucket(task_ids).items():
         pipe.hdel(bucket, *ids)
     for task_id in task_ids:
         pipe.delete(keys.legacy_task_index(task_id))
+
+
+def unindex_keys(task_ids: Sequence[str]) -> list[str]:
+    """The keys ``lua/unindex.lua`` takes for ``task_ids``: their buckets, then their older
+    keys per task."""
+    return [
+        *(keys.task_index(task_id) for task_id in task_ids),
+        *(keys.legacy_task_index(task_id) for task_id in task_ids),
+    ]
 
 
 class IndexRepair:

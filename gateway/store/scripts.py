@@ -83,6 +83,7 @@ ScriptName = Literal[
     "sign_in_attempt",
     "key_rebalance",
     "missing",
+    "unindex",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -160,6 +160,16 @@ async def test_the_id_index_spreads_over_primaries_and_its_repair_reads_them_all
         assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == 200
     for task_id in orphans:
         assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == 404
+    # Deleting a queue drops its tasks' entries, in buckets on every primary, and older keys.
+    assert (await rig.api.delete(f"/v1/queues/{RIGHT}?force=true")).status_code == 204
+    for task_id in [*tasks, legacy]:
+        expected = 404 if task_id in tasks[1::2] or task_id == legacy else 200
+        assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == expected
+    client = await connect(cluster_url)
+    try:
+        assert await client.exists(keys.legacy_task_index(legacy)) == 0
+    finally:
+        await client.aclose()
 
 
 async def test_a_recurring_job_fires_and_its_task_runs(rig: Rig) -> None:
