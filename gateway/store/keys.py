@@ -79,8 +79,9 @@ Global keys (one command each, outside any script):
   plain commands and single-key scripts (``lower_due.lua``, ``settle_due.lua``) only.
 - ``jg:ix:<bucket>`` (HASH): the id index, task id → its queue, so ``/v1/tasks/{id}`` needs no
   queue name. ``<bucket>`` is the id's last two characters (1,024 buckets; the gateway's ids
-  count up there, so they spread evenly), so a bucket stays a listpack (about 41 bytes an
-  entry) up to about 130,000 tasks and the buckets spread over a cluster's slots. Written in
+  count up there, so they spread evenly), so a bucket stays a listpack (about 40 bytes an
+  entry) up to about 500,000 tasks (Redis's default ``hash-max-listpack-entries`` of 512 a
+  bucket) and the buckets spread over a cluster's slots. Written in
   the enqueue's round trip (a command of its own: it lies outside the queue's slot); the
   sweep, ``clean`` and queue deletion drop a task's field right after its task, in a second
   step. A gateway that dies between the two leaves a field without a task: the index repair
