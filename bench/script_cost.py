@@ -64,11 +64,11 @@ async def phases(
     batch: int = 500,
     deep: int = 0,
 ) -> list[Phase]:
-    """A queue and its endpoint set up through the store, and the three phases to run on them
+    """A queue and its endpoint set up through the store, and the four phases to run on them
     in order: enqueue ``tasks`` in batches of ``batch``, claim them ``claim`` at a time, finish
-    each claim's tasks as succeeded in one call. With ``deep``, that many tasks wait in another
-    (paused) queue first, so the shared structures (the id index) are as full as a deep
-    backlog makes them."""
+    each claim's tasks as succeeded in one call, sweep them past their retention (500 a call).
+    With ``deep``, that many tasks wait in another (paused) queue first, so the shared
+    structures (the id index) are as full as a deep backlog makes them."""
     scripts = Scripts(redis)
     await scripts.load()
     store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), ManualClock()
@@ -124,7 +124,17 @@ async def phases(
             ]
             await store.finish_many("q", ends, clock.now_ms())
 
-    return [("enqueue", enqueue), ("claim", claim_all), ("finish", finish_all)]
+    async def sweep_all() -> None:  # past the default retention (7 days), in calls of 500
+        later = clock.now_ms() + 8 * 86_400_000
+        while await store.sweep("q", later, 500):
+            pass
+
+    return [
+        ("enqueue", enqueue),
+        ("claim", claim_all),
+        ("finish", finish_all),
+        ("sweep", sweep_all),
+    ]
 
 
 async def measure(
