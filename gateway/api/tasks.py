@@ -30,12 +30,22 @@ async def enqueue(call: Call) -> BaseModel | Reply:
     if wait > 0 and not task.state.finished:
         # Subscribed before it reads, so a task that ends in between is not missed.
         waited = await call.services.tasks.get(call.queue, task.id, wait=wait)
-        task = waited.model_copy(update={"deduplicated": task.deduplicated})
+        task = waited.model_copy(update=_how(task))
         if not task.state.finished:
             return Reply(task, status=202)
-    if task.deduplicated:
-        return Reply(task, status=200)
+    if task.deduplicated or task.replaced or task.throttled == "dropped":
+        return Reply(task, status=200)  # nothing new was stored
     return task
+
+
+def _how(task: Task) -> dict[str, object]:
+    """What the enqueue's answer says of how it went, to keep on the task read after a wait."""
+    return {
+        "deduplicated": task.deduplicated,
+        "replaced": task.replaced,
+        "throttled": task.throttled,
+        **({"debounce_seq": task.debounce_seq} if task.replaced else {}),
+    }
 
 
 async def enqueue_batch(call: Call) -> BaseModel:
@@ -99,9 +109,12 @@ OPERATIONS = [
         status=201,
         also=(202,),
         params=(QUEUE, WAIT),
-        errors=(404, 409),
+        errors=(404, 409, 429),
         description="201 with the new task; 200 with the earlier one when the dedup or "
-        "singleton key matched it (deduplicated: true). A depends_on or after_group naming "
+        "singleton key matched it (deduplicated: true), with the pending task a debounce "
+        "merged this enqueue into (replaced: true), or with the task a throttle let through "
+        "when it dropped this enqueue (throttled: dropped; 429 when that task no longer "
+        "exists). A depends_on or after_group naming "
         "nothing that exists is refused (422). With wait, the answer comes when the task "
         "has finished (201, or 200 when deduplicated, with its result) or when the wait runs "
         "out (202 with the task as it stands: it goes on, recorded like any other).",
@@ -118,7 +131,7 @@ OPERATIONS = [
         response=BatchCreated,
         status=201,
         params=(QUEUE,),
-        errors=(404, 409),
+        errors=(404, 409, 429),
         links=(Link("GetFirstTask", "get_task", {"task_id": "$response.body#/tasks/0/id"}),),
     ),
     Operation(

@@ -18,6 +18,7 @@ from gateway.errors import (
     QueueNotFound,
     TaskFinished,
     TaskNotFound,
+    Throttled,
     ValidationFailed,
 )
 from gateway.rate_keys import rate_key_of
@@ -35,7 +36,7 @@ from gateway.store.records import (
     to_datetime,
     to_ms,
 )
-from gateway.store.tasks import CancelResult, ClaimOrder, TaskStore
+from gateway.store.tasks import CancelResult, ClaimOrder, Stored, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
 from sdk.wire import KeyRateLimit, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
@@ -54,12 +55,21 @@ def _new_task(
     key_rate_limit: KeyRateLimit | None,
     trace: TraceHeaders | None = None,
 ) -> NewTask:
+    debounce = throttle = None
     if spec.run_at is not None:
         run_at = to_ms(spec.run_at)
     elif spec.delay:
         run_at = now_ms + seconds_to_ms(spec.delay)
+    elif spec.debounce is not None:
+        window = seconds_to_ms(spec.debounce.window)
+        most = 0 if spec.debounce.max_wait is None else seconds_to_ms(spec.debounce.max_wait)
+        debounce = (spec.debounce.key, window, most)
+        run_at = now_ms + window  # (max_wait is at least the window)
     else:
         run_at = now_ms
+    if spec.throttle is not None:
+        t = spec.throttle
+        throttle = (t.key, seconds_to_ms(t.window), t.limit, t.mode == "delay")
     return NewTask(
         id=spec.id or str(ULID()),
         name=spec.name,
@@ -91,12 +101,14 @@ def _new_task(
         else seconds_to_ms(spec.max_heartbeat_interval),
         notify=spec.notify,
         rate_key=None if key_rate_limit is None else rate_key_of(spec.payload, key_rate_limit.path),
+        debounce=debounce,
+        throttle=throttle,
     )
 
 
 def _ready_now(spec: TaskCreate, now_ms: int) -> bool:
     """Whether the task goes straight to the ready set (no delay, no dependency)."""
-    if spec.depends_on or spec.after_group or spec.delay:
+    if spec.depends_on or spec.after_group or spec.delay or spec.debounce:
         return False
     return spec.run_at is None or to_ms(spec.run_at) <= now_ms
 
@@ -136,6 +148,8 @@ def _created_view(
         after_group=new.after_group,
         waiting_on=waiting_on,
         notify=new.notify,
+        debounce_key=None if new.debounce is None else new.debounce[0],
+        debounce_seq=None if new.debounce is None else 1,
     )
 
 
@@ -265,7 +279,11 @@ class TaskService:
         ]
         if links:
             await self._dependencies.link(queue, links, now)
-        ready = sum(s.state is TaskState.QUEUED for s in stored)
+        ready = sum(
+            s.state is TaskState.QUEUED
+            or (s.replaced is not None and s.replaced.state is TaskState.QUEUED)
+            for s in stored
+        )
         if ready and not (order and enqueued.announced):
             # Pub/sub tells the pull polls of every gateway, this one's too, when the script
             # announced the tasks: counting them here as well would wake twice as many. (Then
@@ -276,10 +294,42 @@ class TaskService:
             if s.duplicate_of is not None:
                 first = await self._read(queue, s.duplicate_of)
                 views.append(first.model_copy(update={"deduplicated": True}))
+            elif s.state is None:
+                views.append(await self._flow_view(queue, spec, n, s, view.policy))
             else:
-                assert s.state is not None
-                views.append(_created_view(queue, spec, n, s.state, view.policy))
+                task = _created_view(queue, spec, n, s.state, view.policy)
+                if s.delayed_to is not None:
+                    update = {"throttled": "delayed", "run_at": to_datetime(s.delayed_to)}
+                    task = task.model_copy(update=update)
+                views.append(task)
         return views
+
+    async def _flow_view(
+        self, queue: str, spec: TaskCreate, new: NewTask, s: Stored, policy: QueuePolicy
+    ) -> Task:
+        """The answer for an enqueue its debounce merged into a pending task (that task as this
+        enqueue left it: its payload, run_at and number in the burst, whatever later enqueues
+        did since), or its throttle dropped (the last task its window let through)."""
+        if s.replaced is not None:
+            r = s.replaced
+            created = _created_view(queue, spec, new, r.state, policy)
+            update = {
+                "id": r.id,
+                "created_at": to_datetime(r.created_ms),
+                "run_at": to_datetime(r.run_at_ms),
+                "replaced": True,
+                "debounce_seq": r.seq,
+            }
+            return created.model_copy(update=update)
+        if s.dropped_for:
+            with contextlib.suppress(TaskNotFound):
+                kept = await self._read(queue, s.dropped_for)
+                return kept.model_copy(update={"throttled": "dropped"})
+        raise Throttled(
+            f"throttled: task '{new.name}' with throttle key '{new.throttle and new.throttle[0]}' "
+            "reached its limit for the current window, and the task it let through last no "
+            "longer exists"
+        )
 
     async def _check_notify_urls(self, specs: Sequence[TaskCreate]) -> list[FieldProblem]:
         """Completion callback URLs obey the endpoints' address rules (checked again at every

@@ -97,6 +97,10 @@ class NewTask:
     heartbeat_ms: int | None = None
     notify: str | None = None
     rate_key: str | None = None  # its bucket under the queue's key_rate_limit (gateway.rate_keys)
+    # Debounce: (key, window ms, max wait ms or 0); throttle: (key, window ms, limit, delay?).
+    # Each gives the enqueue script one more key (lua/enqueue.lua, "Debounce and throttle").
+    debounce: tuple[str, int, int] | None = None
+    throttle: tuple[str, int, int, bool] | None = None
 
     def record_json(self) -> str:
         return dump_json(self.record())
@@ -130,6 +134,12 @@ class NewTask:
             "rk": self.rate_key,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
+        if self.debounce is not None:
+            record["dbk"], window, most = self.debounce
+            record["db"] = [window, most]
+        elif self.throttle is not None:
+            _, window, limit, delay = self.throttle
+            record["th"] = [window, limit, delay]
         return record
 
 
@@ -353,6 +363,8 @@ def task_from_record(
         capability=record.get("cap"),
         dedup_key=record.get("dk"),
         singleton_key=record.get("sk"),
+        debounce_key=record.get("dbk"),
+        debounce_seq=record.get("dbn"),
         group=record.get("grp"),
         depends_on=record.get("deps") or [],
         pass_results="rs" in record,

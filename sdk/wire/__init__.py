@@ -165,6 +165,7 @@ from sdk.wire.tasks import (
     AttemptOutcome,
     BatchCreate,
     BatchCreated,
+    Debounce,
     FailureKind,
     NoticeState,
     NoticeStatus,
@@ -174,6 +175,7 @@ from sdk.wire.tasks import (
     TaskPage,
     TaskState,
     TaskStep,
+    Throttle,
 )
 
 __all__ = [
@@ -216,6 +218,7 @@ __all__ = [
     "CleanResult",
     "CrontabSchedule",
     "DeadLetterFilter",
+    "Debounce",
     "Endpoint",
     "EndpointCatalog",
     "EndpointCreate",
@@ -294,6 +297,7 @@ __all__ = [
     "TaskPage",
     "TaskState",
     "TaskStep",
+    "Throttle",
     "Timestamp",
     "WebUrl",
     "check_queue_name",
