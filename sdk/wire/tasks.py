@@ -61,8 +61,14 @@ class Debounce(InputModel):
     max_wait: WindowSeconds | None = Field(
         None,
         description="Seconds after the first enqueue of a burst at which the task runs however "
-        "many enqueues keep coming (Inngest's timeout); none: no limit.",
+        "many enqueues keep coming (Inngest's timeout); none: no limit. At least window.",
     )
+
+    @model_validator(mode="after")
+    def _wait_past_window(self) -> Self:
+        if self.max_wait is not None and self.max_wait < self.window:
+            raise ValueError("max_wait must be at least window")
+        return self
 
 
 class Throttle(InputModel):
@@ -207,10 +213,6 @@ class TaskCreate(InputModel):
                     f"debounce cannot be combined with {', '.join(clash)}: a debounced task "
                     "starts at its window's end and is replaced by later enqueues of its key"
                 )
-            if self.debounce.max_wait is not None and self.debounce.max_wait < (
-                self.debounce.window
-            ):
-                raise ValueError("debounce.max_wait must be at least debounce.window")
         return self
 
 

@@ -8,12 +8,18 @@ import asyncio
 import dataclasses
 import json
 
+import httpx
+import pytest
+from redis.asyncio import Redis
+
 from gateway.store.keys import QueueKeys
 from gateway.store.records import NewTask
 from gateway.store.tasks import Stored
 from sdk.wire import TaskState
 
 from .conftest import Stores
+from .test_api import api as api
+from .test_api import problem
 from .test_flow_control import queue, run_all, state, task
 
 K = QueueKeys.of("q")
@@ -203,3 +209,110 @@ async def test_idle_keys_leave_nothing_behind(stores: Stores) -> None:
     while await stores.redis.exists(K.debounce("t", "k"), K.throttle("t", "k")):
         assert loop.time() < deadline, "the bookkeeping keys did not expire"
         await asyncio.sleep(0.01)
+
+
+# --- through the API -----------------------------------------------------------------------
+
+TASKS = "/v1/queues/mail-out/tasks"
+
+
+def body(n: object, **options: object) -> dict[str, object]:
+    return {"name": "digest", "payload": n, **options}
+
+
+DEBOUNCE = {"debounce": {"key": "user-7", "window": 60}}
+
+
+async def test_the_answer_names_the_surviving_task_and_the_enqueue_number(
+    api: httpx.AsyncClient,
+) -> None:
+    first = await api.post(TASKS, json=body(1, **DEBOUNCE))
+    assert first.status_code == 201
+    made = first.json()
+    assert (made["state"], made["debounce_key"], made["debounce_seq"]) == ("scheduled", "user-7", 1)
+    assert made["replaced"] is False
+    second = await api.post(TASKS, json=body(2, **DEBOUNCE))
+    assert second.status_code == 200  # nothing new was stored
+    merged = second.json()
+    assert (merged["id"], merged["created_at"]) == (made["id"], made["created_at"])
+    assert (merged["replaced"], merged["debounce_seq"], merged["payload"]) == (True, 2, 2)
+    assert merged["run_at"] >= made["run_at"]
+    shown = (await api.get(f"/v1/tasks/{made['id']}")).json()
+    assert (shown["payload"], shown["debounce_seq"], shown["run_at"]) == (2, 2, merged["run_at"])
+    batch = await api.post(f"{TASKS}/batch", json={"tasks": [body(3, **DEBOUNCE)]})
+    assert batch.status_code == 201
+    (third,) = batch.json()["tasks"]
+    assert (third["id"], third["replaced"], third["debounce_seq"]) == (made["id"], True, 3)
+
+
+async def test_throttle_answers_dropped_with_the_task_let_through_or_delayed(
+    api: httpx.AsyncClient,
+) -> None:
+    drop = {"throttle": {"key": "acct-1", "window": 60, "limit": 1}}
+    let = await api.post(TASKS, json=body(1, **drop))
+    assert let.status_code == 201
+    assert let.json()["throttled"] is None
+    dropped = await api.post(TASKS, json=body(2, **drop))
+    assert dropped.status_code == 200
+    assert (dropped.json()["id"], dropped.json()["throttled"]) == (let.json()["id"], "dropped")
+    assert dropped.json()["payload"] == 1  # the task let through, as it is
+    delay = {"throttle": {"key": "acct-2", "window": 60, "mode": "delay"}}
+    now = (await api.post(TASKS, json=body(1, **delay))).json()
+    later = await api.post(TASKS, json=body(2, **delay))
+    assert later.status_code == 201
+    assert (later.json()["throttled"], later.json()["state"]) == ("delayed", "scheduled")
+    shown = (await api.get(f"/v1/tasks/{later.json()['id']}")).json()
+    assert shown["run_at"] == later.json()["run_at"] > now["run_at"]
+
+
+async def test_a_dropped_enqueue_whose_task_is_gone_gets_429(
+    api: httpx.AsyncClient, redis_url: str
+) -> None:
+    drop = {"throttle": {"key": "acct-3", "window": 60}}
+    let = (await api.post(TASKS, json=body(1, **drop))).json()
+    async with Redis.from_url(redis_url) as redis:
+        await redis.hdel(QueueKeys.of("mail-out").meta, let["id"])
+    found = problem(await api.post(TASKS, json=body(2, **drop)), 429)
+    assert "acct-3" in found["detail"]
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        ({"delay": 5}, "delay"),
+        ({"run_at": "2030-01-01T00:00:00Z"}, "run_at"),
+        ({"dedup_key": "d"}, "dedup_key"),
+        ({"singleton_key": "s"}, "singleton_key"),
+        ({"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}, "id"),
+        ({"depends_on": ["01ARZ3NDEKTSV4RRFFQ69G5FAV"]}, "depends_on"),
+        ({"group": "g"}, "group"),
+        ({"after_group": "g"}, "after_group"),
+        ({"throttle": {"key": "k", "window": 1}}, "throttle"),
+    ],
+)
+async def test_debounce_with_what_makes_the_pending_task_ambiguous_is_refused(
+    api: httpx.AsyncClient, options: dict[str, object], reason: str
+) -> None:
+    found = problem(await api.post(TASKS, json=body(1, **DEBOUNCE, **options)), 422)
+    assert f"debounce cannot be combined with {reason}" in found["detail"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"debounce": {"key": "k", "window": 0}},
+        {"debounce": {"key": "k", "window": 8 * 86_400}},
+        {"debounce": {"key": "has space", "window": 1}},
+        {"debounce": {"key": "k", "window": 10, "max_wait": 5}},
+        {"debounce": {"window": 10}},
+        {"throttle": {"key": "k", "window": 1, "mode": "queue"}},
+        {"throttle": {"key": "k", "window": 1, "limit": 0}},
+        {"throttle": {"key": "k", "window": 1, "extra": 1}},
+    ],
+)
+async def test_malformed_options_are_refused_naming_the_field(
+    api: httpx.AsyncClient, options: dict[str, object]
+) -> None:
+    found = problem(await api.post(TASKS, json=body(1, **options)), 422)
+    (name,) = options
+    assert [e["field"].split(".")[0] for e in found["errors"]] == [name], found
