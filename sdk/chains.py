@@ -93,7 +93,11 @@ class Chain:
             raise ValueError("a chain needs at least one task")
         self.queue = _one_queue(links, "chain")
         for link in links:
-            keys = [k for k in ("dedup_key", "singleton_key") if link.options.get(k) is not None]
+            keys = [
+                k
+                for k in ("dedup_key", "singleton_key", "debounce", "throttle")
+                if link.options.get(k) is not None
+            ]
             if keys:  # a task matched to an earlier one is not stored: the next would wait on it
                 raise ValueError(f"{link!r}: the tasks of a chain or chord take no {keys[0]}")
         self.links = tuple(links)

@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
-from sdk.wire import TaskCreate
+from sdk.wire import Debounce, TaskCreate, Throttle
 
 __all__ = ["EnqueueOptions", "Enqueuer"]
 
@@ -24,7 +24,12 @@ class EnqueueOptions(TypedDict, total=False):
 
     ``delay`` (seconds) or ``run_at`` postpone the run. ``dedup_key``: enqueueing again with
     the key (within the queue's dedup window) returns the first task, whose handle says
-    ``deduplicated``; ``singleton_key``: at most one queued task per key. ``depends_on``: task
+    ``deduplicated``; ``singleton_key``: at most one queued task per key. ``debounce``
+    (a :class:`~sdk.wire.Debounce` or its fields as a dict: ``key``, ``window``, ``max_wait``):
+    a later enqueue of the key inside the window replaces the pending task's payload and moves
+    its start, and its handle says ``replaced``; ``throttle`` (:class:`~sdk.wire.Throttle`:
+    ``key``, ``window``, ``limit``, ``mode``): enqueues over the limit are dropped or delayed,
+    and the handle says ``throttled`` (docs/durable.md). ``depends_on``: task
     ids or handles (of any queue) that must succeed first; ``group`` joins a group of the
     queue, ``after_group`` waits until every member of one has succeeded (see
     :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
@@ -43,6 +48,8 @@ class EnqueueOptions(TypedDict, total=False):
     task_id: str | None
     dedup_key: str | None
     singleton_key: str | None
+    debounce: Debounce | Mapping[str, Any] | None
+    throttle: Throttle | Mapping[str, Any] | None
     depends_on: Sequence[str | TaskHandle | AsyncTaskHandle] | None
     group: str | None
     after_group: str | None
