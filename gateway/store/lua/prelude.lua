@@ -13,6 +13,7 @@
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
 --   the task ended: see record_notice).
+--   Debounced tasks also have dbk (debounce key) and dbn (enqueues merged into it): enqueue.lua.
 
 -- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16.
 local function int(x)
