@@ -136,10 +136,10 @@ class NewTask:
         record.update({k: v for k, v in optional.items() if v is not None})
         if self.debounce is not None:
             record["dbk"], window, most = self.debounce
-            record["db"] = [window, most]
+            record["fl"] = ["d", window, most]
         elif self.throttle is not None:
             _, window, limit, delay = self.throttle
-            record["th"] = [window, limit, delay]
+            record["fl"] = ["t", window, limit, delay]
         return record
 
 

@@ -8,7 +8,8 @@
 -- ARGV[1] now ms   ARGV[2] queue name   ARGV[3] wake channel   ARGV[4] done channel prefix
 -- ARGV[5..] three values per task: id, initial record JSON (name, prio, created, run_at and
 --           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
---           {queue, id}), payload JSON
+--           {queue, id}; ``fl``, not kept, a debounce {'d', window ms, max wait ms or 0} or a
+--           throttle {'t', window ms, limit, delay?}), payload JSON
 -- ARGV[#ARGV] (last) the enqueuing gateway's name, or '': added to the wake message, so that
 --           gateway's dispatcher can tell its own enqueue's message (it claimed already) apart
 -- Returns {'OK', one entry per task...}: the state it was stored in, or 'dup:<id>' when its
@@ -70,78 +71,83 @@ end
 -- (KEYS[19..]); a task with neither pays nothing here. Both are decided by this script alone,
 -- so concurrent enqueues through any number of gateways are applied one after the other.
 
--- Debounce: at most one pending (scheduled) task per key. An enqueue whose key's task is still
--- scheduled and its window not over replaces that task's payload and moves its run_at to
--- now + window (never past the burst's first enqueue + max wait): returns the entry
--- 'rep:<id> <seq> <run_at> <created> <state>', seq counting the burst's enqueues. Otherwise
--- returns nil: ``t`` is stored as a new task (its run_at already the window's end) holding the
--- key, which expires at its run_at.
-local function debounce(key, id, t, payload)
-  local window, most = t.db[1], t.db[2]
-  t.db = nil
-  local held = redis.call('GET', key)
-  if held then
-    local holder, first = string.match(held, '^(%S+) (%d+)$')
-    local h = load_task(KEYS[2], holder)
-    if h and h.state == 'scheduled' and h.run_at > now then
-      local run_at = now + window
-      if most > 0 then
-        run_at = math.min(run_at, tonumber(first) + most)
+-- The two are made only when a task brought a key for them: a script call without makes no
+-- closure for them (each costs Redis on every call, like the prelude's helpers).
+local debounce, throttle
+if #KEYS > 18 then
+  -- Debounce: at most one pending (scheduled) task per key. An enqueue whose key's task is still
+  -- scheduled and its window not over replaces that task's payload and moves its run_at to
+  -- now + window (never past the burst's first enqueue + max wait): returns the entry
+  -- 'rep:<id> <seq> <run_at> <created> <state>', seq counting the burst's enqueues. Otherwise
+  -- returns nil: ``t`` is stored as a new task (its run_at already the window's end) holding the
+  -- key, which expires at its run_at.
+  function debounce(key, id, t, payload)
+    local window, most = t.fl[2], t.fl[3]
+    t.fl = nil
+    local held = redis.call('GET', key)
+    if held then
+      local holder, first = string.match(held, '^(%S+) (%d+)$')
+      local h = load_task(KEYS[2], holder)
+      if h and h.state == 'scheduled' and h.run_at > now then
+        local run_at = now + window
+        if most > 0 then
+          run_at = math.min(run_at, tonumber(first) + most)
+        end
+        h.run_at = run_at
+        h.dbn = (h.dbn or 1) + 1
+        redis.call('HSET', KEYS[3], holder, payload)
+        if run_at > now then
+          redis.call('ZADD', KEYS[5], int(run_at), holder)
+          redis.call('SET', key, held, 'PX', int(run_at - now))
+          due_at(run_at)
+        else  -- the burst reached its max wait: it runs now, and the next enqueue starts anew
+          redis.call('ZREM', KEYS[5], holder)
+          redis.call('DEL', key)
+          make_ready(KEYS[4], KEYS[6], holder, h)
+        end
+        save_task(KEYS[2], holder, h)
+        return 'rep:' .. holder .. ' ' .. h.dbn .. ' ' .. int(run_at) .. ' ' .. int(h.created) ..
+          ' ' .. h.state
       end
-      h.run_at = run_at
-      h.dbn = (h.dbn or 1) + 1
-      redis.call('HSET', KEYS[3], holder, payload)
-      if run_at > now then
-        redis.call('ZADD', KEYS[5], int(run_at), holder)
-        redis.call('SET', key, held, 'PX', int(run_at - now))
-        due_at(run_at)
-      else  -- the burst reached its max wait: it runs now, and the next enqueue starts anew
-        redis.call('ZREM', KEYS[5], holder)
-        redis.call('DEL', key)
-        make_ready(KEYS[4], KEYS[6], holder, h)
-      end
-      save_task(KEYS[2], holder, h)
-      return 'rep:' .. holder .. ' ' .. h.dbn .. ' ' .. int(run_at) .. ' ' .. int(h.created) ..
-        ' ' .. h.state
     end
+    t.dbn = 1
+    redis.call('SET', key, id .. ' ' .. int(now), 'PX', int(math.max(t.run_at - now, 1)))
+    return nil
   end
-  t.dbn = 1
-  redis.call('SET', key, id .. ' ' .. int(now), 'PX', int(math.max(t.run_at - now, 1)))
-  return nil
-end
 
--- Throttle: the key's latest window [start, start + window) lets ``limit`` enqueues through.
--- Past it, a new window starts now. Over the limit, 'drop' returns 'thr:<last id let through>'
--- (nothing is stored), and 'delay' moves ``t`` into the next window (its run_at at that
--- window's start) and returns true; windows holding delayed tasks follow one another, so at
--- most ``limit`` tasks of a key are due per window. Returns nil when ``t`` goes unchanged.
-local function throttle(key, id, t)
-  local window, limit, delay = t.th[1], t.th[2], t.th[3]
-  t.th = nil
-  local start, n, last = now, 0, ''
-  local held = redis.call('GET', key)
-  if held then
-    local a, b, c = string.match(held, '^(%d+) (%d+) (%S*)$')
-    start, n, last = tonumber(a), tonumber(b), c
-    if now >= start + window then
-      start, n = now, 0
+  -- Throttle: the key's latest window [start, start + window) lets ``limit`` enqueues through.
+  -- Past it, a new window starts now. Over the limit, 'drop' returns 'thr:<last id let through>'
+  -- (nothing is stored), and 'delay' moves ``t`` into the next window (its run_at at that
+  -- window's start) and returns true; windows holding delayed tasks follow one another, so at
+  -- most ``limit`` tasks of a key are due per window. Returns nil when ``t`` goes unchanged.
+  function throttle(key, id, t)
+    local window, limit, delay = t.fl[2], t.fl[3], t.fl[4]
+    t.fl = nil
+    local start, n, last = now, 0, ''
+    local held = redis.call('GET', key)
+    if held then
+      local a, b, c = string.match(held, '^(%d+) (%d+) (%S*)$')
+      start, n, last = tonumber(a), tonumber(b), c
+      if now >= start + window then
+        start, n = now, 0
+      end
     end
-  end
-  if n >= limit or start > now then  -- full, or only later windows have room
-    if not delay then
-      return 'thr:' .. last
+    if n >= limit or start > now then  -- full, or only later windows have room
+      if not delay then
+        return 'thr:' .. last
+      end
+      if n >= limit then
+        start, n = start + window, 0
+      end
     end
-    if n >= limit then
-      start, n = start + window, 0
+    n = n + 1
+    redis.call('SET', key, int(start) .. ' ' .. n .. ' ' .. id, 'PX', int(start + window - now))
+    if start > t.run_at then
+      t.run_at = start
+      return true
     end
+    return nil
   end
-  n = n + 1
-  redis.call('SET', key, int(start) .. ' ' .. n .. ' ' .. id, 'PX', int(start + window - now))
-  if start > t.run_at then
-    t.run_at = start
-    return true
-  end
-  return nil
 end
 
 local was_empty = redis.call('ZCARD', KEYS[4]) == 0
@@ -150,7 +156,7 @@ local out = {'OK'}
 local stored = {}
 local ended = {}
 local matched = {}  -- a member's id -> the earlier task its dedup or singleton key matched
-local delayed = {}  -- a member's id -> true when its throttle moved it to a later window
+local delayed = nil  -- a member's id -> true when its throttle moved it to a later window
 local flows = 18  -- the last KEYS entry a debounce or throttle option has taken
 -- First pass: store each task, or find its duplicate.
 for i = 0, count - 1 do
@@ -158,11 +164,6 @@ for i = 0, count - 1 do
   local t = batch[id]
   local dup = nil
   local flow = nil  -- a debounce or throttle entry that stands for this task
-  local flow_key = nil
-  if t.db or t.th then
-    flows = flows + 1
-    flow_key = KEYS[flows]
-  end
   if t.dk then
     local first = redis.call('HGET', KEYS[13], t.dk)
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[14], t.dk) or '0')
@@ -179,14 +180,17 @@ for i = 0, count - 1 do
       end
     end
   end
-  if not dup and t.db then
-    flow = debounce(flow_key, id, t, ARGV[7 + i * 3])
-  elseif not dup and t.th then
-    local moved = throttle(flow_key, id, t)
-    if moved == true then
-      delayed[id] = true
+  if t.fl then
+    flows = flows + 1
+    if dup then  -- matched by its dedup or singleton key: the option does not apply
+    elseif t.fl[1] == 'd' then
+      flow = debounce(KEYS[flows], id, t, ARGV[7 + i * 3])
     else
-      flow = moved
+      flow = throttle(KEYS[flows], id, t)
+      if flow == true then
+        delayed = delayed or {}
+        delayed[id], flow = true, nil
+      end
     end
   end
   if dup then
@@ -317,7 +321,7 @@ for _, s in ipairs(stored) do
   else
     out[s[1]] = batch[s[2]].state
   end
-  if delayed[s[2]] then
+  if delayed and delayed[s[2]] then
     out[s[1]] = 'dly:' .. out[s[1]] .. ' ' .. int(batch[s[2]].run_at)
   end
 end
