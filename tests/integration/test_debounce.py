@@ -111,6 +111,22 @@ async def test_max_wait_caps_a_burst_that_never_pauses(stores: Stores) -> None:
     assert (await one(stores, debounced(stores.clock.now_ms(), 5))).state is TaskState.SCHEDULED
 
 
+async def test_a_shorter_max_wait_that_has_passed_makes_the_task_ready_at_once(
+    stores: Stores,
+) -> None:
+    await queue(stores)
+    first = debounced(stores.clock.now_ms(), 1)
+    await one(stores, first)
+    stores.clock.advance(6_000)
+    stored = await one(stores, debounced(stores.clock.now_ms(), 2, window=5_000, most=5_000))
+    assert stored.replaced is not None
+    assert stored.replaced.state is TaskState.QUEUED
+    assert not await stores.redis.exists(K.debounce("t", "k"))
+    assert await stores.redis.zscore(K.scheduled, first.id) is None
+    assert await run_all(stores) == [first.id]
+    assert await payload(stores, first.id) == 2
+
+
 async def test_a_debounced_task_that_started_is_not_replaced(stores: Stores) -> None:
     await queue(stores)
     first = debounced(stores.clock.now_ms(), 1)

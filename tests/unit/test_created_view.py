@@ -44,6 +44,7 @@ SPECS: list[dict[str, Any]] = [
     {"name": "later", "run_at": datetime(2031, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)},
     {"name": "after", "depends_on": [DEP], "after_group": "g0"},
     {"name": "chained", "depends_on": [DEP], "pass_results": True},
+    {"name": "limited", "throttle": {"key": "t", "window": 60, "limit": 3, "mode": "delay"}},
 ]
 
 
@@ -99,3 +100,14 @@ def test_dump_json_is_compact_json_of_the_same_value(value: Any) -> None:
 def test_pass_results_needs_depends_on() -> None:
     with pytest.raises(ValueError, match="pass_results needs depends_on"):
         TaskCreate(name="alone", pass_results=True)
+
+
+def test_a_debounced_task_answers_as_stored() -> None:
+    policy = QueuePolicy()
+    spec = TaskCreate(name="burst", debounce={"key": "doc-7", "window": 30, "max_wait": 60})
+    new = _new_task(spec, NOW, {}, "q", None)
+    assert new.run_at_ms == NOW + 30_000
+    record = new.record()
+    record.update(state="scheduled", att=0, dbn=1)  # the enqueue script numbers the burst
+    read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
+    assert _created_view("q", spec, new, TaskState.SCHEDULED, policy) == read_back
