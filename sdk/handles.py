@@ -26,8 +26,8 @@ class _Handle:
     def __init__(self, task: Task) -> None:
         self.task = task
         self.deduplicated = task.deduplicated
-        self.replaced = task.replaced
-        self.throttled = task.throttled
+        self.replaced = bool(task.flow and task.flow.replaced)
+        self.throttled = task.flow.throttled if task.flow else None
 
     @property
     def id(self) -> str:
@@ -43,7 +43,7 @@ class TaskHandle(_Handle):
     ``deduplicated`` is True when the enqueue matched an earlier task by its dedup or singleton
     key: the handle is then that earlier task's, and nothing new was stored. ``replaced`` is
     True when a debounce merged the enqueue into the pending task the handle names (its
-    ``task.debounce_seq`` is this enqueue's number in the burst); ``throttled`` is
+    ``task.flow.debounce_seq`` is this enqueue's number in the burst); ``throttled`` is
     ``"dropped"`` (nothing stored: the handle names the task the window let through) or
     ``"delayed"`` (stored to run in a later window), else None.
     """

@@ -33,19 +33,18 @@ async def enqueue(call: Call) -> BaseModel | Reply:
         task = waited.model_copy(update=_how(task))
         if not task.state.finished:
             return Reply(task, status=202)
-    if task.deduplicated or task.replaced or task.throttled == "dropped":
+    flow = task.flow
+    if task.deduplicated or (flow and (flow.replaced or flow.throttled == "dropped")):
         return Reply(task, status=200)  # nothing new was stored
     return task
 
 
 def _how(task: Task) -> dict[str, object]:
     """What the enqueue's answer says of how it went, to keep on the task read after a wait."""
-    return {
-        "deduplicated": task.deduplicated,
-        "replaced": task.replaced,
-        "throttled": task.throttled,
-        **({"debounce_seq": task.debounce_seq} if task.replaced else {}),
-    }
+    flow = task.flow
+    if flow and (flow.replaced or flow.throttled):
+        return {"deduplicated": task.deduplicated, "flow": flow}
+    return {"deduplicated": task.deduplicated}
 
 
 async def enqueue_batch(call: Call) -> BaseModel:
@@ -112,10 +111,10 @@ OPERATIONS = [
         errors=(404, 409, 429),
         description="201 with the new task; 200 with the earlier one when the dedup or "
         "singleton key matched it (deduplicated: true), with the pending task a debounce "
-        "merged this enqueue into (replaced: true), or with the task a throttle let through "
-        "when it dropped this enqueue (throttled: dropped; 429 when that task no longer "
-        "exists). A depends_on or after_group naming "
-        "nothing that exists is refused (422). With wait, the answer comes when the task "
+        "merged this enqueue into (flow.replaced: true), or with the task a throttle let "
+        "through when it dropped this enqueue (flow.throttled: dropped; 429 when that task no "
+        "longer exists). A depends_on or after_group naming nothing that exists is refused "
+        "(422). With wait, the answer comes when the task "
         "has finished (201, or 200 when deduplicated, with its result) or when the wait runs "
         "out (202 with the task as it stands: it goes on, recorded like any other).",
         links=TASK_LINKS,

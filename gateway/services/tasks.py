@@ -39,7 +39,15 @@ from gateway.store.records import (
 from gateway.store.tasks import CancelResult, ClaimOrder, Stored, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
-from sdk.wire import KeyRateLimit, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
+from sdk.wire import (
+    KeyRateLimit,
+    QueuePolicy,
+    Task,
+    TaskCreate,
+    TaskFlow,
+    TaskPage,
+    TaskState,
+)
 
 MAX_WAIT = 60.0
 OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
@@ -148,9 +156,14 @@ def _created_view(
         after_group=new.after_group,
         waiting_on=waiting_on,
         notify=new.notify,
-        debounce_key=None if new.debounce is None else new.debounce[0],
-        debounce_seq=None if new.debounce is None else 1,
+        # Only a debounced task passes it: each field given costs its validation.
+        **({} if new.debounce is None else {"flow": _made_flow(new.debounce[0])}),
     )
+
+
+def _made_flow(debounce_key: str) -> TaskFlow:
+    """The flow of a debounced task just made: the first enqueue of its burst."""
+    return TaskFlow(debounce_key=debounce_key, debounce_seq=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,8 +312,10 @@ class TaskService:
             else:
                 task = _created_view(queue, spec, n, s.state, view.policy)
                 if s.delayed_to is not None:
-                    update = {"throttled": "delayed", "run_at": to_datetime(s.delayed_to)}
-                    task = task.model_copy(update=update)
+                    flow = TaskFlow(throttled="delayed")
+                    task = task.model_copy(
+                        update={"flow": flow, "run_at": to_datetime(s.delayed_to)}
+                    )
                 views.append(task)
         return views
 
@@ -313,18 +328,20 @@ class TaskService:
         if s.replaced is not None:
             r = s.replaced
             created = _created_view(queue, spec, new, r.state, policy)
+            assert new.debounce is not None
+            flow = TaskFlow(debounce_key=new.debounce[0], debounce_seq=r.seq, replaced=True)
             update = {
                 "id": r.id,
                 "created_at": to_datetime(r.created_ms),
                 "run_at": to_datetime(r.run_at_ms),
-                "replaced": True,
-                "debounce_seq": r.seq,
+                "flow": flow,
             }
             return created.model_copy(update=update)
         if s.dropped_for:
             with contextlib.suppress(TaskNotFound):
                 kept = await self._read(queue, s.dropped_for)
-                return kept.model_copy(update={"throttled": "dropped"})
+                flow = (kept.flow or TaskFlow()).model_copy(update={"throttled": "dropped"})
+                return kept.model_copy(update={"flow": flow})
         raise Throttled(
             f"throttled: task '{new.name}' with throttle key '{new.throttle and new.throttle[0]}' "
             "reached its limit for the current window, and the task it let through last no "

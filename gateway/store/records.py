@@ -25,6 +25,7 @@ from sdk.wire import (
     NoticeStatus,
     QueuePolicy,
     Task,
+    TaskFlow,
     TaskState,
     TaskStep,
 )
@@ -363,8 +364,11 @@ def task_from_record(
         capability=record.get("cap"),
         dedup_key=record.get("dk"),
         singleton_key=record.get("sk"),
-        debounce_key=record.get("dbk"),
-        debounce_seq=record.get("dbn"),
+        **(
+            {"flow": TaskFlow(debounce_key=record["dbk"], debounce_seq=record.get("dbn"))}
+            if "dbk" in record
+            else {}
+        ),
         group=record.get("grp"),
         depends_on=record.get("deps") or [],
         pass_results="rs" in record,

@@ -81,8 +81,8 @@ class Throttle(InputModel):
     mode: Literal["drop", "delay"] = Field(
         "drop",
         description="drop: an enqueue over the limit stores nothing (the answer shows the last "
-        "task let through, throttled: dropped); delay: it is stored to run at the start of "
-        "the next window with room (throttled: delayed).",
+        "task let through, flow.throttled: dropped); delay: it is stored to run at the start "
+        "of the next window with room (flow.throttled: delayed).",
     )
 
 
@@ -190,14 +190,14 @@ class TaskCreate(InputModel):
         None,
         description="At most one pending task per (name, key): an enqueue inside the window "
         "replaces the pending task's payload and moves its run_at to the window's end (200, "
-        "replaced: true). Not with id, delay, run_at, dedup_key, singleton_key, depends_on, "
+        "flow.replaced: true). Not with id, delay, run_at, dedup_key, singleton_key, depends_on, "
         "group, after_group or throttle (422).",
     )
     throttle: Throttle | None = Field(
         None,
         description="At most `limit` enqueues per (name, key) and window go; the rest are "
-        "dropped (200 with the last task let through, throttled: dropped) or delayed to the "
-        "next window (201, throttled: delayed).",
+        "dropped (200 with the last task let through, flow.throttled: dropped) or delayed to "
+        "the next window (201, flow.throttled: delayed).",
     )
 
     @model_validator(mode="after")
@@ -298,6 +298,31 @@ class NoticeStatus(OutputModel):
     delivered_at: datetime | None = None
 
 
+class TaskFlow(OutputModel):
+    """What debounce or throttle did with a task and, in an enqueue's answer, with that enqueue
+    (docs/durable.md, "Debounce and throttle"). One field of :class:`Task`, absent for tasks
+    with neither option, so they pay for one field, not four."""
+
+    debounce_key: str | None = None
+    debounce_seq: int | None = Field(
+        None,
+        description="A debounced task: how many enqueues it has merged (1 when made, one more "
+        "per replacement). In an enqueue's answer: that enqueue's number in the burst, so the "
+        "answer with the highest number names the payload the task runs with.",
+    )
+    replaced: bool = Field(
+        False,
+        description="This enqueue was debounced into the pending task shown (its payload now, "
+        "its run_at moved); nothing new was stored.",
+    )
+    throttled: Literal["dropped", "delayed"] | None = Field(
+        None,
+        description="dropped: the throttle stored nothing for this enqueue; the task shown is "
+        "the last one its window let through. delayed: the task was stored to run at the "
+        "start of the next window with room (its run_at).",
+    )
+
+
 class Task(OutputModel):
     id: str
     queue: str
@@ -310,24 +335,10 @@ class Task(OutputModel):
         description="This enqueue matched an earlier task by dedup or singleton key; the task "
         "shown is that earlier one, and nothing new was stored.",
     )
-    replaced: bool = Field(
-        False,
-        description="This enqueue was debounced into the pending task shown (its payload now, "
-        "its run_at moved); nothing new was stored. debounce_seq says which enqueue of the "
-        "burst it was.",
-    )
-    throttled: Literal["dropped", "delayed"] | None = Field(
+    flow: TaskFlow | None = Field(
         None,
-        description="dropped: the throttle stored nothing for this enqueue; the task shown is "
-        "the last one its window let through. delayed: the task was stored to run at the "
-        "start of the next window with room (its run_at).",
-    )
-    debounce_key: str | None = None
-    debounce_seq: int | None = Field(
-        None,
-        description="A debounced task: how many enqueues it has merged (1 when made, one more "
-        "per replacement). In an enqueue's answer: that enqueue's number in the burst, so the "
-        "answer with the highest number names the payload the task runs with.",
+        description="Debounce and throttle: what they did with this task and, in an enqueue's "
+        "answer, with that enqueue; none for a task with neither option.",
     )
     owner: str | None = None
     version: str | None = None

@@ -245,20 +245,31 @@ async def test_the_answer_names_the_surviving_task_and_the_enqueue_number(
     first = await api.post(TASKS, json=body(1, **DEBOUNCE))
     assert first.status_code == 201
     made = first.json()
-    assert (made["state"], made["debounce_key"], made["debounce_seq"]) == ("scheduled", "user-7", 1)
-    assert made["replaced"] is False
+    assert made["state"] == "scheduled"
+    assert made["flow"] == {
+        "debounce_key": "user-7",
+        "debounce_seq": 1,
+        "replaced": False,
+        "throttled": None,
+    }
     second = await api.post(TASKS, json=body(2, **DEBOUNCE))
     assert second.status_code == 200  # nothing new was stored
     merged = second.json()
     assert (merged["id"], merged["created_at"]) == (made["id"], made["created_at"])
-    assert (merged["replaced"], merged["debounce_seq"], merged["payload"]) == (True, 2, 2)
+    assert (merged["flow"]["replaced"], merged["flow"]["debounce_seq"]) == (True, 2)
+    assert merged["payload"] == 2
     assert merged["run_at"] >= made["run_at"]
     shown = (await api.get(f"/v1/tasks/{made['id']}")).json()
-    assert (shown["payload"], shown["debounce_seq"], shown["run_at"]) == (2, 2, merged["run_at"])
+    assert (shown["payload"], shown["run_at"]) == (2, merged["run_at"])
+    assert (shown["flow"]["debounce_seq"], shown["flow"]["replaced"]) == (2, False)
     batch = await api.post(f"{TASKS}/batch", json={"tasks": [body(3, **DEBOUNCE)]})
     assert batch.status_code == 201
     (third,) = batch.json()["tasks"]
-    assert (third["id"], third["replaced"], third["debounce_seq"]) == (made["id"], True, 3)
+    assert (third["id"], third["flow"]["replaced"], third["flow"]["debounce_seq"]) == (
+        made["id"],
+        True,
+        3,
+    )
 
 
 async def test_throttle_answers_dropped_with_the_task_let_through_or_delayed(
@@ -267,16 +278,17 @@ async def test_throttle_answers_dropped_with_the_task_let_through_or_delayed(
     drop = {"throttle": {"key": "acct-1", "window": 60, "limit": 1}}
     let = await api.post(TASKS, json=body(1, **drop))
     assert let.status_code == 201
-    assert let.json()["throttled"] is None
+    assert let.json()["flow"] is None  # the throttle let it through untouched
     dropped = await api.post(TASKS, json=body(2, **drop))
     assert dropped.status_code == 200
-    assert (dropped.json()["id"], dropped.json()["throttled"]) == (let.json()["id"], "dropped")
+    assert dropped.json()["id"] == let.json()["id"]
+    assert dropped.json()["flow"]["throttled"] == "dropped"
     assert dropped.json()["payload"] == 1  # the task let through, as it is
     delay = {"throttle": {"key": "acct-2", "window": 60, "mode": "delay"}}
     now = (await api.post(TASKS, json=body(1, **delay))).json()
     later = await api.post(TASKS, json=body(2, **delay))
     assert later.status_code == 201
-    assert (later.json()["throttled"], later.json()["state"]) == ("delayed", "scheduled")
+    assert (later.json()["flow"]["throttled"], later.json()["state"]) == ("delayed", "scheduled")
     shown = (await api.get(f"/v1/tasks/{later.json()['id']}")).json()
     assert shown["run_at"] == later.json()["run_at"] > now["run_at"]
 

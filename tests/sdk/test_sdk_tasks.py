@@ -312,11 +312,14 @@ def test_debounce_and_throttle_are_sent_and_the_handle_says_how_it_went(
     gw: respx.MockRouter, client: Client
 ) -> None:
     add = make_add(client)
-    gw.routes["enqueue"].respond(200, json=task_json("scheduled", replaced=True, debounce_seq=3))
+    flow = {"debounce_key": "user-7", "debounce_seq": 3, "replaced": True}
+    gw.routes["enqueue"].respond(200, json=task_json("scheduled", flow=flow))
     handle = add.apply([1], debounce={"key": "user-7", "window": 30})
     assert sent(gw)["debounce"] == {"key": "user-7", "window": 30.0}
-    assert (handle.replaced, handle.throttled, handle.task.debounce_seq) == (True, None, 3)
-    gw.routes["enqueue"].respond(200, json=task_json(throttled="dropped"))
+    assert (handle.replaced, handle.throttled) == (True, None)
+    assert handle.task.flow is not None
+    assert handle.task.flow.debounce_seq == 3
+    gw.routes["enqueue"].respond(200, json=task_json(flow={"throttled": "dropped"}))
     handle = add.apply([2], throttle=Throttle(key="acct", window=60, limit=5, mode="delay"))
     assert sent(gw)["throttle"] == {"key": "acct", "window": 60.0, "limit": 5, "mode": "delay"}
     assert (handle.replaced, handle.throttled) == (False, "dropped")
