@@ -175,3 +175,25 @@ async def test_the_gauges_read_depths_of_queues_on_different_primaries(
     assert reading.queues == {"parked", LEFT, RIGHT}
     assert reading.depth["parked"][TaskState.QUEUED] == 1
     assert sum(reading.depth[RIGHT].values()) == 0
+
+
+async def test_debounce_and_throttle_on_queues_of_different_primaries(rig: Rig) -> None:
+    for queue in (LEFT, RIGHT):
+        debounce = {"key": "doc-1", "window": 1}
+        first = await rig.enqueue("echo", 1, queue=queue, debounce=debounce)
+        later = await rig.api.post(
+            f"/v1/queues/{queue}/tasks",
+            json={"name": "echo", "payload": 2, "debounce": debounce},
+        )
+        assert later.status_code == 200, later.text
+        assert (later.json()["id"], later.json()["flow"]["replaced"]) == (first, True)
+        done = await rig.finished(first)
+        assert (done["state"], done["result"]) == ("succeeded", {"echo": 2})
+        throttle = {"key": "acct-1", "window": 60}
+        let = await rig.enqueue("echo", 3, queue=queue, throttle=throttle)
+        dropped = await rig.api.post(
+            f"/v1/queues/{queue}/tasks",
+            json={"name": "echo", "payload": 4, "throttle": throttle},
+        )
+        assert dropped.status_code == 200, dropped.text
+        assert (dropped.json()["id"], dropped.json()["flow"]["throttled"]) == (let, "dropped")
