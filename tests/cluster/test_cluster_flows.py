@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -178,22 +179,24 @@ async def test_the_gauges_read_depths_of_queues_on_different_primaries(
 
 
 async def test_debounce_and_throttle_on_queues_of_different_primaries(rig: Rig) -> None:
+    async def again(queue: str, payload: int, **option: object) -> dict[str, Any]:
+        """An enqueue that stores nothing new (200): the task it names."""
+        body = {"name": "echo", "payload": payload, **option}
+        r = await rig.api.post(f"/v1/queues/{queue}/tasks", json=body)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
     for queue in (LEFT, RIGHT):
         debounce = {"key": "doc-1", "window": 1}
         first = await rig.enqueue("echo", 1, queue=queue, debounce=debounce)
-        later = await rig.api.post(
-            f"/v1/queues/{queue}/tasks",
-            json={"name": "echo", "payload": 2, "debounce": debounce},
-        )
-        assert later.status_code == 200, later.text
-        assert (later.json()["id"], later.json()["flow"]["replaced"]) == (first, True)
+        later = await again(queue, 2, debounce=debounce)
+        assert (later["id"], later["flow"]["replaced"]) == (first, True)
         done = await rig.finished(first)
         assert (done["state"], done["result"]) == ("succeeded", {"echo": 2})
         throttle = {"key": "acct-1", "window": 60}
         let = await rig.enqueue("echo", 3, queue=queue, throttle=throttle)
-        dropped = await rig.api.post(
-            f"/v1/queues/{queue}/tasks",
-            json={"name": "echo", "payload": 4, "throttle": throttle},
+        dropped = await again(queue, 4, throttle=throttle)
+        assert (dropped["id"], dropped["flow"]) == (
+            let,
+            {**dropped["flow"], "throttled": "dropped"},
         )
-        assert dropped.status_code == 200, dropped.text
-        assert (dropped.json()["id"], dropped.json()["flow"]["throttled"]) == (let, "dropped")
