@@ -20,6 +20,7 @@ services only raise them::
     │   ├── TaskFinished            cancelling a finished task (or stopping a finished run)
     │   ├── RunActive               deleting a run that is pending or running
     │   └── StaleLease              a callback whose lease token is not the current one
+    ├── Throttled                   429  a throttle dropped an enqueue and its window's task is gone
     ├── PayloadTooLarge             413
     ├── UnsupportedMediaType        415
     └── Unavailable                 503  Redis is out of memory or unreachable
@@ -138,6 +139,14 @@ class RunActive(Conflict):
 
 class StaleLease(Conflict):
     title = "Stale lease"
+
+
+class Throttled(GatewayError):
+    """A throttle dropped an enqueue, and the task its window let through (which the answer
+    would show) no longer exists: there is no task to answer with."""
+
+    status = 429
+    title = "Throttled"
 
 
 class PayloadTooLarge(GatewayError):

@@ -95,6 +95,10 @@ class Chain:
         if not links:
             raise ValueError("a chain needs at least one task")
         self.queue = _one_queue(links, "chain")
+        for link in links:
+            keys = [k for k in ("debounce", "throttle") if link.options.get(k) is not None]
+            if keys:  # a replaced or dropped enqueue stores no task: the next would wait on none
+                raise ValueError(f"{link!r}: the tasks of a chain or chord take no {keys[0]}")
         self.links = tuple(links)
 
     def create(self) -> list[TaskCreate]:

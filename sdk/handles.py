@@ -26,6 +26,8 @@ class _Handle:
     def __init__(self, task: Task) -> None:
         self.task = task
         self.deduplicated = task.deduplicated
+        self.replaced = bool(task.flow and task.flow.replaced)
+        self.throttled = task.flow.throttled if task.flow else None
 
     @property
     def id(self) -> str:
@@ -39,7 +41,11 @@ class TaskHandle(_Handle):
     """An enqueued task, seen through a :class:`~sdk.client.Client`.
 
     ``deduplicated`` is True when the enqueue matched an earlier task by its dedup or singleton
-    key: the handle is then that earlier task's, and nothing new was stored.
+    key: the handle is then that earlier task's, and nothing new was stored. ``replaced`` is
+    True when a debounce merged the enqueue into the pending task the handle names (its
+    ``task.flow.debounce_seq`` is this enqueue's number in the burst); ``throttled`` is
+    ``"dropped"`` (nothing stored: the handle names the task the window let through) or
+    ``"delayed"`` (stored to run in a later window), else None.
     """
 
     def __init__(self, task: Task, client: Client) -> None:

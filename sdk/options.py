@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
-from sdk.wire import TaskCreate
+from sdk.wire import Debounce, TaskCreate, Throttle
 
 __all__ = ["EnqueueOptions", "Enqueuer"]
 
@@ -26,7 +26,12 @@ class EnqueueOptions(TypedDict, total=False):
     the key (within the queue's dedup window) returns the first task, whose handle says
     ``deduplicated``; ``singleton_key``: at most one queued task per key; ``concurrency_key``:
     the run's key under the queue's ``key_concurrency`` (at most so many running per key),
-    instead of the payload's value at the policy's path. ``depends_on``: task
+    instead of the payload's value at the policy's path. ``debounce`` (a
+    :class:`~sdk.wire.Debounce` or its fields as a dict: ``key``, ``window``, ``max_wait``):
+    a later enqueue of the key inside the window replaces the pending task's payload and moves
+    its start, and its handle says ``replaced``; ``throttle`` (:class:`~sdk.wire.Throttle`:
+    ``key``, ``window``, ``limit``, ``mode``): enqueues over the limit are dropped or delayed,
+    and the handle says ``throttled`` (docs/durable.md). ``depends_on``: task
     ids or handles (of any queue) that must succeed first; ``group`` joins a group of the
     queue, ``after_group`` waits until every member of one has succeeded (see
     :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
@@ -46,6 +51,8 @@ class EnqueueOptions(TypedDict, total=False):
     dedup_key: str | None
     singleton_key: str | None
     concurrency_key: str | None
+    debounce: Debounce | Mapping[str, Any] | None
+    throttle: Throttle | Mapping[str, Any] | None
     depends_on: Sequence[str | TaskHandle | AsyncTaskHandle] | None
     group: str | None
     after_group: str | None

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
-from gateway.services.created import answer_json
+from gateway.services.created import Created, answer_json
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
@@ -33,11 +33,19 @@ async def enqueue(call: Call) -> BaseModel | Reply | Response:
     if wait > 0 and not created.finished:
         # Subscribed before it reads, so a task that ends in between is not missed.
         waited = await call.services.tasks.get(call.queue, created.id, wait=wait)
-        task = waited.model_copy(update={"deduplicated": created.deduplicated})
+        task = waited.model_copy(update=_how(created))
         if not task.state.finished:
             return Reply(task, status=202)
-        return Reply(task, status=200) if task.deduplicated else task
-    return _json(orjson.dumps(created.json_value()), 200 if created.deduplicated else 201)
+        return task if created.stored_new else Reply(task, status=200)
+    return _json(orjson.dumps(created.json_value()), 201 if created.stored_new else 200)
+
+
+def _how(created: Created) -> dict[str, object]:
+    """What the enqueue's answer says of how it went, to keep on the task read after a wait."""
+    flow = created.flowed.flow if created.flowed is not None else None
+    if flow and (flow.replaced or flow.throttled):
+        return {"deduplicated": created.deduplicated, "flow": flow}
+    return {"deduplicated": created.deduplicated}
 
 
 async def enqueue_batch(call: Call) -> Response:
@@ -106,10 +114,13 @@ OPERATIONS = [
         status=201,
         also=(202,),
         params=(QUEUE, WAIT),
-        errors=(404, 409),
+        errors=(404, 409, 429),
         description="201 with the new task; 200 with the earlier one when the dedup or "
-        "singleton key matched it (deduplicated: true). A depends_on or after_group naming "
-        "nothing that exists is refused (422). With wait, the answer comes when the task "
+        "singleton key matched it (deduplicated: true), with the pending task a debounce "
+        "merged this enqueue into (flow.replaced: true), or with the task a throttle let "
+        "through when it dropped this enqueue (flow.throttled: dropped; 429 when that task no "
+        "longer exists). A depends_on or after_group naming nothing that exists is refused "
+        "(422). With wait, the answer comes when the task "
         "has finished (201, or 200 when deduplicated, with its result) or when the wait runs "
         "out (202 with the task as it stands: it goes on, recorded like any other).",
         links=TASK_LINKS,
@@ -125,7 +136,7 @@ OPERATIONS = [
         response=BatchCreated,
         status=201,
         params=(QUEUE,),
-        errors=(404, 409),
+        errors=(404, 409, 429),
         links=(Link("GetFirstTask", "get_task", {"task_id": "$response.body#/tasks/0/id"}),),
     ),
     Operation(

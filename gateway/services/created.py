@@ -19,7 +19,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from gateway.store.records import NewTask, to_datetime
-from sdk.wire import QueuePolicy, Task, TaskCreate, TaskState
+from sdk.wire import QueuePolicy, Task, TaskCreate, TaskFlow, TaskState
 
 _DATETIME = TypeAdapter(datetime)
 
@@ -61,7 +61,14 @@ def created_view(
         after_group=new.after_group,
         waiting_on=_waiting_on(new, state),
         notify=new.notify,
+        # Only a debounced task passes it: each field given costs its validation.
+        **({} if new.debounce is None else {"flow": _made_flow(new.debounce[0])}),
     )
+
+
+def _made_flow(debounce_key: str) -> TaskFlow:
+    """The flow of a debounced task just made: the first enqueue of its burst."""
+    return TaskFlow(debounce_key=debounce_key, debounce_seq=1)
 
 
 @functools.lru_cache(maxsize=256)
@@ -116,6 +123,9 @@ def created_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy
         "created_at": _time(new.created_ms),
         "run_at": _time(new.run_at_ms),
         "notify": new.notify,
+        "flow": None
+        if new.debounce is None
+        else orjson.Fragment(_made_flow(new.debounce[0]).model_dump_json()),
     }
 
 
@@ -136,6 +146,7 @@ def _plain(new: NewTask) -> bool:
         and not new.results_from
         and new.after_group is None
         and new.notify is None
+        and new.debounce is None
     )
 
 
@@ -184,8 +195,11 @@ def plain_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy) 
 
 @dataclass(frozen=True, slots=True)
 class Created:
-    """One task of an enqueue's answer: a task stored now (``earlier`` None), whose Task is
-    made only when asked for, or the earlier task its dedup or singleton key matched."""
+    """One task of an enqueue's answer: a task stored now (``earlier`` and ``flowed`` None),
+    whose Task is made only when asked for; the earlier task its dedup or singleton key
+    matched (``earlier``); or the answer its debounce or throttle made (``flowed``: the pending
+    task it replaced the payload of, the task a dropped enqueue's window let through, or a
+    task stored delayed to the next window)."""
 
     queue: str
     spec: TaskCreate
@@ -193,28 +207,47 @@ class Created:
     state: TaskState
     policy: QueuePolicy
     earlier: Task | None = None
+    flowed: Task | None = None
+
+    @property
+    def shown(self) -> Task | None:
+        """The answer's Task when it is made already."""
+        return self.earlier if self.earlier is not None else self.flowed
 
     @property
     def id(self) -> str:
-        return self.new.id if self.earlier is None else self.earlier.id
+        shown = self.shown
+        return self.new.id if shown is None else shown.id
 
     @property
     def deduplicated(self) -> bool:
         return self.earlier is not None
 
     @property
+    def stored_new(self) -> bool:
+        """Whether this enqueue stored a task (201), rather than matching, replacing into or
+        being dropped for another (200)."""
+        if self.earlier is not None:
+            return False
+        flow = self.flowed.flow if self.flowed is not None else None
+        return not (flow is not None and (flow.replaced or flow.throttled == "dropped"))
+
+    @property
     def finished(self) -> bool:
-        return self.earlier is not None and self.earlier.state.finished
+        shown = self.shown
+        return shown is not None and shown.state.finished
 
     def view(self) -> Task:
-        if self.earlier is not None:
-            return self.earlier
+        shown = self.shown
+        if shown is not None:
+            return shown
         return created_view(self.queue, self.spec, self.new, self.state, self.policy)
 
     def json_value(self) -> Any:
         """What orjson writes as this task's JSON."""
-        if self.earlier is not None:
-            return orjson.Fragment(self.earlier.model_dump_json())
+        shown = self.shown
+        if shown is not None:
+            return orjson.Fragment(shown.model_dump_json())
         return plain_json(self.queue, self.new, self.state, self.policy)
 
 

@@ -18,12 +18,13 @@ from gateway.errors import (
     QueueNotFound,
     TaskFinished,
     TaskNotFound,
+    Throttled,
     ValidationFailed,
 )
 from gateway.ids import IdMaker
 from gateway.rate_keys import rate_key_of
 from gateway.services.catalog import CatalogService
-from gateway.services.created import Created
+from gateway.services.created import Created, created_view
 from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
@@ -34,12 +35,21 @@ from gateway.store.records import (
     dump_json,
     seconds_to_ms,
     task_from_record,
+    to_datetime,
     to_ms,
 )
-from gateway.store.tasks import CancelResult, ClaimOrder, TaskStore
+from gateway.store.tasks import CancelResult, ClaimOrder, Stored, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
-from sdk.wire import KeyConcurrency, QueuePolicy, Task, TaskCreate, TaskPage, TaskState
+from sdk.wire import (
+    KeyConcurrency,
+    QueuePolicy,
+    Task,
+    TaskCreate,
+    TaskFlow,
+    TaskPage,
+    TaskState,
+)
 
 MAX_WAIT = 60.0
 OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
@@ -56,12 +66,21 @@ def _new_task(
     trace: TraceHeaders | None = None,
     task_id: str | None = None,
 ) -> NewTask:
+    debounce = throttle = None
     if spec.run_at is not None:
         run_at = to_ms(spec.run_at)
     elif spec.delay:
         run_at = now_ms + seconds_to_ms(spec.delay)
+    elif spec.debounce is not None:
+        window = seconds_to_ms(spec.debounce.window)
+        most = 0 if spec.debounce.max_wait is None else seconds_to_ms(spec.debounce.max_wait)
+        debounce = (spec.debounce.key, window, most)
+        run_at = now_ms + window  # (max_wait is at least the window)
     else:
         run_at = now_ms
+    if spec.throttle is not None:
+        t = spec.throttle
+        throttle = (t.key, seconds_to_ms(t.window), t.limit, t.mode == "delay")
     return NewTask(
         id=spec.id or task_id or str(ULID()),
         name=spec.name,
@@ -96,6 +115,8 @@ def _new_task(
         if policy.key_rate_limit is None
         else rate_key_of(spec.payload, policy.key_rate_limit.path),
         concurrency_key=_concurrency_key(spec, policy.key_concurrency),
+        debounce=debounce,
+        throttle=throttle,
     )
 
 
@@ -142,7 +163,7 @@ def _new_plain_task(
 
 def _ready_now(spec: TaskCreate, now_ms: int) -> bool:
     """Whether the task goes straight to the ready set (no delay, no dependency)."""
-    if spec.depends_on or spec.after_group or spec.delay:
+    if spec.depends_on or spec.after_group or spec.delay or spec.debounce:
         return False
     return spec.run_at is None or to_ms(spec.run_at) <= now_ms
 
@@ -303,7 +324,11 @@ class TaskService:
         ]
         if links:
             await self._dependencies.link(queue, links, now)
-        ready = sum(s.state is TaskState.QUEUED for s in stored)
+        ready = sum(
+            s.state is TaskState.QUEUED
+            or (s.replaced is not None and s.replaced.state is TaskState.QUEUED)
+            for s in stored
+        )
         if ready and not (order and enqueued.announced):
             # Pub/sub tells the pull polls of every gateway, this one's too, when the script
             # announced the tasks: counting them here as well would wake twice as many. (Then
@@ -315,10 +340,49 @@ class TaskService:
                 first = await self._read(queue, s.duplicate_of)
                 earlier = first.model_copy(update={"deduplicated": True})
                 created.append(Created(queue, spec, n, first.state, view.policy, earlier))
+            elif s.state is None:
+                shown = await self._flow_view(queue, spec, n, s, view.policy)
+                created.append(Created(queue, spec, n, shown.state, view.policy, flowed=shown))
+            elif s.delayed_to is not None:
+                task = created_view(queue, spec, n, s.state, view.policy)
+                update = {
+                    "flow": TaskFlow(throttled="delayed"),
+                    "run_at": to_datetime(s.delayed_to),
+                }
+                shown = task.model_copy(update=update)
+                created.append(Created(queue, spec, n, s.state, view.policy, flowed=shown))
             else:
-                assert s.state is not None
                 created.append(Created(queue, spec, n, s.state, view.policy))
         return created
+
+    async def _flow_view(
+        self, queue: str, spec: TaskCreate, new: NewTask, s: Stored, policy: QueuePolicy
+    ) -> Task:
+        """The answer for an enqueue its debounce merged into a pending task (that task as this
+        enqueue left it: its payload, run_at and number in the burst, whatever later enqueues
+        did since), or its throttle dropped (the last task its window let through)."""
+        if s.replaced is not None:
+            r = s.replaced
+            created = created_view(queue, spec, new, r.state, policy)
+            assert new.debounce is not None
+            flow = TaskFlow(debounce_key=new.debounce[0], debounce_seq=r.seq, replaced=True)
+            update = {
+                "id": r.id,
+                "created_at": to_datetime(r.created_ms),
+                "run_at": to_datetime(r.run_at_ms),
+                "flow": flow,
+            }
+            return created.model_copy(update=update)
+        if s.dropped_for:
+            with contextlib.suppress(TaskNotFound):
+                kept = await self._read(queue, s.dropped_for)
+                flow = (kept.flow or TaskFlow()).model_copy(update={"throttled": "dropped"})
+                return kept.model_copy(update={"flow": flow})
+        raise Throttled(
+            f"throttled: task '{new.name}' with throttle key '{new.throttle and new.throttle[0]}' "
+            "reached its limit for the current window, and the task it let through last no "
+            "longer exists"
+        )
 
     async def _check_notify_urls(self, specs: Sequence[TaskCreate]) -> list[FieldProblem]:
         """Completion callback URLs obey the endpoints' address rules (checked again at every

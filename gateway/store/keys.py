@@ -66,6 +66,12 @@ key                   type   content
 ``rates_full``        ZSET   bucket field of ``rates`` → ms when it is full again: the claim
                              drops a few full ones each time it writes, and both keys expire
                              when the last bucket is full, so idle keys and queues leave nothing
+``debounce:<n> <k>``  STR    ``"<id> <first ms>"``: the pending task holding debounce key ``k`` of
+                             task name ``n``, and when its burst began (for ``max_wait``);
+                             expires at the task's run_at (``lua/enqueue.lua``, debounce)
+``throttle:<n> <k>``  STR    ``"<window start ms> <count> <last id>"``: the latest window of
+                             throttle key ``k`` of task name ``n`` holding enqueues let through;
+                             expires when that window ends (``lua/enqueue.lua``, throttle)
 ``redrive``           STR    held (``SET NX PX``) by the gateway making the queue's redrive pass,
                              for the policy's ``every``: one pass per cadence among all gateways
 ====================  =====  ======================================================================
@@ -347,6 +353,14 @@ class QueueKeys:
 
     def log(self, task_id: str) -> str:
         return f"jg:{{{self.queue}}}:log:{task_id}"
+
+    def debounce(self, name: str, key: str) -> str:
+        """The pending task of a debounce key (names and keys hold no space)."""
+        return f"jg:{{{self.queue}}}:debounce:{name} {key}"
+
+    def throttle(self, name: str, key: str) -> str:
+        """The current window of a throttle key."""
+        return f"jg:{{{self.queue}}}:throttle:{name} {key}"
 
     def finished(self, state: TaskState) -> str:
         """The index of tasks that ended in ``state``."""

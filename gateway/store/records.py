@@ -25,6 +25,7 @@ from sdk.wire import (
     NoticeStatus,
     QueuePolicy,
     Task,
+    TaskFlow,
     TaskState,
     TaskStep,
 )
@@ -113,6 +114,10 @@ class NewTask:
     notify: str | None = None
     rate_key: str | None = None  # its bucket under the queue's key_rate_limit (gateway.rate_keys)
     concurrency_key: str | None = None  # its key under key_concurrency (lua/key_limits.lua)
+    # Debounce: (key, window ms, max wait ms or 0); throttle: (key, window ms, limit, delay?).
+    # Each gives the enqueue script one more key (lua/enqueue.lua, "Debounce and throttle").
+    debounce: tuple[str, int, int] | None = None
+    throttle: tuple[str, int, int, bool] | None = None
 
     def record_json(self) -> str:
         return dump_json(self.record())
@@ -147,6 +152,12 @@ class NewTask:
             "ck": self.concurrency_key,
         }
         record.update({k: v for k, v in optional.items() if v is not None})
+        if self.debounce is not None:
+            record["dbk"], window, most = self.debounce
+            record["fl"] = ["d", window, most]
+        elif self.throttle is not None:
+            _, window, limit, delay = self.throttle
+            record["fl"] = ["t", window, limit, delay]
         return record
 
 
@@ -371,6 +382,11 @@ def task_from_record(
         dedup_key=record.get("dk"),
         singleton_key=record.get("sk"),
         concurrency_key=record.get("ck"),
+        **(
+            {"flow": TaskFlow(debounce_key=record["dbk"], debounce_seq=record.get("dbn"))}
+            if "dbk" in record
+            else {}
+        ),
         group=record.get("grp"),
         depends_on=record.get("deps") or [],
         pass_results="rs" in record,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from sdk.wire.base import (
+    DAY,
     MAX_PRIORITY,
     TRACEPARENT_PATTERN,
     Capability,
@@ -43,6 +44,60 @@ class TaskState(StrEnum):
 
 
 _FINISHED = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED})
+
+
+WindowSeconds = Annotated[float, Field(gt=0, le=7 * DAY)]
+
+
+class Debounce(InputModel):
+    """A task's ``debounce`` option: one pending task per key, which later enqueues inside
+    the window replace (docs/durable.md, "Debounce and throttle")."""
+
+    key: Key = Field(description="Enqueues of the same task name and key in the queue merge.")
+    window: WindowSeconds = Field(
+        description="Seconds (up to 7 days): the task runs this long after the last enqueue "
+        "of the key; each enqueue inside the window replaces its payload and moves its start."
+    )
+    max_wait: WindowSeconds | None = Field(
+        None,
+        description="Seconds after the first enqueue of a burst at which the task runs however "
+        "many enqueues keep coming (Inngest's timeout); none: no limit. At least window.",
+    )
+
+    @model_validator(mode="after")
+    def _wait_past_window(self) -> Self:
+        if self.max_wait is not None and self.max_wait < self.window:
+            raise ValueError("max_wait must be at least window")
+        return self
+
+
+class Throttle(InputModel):
+    """A task's ``throttle`` option: at most ``limit`` enqueues of the key go per window; the
+    rest are dropped or delayed to the next window with room (docs/durable.md)."""
+
+    key: Key = Field(description="Enqueues of the same task name and key in the queue count.")
+    window: WindowSeconds = Field(description="Seconds (up to 7 days) of one window.")
+    limit: int = Field(1, ge=1, le=10_000, description="Enqueues let through per window.")
+    mode: Literal["drop", "delay"] = Field(
+        "drop",
+        description="drop: an enqueue over the limit stores nothing (the answer shows the last "
+        "task let through, flow.throttled: dropped); delay: it is stored to run at the start "
+        "of the next window with room (flow.throttled: delayed).",
+    )
+
+
+# What a debounced task cannot also have: each would make "the pending task" ambiguous.
+_NOT_WITH_DEBOUNCE = (
+    "id",
+    "delay",
+    "run_at",
+    "dedup_key",
+    "singleton_key",
+    "depends_on",
+    "after_group",
+    "group",
+    "throttle",
+)
 
 
 class TaskCreate(InputModel):
@@ -136,12 +191,33 @@ class TaskCreate(InputModel):
         "against the same address rules as endpoint URLs.",
     )
 
+    debounce: Debounce | None = Field(
+        None,
+        description="At most one pending task per (name, key): an enqueue inside the window "
+        "replaces the pending task's payload and moves its run_at to the window's end (200, "
+        "flow.replaced: true). Not with id, delay, run_at, dedup_key, singleton_key, depends_on, "
+        "group, after_group or throttle (422).",
+    )
+    throttle: Throttle | None = Field(
+        None,
+        description="At most `limit` enqueues per (name, key) and window go; the rest are "
+        "dropped (200 with the last task let through, flow.throttled: dropped) or delayed to "
+        "the next window (201, flow.throttled: delayed).",
+    )
+
     @model_validator(mode="after")
     def _one_start_time(self) -> Self:
         if self.delay is not None and self.run_at is not None:
             raise ValueError("give either delay or run_at, not both")
         if self.pass_results and not self.depends_on:
             raise ValueError("pass_results needs depends_on: the tasks whose results are passed")
+        if self.debounce is not None:
+            clash = [f for f in _NOT_WITH_DEBOUNCE if getattr(self, f) not in (None, [])]
+            if clash:
+                raise ValueError(
+                    f"debounce cannot be combined with {', '.join(clash)}: a debounced task "
+                    "starts at its window's end and is replaced by later enqueues of its key"
+                )
         return self
 
 
@@ -227,6 +303,31 @@ class NoticeStatus(OutputModel):
     delivered_at: datetime | None = None
 
 
+class TaskFlow(OutputModel):
+    """What debounce or throttle did with a task and, in an enqueue's answer, with that enqueue
+    (docs/durable.md, "Debounce and throttle"). One field of :class:`Task`, absent for tasks
+    with neither option, so they pay for one field, not four."""
+
+    debounce_key: str | None = None
+    debounce_seq: int | None = Field(
+        None,
+        description="A debounced task: how many enqueues it has merged (1 when made, one more "
+        "per replacement). In an enqueue's answer: that enqueue's number in the burst, so the "
+        "answer with the highest number names the payload the task runs with.",
+    )
+    replaced: bool = Field(
+        False,
+        description="This enqueue was debounced into the pending task shown (its payload now, "
+        "its run_at moved); nothing new was stored.",
+    )
+    throttled: Literal["dropped", "delayed"] | None = Field(
+        None,
+        description="dropped: the throttle stored nothing for this enqueue; the task shown is "
+        "the last one its window let through. delayed: the task was stored to run at the "
+        "start of the next window with room (its run_at).",
+    )
+
+
 class Task(OutputModel):
     id: str
     queue: str
@@ -238,6 +339,11 @@ class Task(OutputModel):
         False,
         description="This enqueue matched an earlier task by dedup or singleton key; the task "
         "shown is that earlier one, and nothing new was stored.",
+    )
+    flow: TaskFlow | None = Field(
+        None,
+        description="Debounce and throttle: what they did with this task and, in an enqueue's "
+        "answer, with that enqueue; none for a task with neither option.",
     )
     owner: str | None = None
     version: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -232,3 +233,27 @@ async def test_tasks_of_a_concurrency_key_run_and_leave_no_count(
         assert (await rig.finished(task_id))["state"] == "succeeded"
     with RedisCluster(host="127.0.0.1", port=redis_cluster[0]) as client:
         assert client.exists(f"jg:{{{LEFT}}}:key_counts") == 0
+
+
+async def test_debounce_and_throttle_on_queues_of_different_primaries(rig: Rig) -> None:
+    async def again(queue: str, payload: int, **option: object) -> dict[str, Any]:
+        """An enqueue that stores nothing new (200): the task it names."""
+        body = {"name": "echo", "payload": payload, **option}
+        r = await rig.api.post(f"/v1/queues/{queue}/tasks", json=body)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    for queue in (LEFT, RIGHT):
+        debounce = {"key": "doc-1", "window": 1}
+        first = await rig.enqueue("echo", 1, queue=queue, debounce=debounce)
+        later = await again(queue, 2, debounce=debounce)
+        assert (later["id"], later["flow"]["replaced"]) == (first, True)
+        done = await rig.finished(first)
+        assert (done["state"], done["result"]) == ("succeeded", {"echo": 2})
+        throttle = {"key": "acct-1", "window": 60}
+        let = await rig.enqueue("echo", 3, queue=queue, throttle=throttle)
+        dropped = await again(queue, 4, throttle=throttle)
+        assert (dropped["id"], dropped["flow"]) == (
+            let,
+            {**dropped["flow"], "throttled": "dropped"},
+        )

@@ -148,3 +148,41 @@ def test_a_failing_endpoint_is_circuit_broken_while_another_drains(
     state = {e.id: e for e in s.client.list_endpoints("e2e")}[broken.id]
     assert state.circuit.value == "open"
     assert state.open_until is not None
+
+
+def test_debounce_under_50_concurrent_enqueues_from_two_gateways_runs_the_last_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    s = setup(cluster, tmp_path)
+    gateways = [cluster.gateways[0], cluster.gateway()]
+
+    async def enqueue_all() -> list[tuple[int, str, int, int]]:
+        headers = {"authorization": f"Bearer {ADMIN}"}
+        sessions = [aiohttp.ClientSession(g, headers=headers) for g in gateways]
+
+        async def enqueue(i: int) -> tuple[int, str, int, int]:
+            debounce = {"key": "burst", "window": 5}
+            body = {"name": ECHO, "payload": {"args": [i]}, "debounce": debounce}
+            async with sessions[i % 2].post("/v1/queues/e2e/tasks", json=body) as answer:
+                found = await answer.json()
+                return answer.status, found["id"], found["flow"]["debounce_seq"], i
+
+        try:
+            return await asyncio.gather(*(enqueue(i) for i in range(50)))
+        finally:
+            for session in sessions:
+                await session.close()
+
+    answers = asyncio.run(enqueue_all())
+    assert Counter(status for status, _, _, _ in answers) == {201: 1, 200: 49}
+    (task_id,) = {task_id for _, task_id, _, _ in answers}
+    # Redis applied the 50 one after the other, each answer saying its place: the last one's
+    # payload is the one the task runs with.
+    assert sorted(seq for _, _, seq, _ in answers) == list(range(1, 51))
+    last = max(answers, key=lambda a: a[2])[3]
+    done = s.client.wait(task_id, timeout=30)
+    assert (done.state, done.result) == (TaskState.SUCCEEDED, last)
+    assert done.flow is not None
+    assert done.flow.debounce_seq == 50
+    assert [p["id"] for p in pushes(s.log)] == [task_id]
+    assert sum(s.client.get_queue("e2e").counts.values()) == 1

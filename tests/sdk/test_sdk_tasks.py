@@ -26,6 +26,7 @@ from sdk import (
     task,
 )
 from sdk.blocking import HttpxBlockingSession
+from sdk.wire import Throttle
 
 URL = "http://gateway.test"
 TASK_ID = "01J00000000000000000000002"
@@ -305,6 +306,25 @@ def test_handles_say_when_the_enqueue_was_deduplicated(
     answer_polls(gw, task_json("running"))
     handle.get()  # a later read of the record does not forget how the enqueue went
     assert handle.deduplicated is True
+
+
+def test_debounce_and_throttle_are_sent_and_the_handle_says_how_it_went(
+    gw: respx.MockRouter, client: Client
+) -> None:
+    add = make_add(client)
+    flow = {"debounce_key": "user-7", "debounce_seq": 3, "replaced": True}
+    gw.routes["enqueue"].respond(200, json=task_json("scheduled", flow=flow))
+    handle = add.apply([1], debounce={"key": "user-7", "window": 30})
+    assert sent(gw)["debounce"] == {"key": "user-7", "window": 30.0}
+    assert (handle.replaced, handle.throttled) == (True, None)
+    assert handle.task.flow is not None
+    assert handle.task.flow.debounce_seq == 3
+    gw.routes["enqueue"].respond(200, json=task_json(flow={"throttled": "dropped"}))
+    handle = add.apply([2], throttle=Throttle(key="acct", window=60, limit=5, mode="delay"))
+    assert sent(gw)["throttle"] == {"key": "acct", "window": 60.0, "limit": 5, "mode": "delay"}
+    assert (handle.replaced, handle.throttled) == (False, "dropped")
+    with pytest.raises(ValueError, match="debounce cannot be combined with delay"):
+        add.apply([1], delay=5, debounce={"key": "k", "window": 1})
 
 
 def test_bad_option_values_name_the_field(gw: respx.MockRouter, client: Client) -> None:

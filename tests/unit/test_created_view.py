@@ -56,6 +56,7 @@ SPECS: list[dict[str, Any]] = [
     {"name": "later", "run_at": datetime(2031, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)},
     {"name": "after", "depends_on": [DEP], "after_group": "g0"},
     {"name": "chained", "depends_on": [DEP], "pass_results": True},
+    {"name": "limited", "throttle": {"key": "t", "window": 60, "limit": 3, "mode": "delay"}},
 ]
 
 
@@ -163,6 +164,8 @@ SAMPLE_VALUES = {
     "str | None": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     "tuple[str, ...]": (DEP,),
     "tuple[tuple[str, str], ...]": (("elsewhere", DEP),),
+    "tuple[str, int, int] | None": ("doc-7", 30_000, 0),
+    "tuple[str, int, int, bool] | None": ("acct-1", 60_000, 1, False),
 }
 
 
@@ -183,3 +186,14 @@ def test_every_option_of_a_new_task_comes_out_in_the_answer_as_the_general_path_
     policy = QueuePolicy(max_attempts=3)
     general = orjson.dumps(created_json("q", optioned, state, policy))
     assert orjson.dumps(plain_json("q", optioned, state, policy)) == general
+
+
+def test_a_debounced_task_answers_as_stored() -> None:
+    policy = QueuePolicy()
+    spec = TaskCreate(name="burst", debounce={"key": "doc-7", "window": 30, "max_wait": 60})
+    new = _new_task(spec, NOW, {}, "q", policy)
+    assert new.run_at_ms == NOW + 30_000
+    record = new.record()
+    record.update(state="scheduled", att=0, dbn=1)  # the enqueue script numbers the burst
+    read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
+    assert _created_view("q", spec, new, TaskState.SCHEDULED, policy) == read_back

@@ -4,14 +4,18 @@
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] dedup   KEYS[14] dedup expiry
 -- KEYS[15] singleton   KEYS[16] capabilities   KEYS[17] links   KEYS[18] notify
 -- KEYS[19] key_counts (per-key concurrency: key_limits.lua)
+-- KEYS[20..] one per task with a debounce or throttle option, in the tasks' order: its key's
+--           ``debounce:<name> <key>`` or ``throttle:<name> <key>`` (see "Debounce and throttle")
 -- ARGV[1] now ms   ARGV[2] queue name   ARGV[3] wake channel   ARGV[4] done channel prefix
 -- ARGV[5..] three values per task: id, initial record JSON (name, prio, created, run_at and
 --           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
---           {queue, id}), payload JSON
+--           {queue, id}; ``fl``, not kept, a debounce {'d', window ms, max wait ms or 0} or a
+--           throttle {'t', window ms, limit, delay?}), payload JSON
 -- ARGV[#ARGV] (last) the enqueuing gateway's name, or '': added to the wake message, so that
 --           gateway's dispatcher can tell its own enqueue's message (it claimed already) apart
 -- Returns {'OK', one entry per task...}: the state it was stored in, or 'dup:<id>' when its
---      dedup or singleton key matched task <id> (nothing stored for it); then 'WOKE' when the
+--      dedup or singleton key matched task <id> (nothing stored for it), or one of the debounce
+--      and throttle entries below ('rep:', 'thr:', 'dly:'); then 'WOKE' when the
 --      wake channel was told (the ready set was empty), then 'NOTICE' when a completion
 --      callback notice was recorded (a dependency had failed already)
 --   or {'NOQUEUE'} | {'EXISTS', id} | {'NOGROUP', task index, group} | {'NODEP', index, id}
@@ -65,17 +69,103 @@ for i = 0, count - 1 do
   end
 end
 
+-- Debounce and throttle (docs/durable.md). A task with either option comes with its own key
+-- (KEYS[20..]); a task with neither pays nothing here. Both are decided by this script alone,
+-- so concurrent enqueues through any number of gateways are applied one after the other.
+
+-- The two are made only when a task brought a key for them: a script call without makes no
+-- closure for them (each costs Redis on every call, like the prelude's helpers).
+local debounce, throttle
+if #KEYS > 19 then
+  -- Debounce: at most one pending (scheduled) task per key. An enqueue whose key's task is still
+  -- scheduled and its window not over replaces that task's payload and moves its run_at to
+  -- now + window (never past the burst's first enqueue + max wait): returns the entry
+  -- 'rep:<id> <seq> <run_at> <created> <state>', seq counting the burst's enqueues. Otherwise
+  -- returns nil: ``t`` is stored as a new task (its run_at already the window's end) holding the
+  -- key, which expires at its run_at.
+  function debounce(key, id, t, payload)
+    local window, most = t.fl[2], t.fl[3]
+    t.fl = nil
+    local held = redis.call('GET', key)
+    if held then
+      local holder, first = string.match(held, '^(%S+) (%d+)$')
+      local h = load_task(KEYS[2], holder)
+      if h and h.state == 'scheduled' and h.run_at > now then
+        local run_at = now + window
+        if most > 0 then
+          run_at = math.min(run_at, tonumber(first) + most)
+        end
+        h.run_at = run_at
+        h.dbn = (h.dbn or 1) + 1
+        redis.call('HSET', KEYS[3], holder, payload)
+        if run_at > now then
+          redis.call('ZADD', KEYS[5], int(run_at), holder)
+          redis.call('SET', key, held, 'PX', int(run_at - now))
+          due_at(run_at)
+        else  -- the burst reached its max wait: it runs now, and the next enqueue starts anew
+          redis.call('ZREM', KEYS[5], holder)
+          redis.call('DEL', key)
+          admit_ready(Q, holder, h)
+        end
+        save_task(KEYS[2], holder, h)
+        return 'rep:' .. holder .. ' ' .. h.dbn .. ' ' .. int(run_at) .. ' ' .. int(h.created) ..
+          ' ' .. h.state
+      end
+    end
+    t.dbn = 1
+    redis.call('SET', key, id .. ' ' .. int(now), 'PX', int(math.max(t.run_at - now, 1)))
+    return nil
+  end
+
+  -- Throttle: the key's latest window [start, start + window) lets ``limit`` enqueues through.
+  -- Past it, a new window starts now. Over the limit, 'drop' returns 'thr:<last id let through>'
+  -- (nothing is stored), and 'delay' moves ``t`` into the next window (its run_at at that
+  -- window's start) and returns true; windows holding delayed tasks follow one another, so at
+  -- most ``limit`` tasks of a key are due per window. Returns nil when ``t`` goes unchanged.
+  function throttle(key, id, t)
+    local window, limit, delay = t.fl[2], t.fl[3], t.fl[4]
+    t.fl = nil
+    local start, n, last = now, 0, ''
+    local held = redis.call('GET', key)
+    if held then
+      local a, b, c = string.match(held, '^(%d+) (%d+) (%S*)$')
+      start, n, last = tonumber(a), tonumber(b), c
+      if now >= start + window then
+        start, n = now, 0
+      end
+    end
+    if n >= limit or start > now then  -- full, or only later windows have room
+      if not delay then
+        return 'thr:' .. last
+      end
+      if n >= limit then
+        start, n = start + window, 0
+      end
+    end
+    n = n + 1
+    redis.call('SET', key, int(start) .. ' ' .. n .. ' ' .. id, 'PX', int(start + window - now))
+    if start > t.run_at then
+      t.run_at = start
+      return true
+    end
+    return nil
+  end
+end
+
 local was_empty = Q.none_ready()
 local default_window = ms(policy.dedup_window or 3600)
 local out = {'OK'}
 local stored = {}
 local ended = {}
 local matched = {}  -- a member's id -> the earlier task its dedup or singleton key matched
+local delayed = nil  -- a member's id -> true when its throttle moved it to a later window
+local flows = 19  -- the last KEYS entry a debounce or throttle option has taken
 -- First pass: store each task, or find its duplicate.
 for i = 0, count - 1 do
   local id = ARGV[5 + i * 3]
   local t = batch[id]
   local dup = nil
+  local flow = nil  -- a debounce or throttle entry that stands for this task
   if t.dk then
     local first = redis.call('HGET', KEYS[13], t.dk)
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[14], t.dk) or '0')
@@ -92,9 +182,29 @@ for i = 0, count - 1 do
       end
     end
   end
+  if t.fl then
+    flows = flows + 1
+    if dup then  -- matched by its dedup or singleton key: the option does not apply
+    elseif t.fl[1] == 'd' then
+      flow = debounce(KEYS[flows], id, t, ARGV[7 + i * 3])
+    else
+      flow = throttle(KEYS[flows], id, t)
+      if flow == true then
+        delayed = delayed or {}
+        delayed[id], flow = true, nil
+      end
+    end
+  end
   if dup then
     matched[id] = dup
     out[#out + 1] = 'dup:' .. dup
+  elseif flow then
+    -- A member replaced into, or dropped for, an earlier task is that task (if it still is).
+    local earlier = string.match(flow, '^%a+:(%S+)')
+    if earlier and redis.call('HEXISTS', KEYS[2], earlier) == 1 then
+      matched[id] = earlier
+    end
+    out[#out + 1] = flow
   else
     t.att = 0
     t.hist = 0
@@ -181,7 +291,11 @@ for _, s in ipairs(stored) do
         end
       else
         local d = load_task(KEYS[2], source)
-        state, why = d.state, d.error or d.state
+        if d then
+          state, why = d.state, d.error or d.state
+        else  -- a member of this batch its throttle dropped, with no task let through left
+          state, why = 'failed', 'dropped by its throttle'
+        end
       end
       if state == 'succeeded' then
         -- met already
@@ -210,6 +324,9 @@ for _, s in ipairs(stored) do
     out[s[1]] = load_task(KEYS[2], s[2]).state
   else
     out[s[1]] = batch[s[2]].state
+  end
+  if delayed and delayed[s[2]] then
+    out[s[1]] = 'dly:' .. out[s[1]] .. ' ' .. int(batch[s[2]].run_at)
   end
 end
 

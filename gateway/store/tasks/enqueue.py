@@ -56,12 +56,32 @@ def _enqueue_keys(queue: str) -> Packed:
 
 
 @dataclass(frozen=True, slots=True)
+class Replaced:
+    """A debounced enqueue merged into the pending task ``id``: it is the burst's ``seq``-th
+    enqueue, and the task (created at ``created_ms``) now runs at ``run_at_ms`` in ``state``."""
+
+    id: str
+    seq: int
+    run_at_ms: int
+    created_ms: int
+    state: TaskState
+
+
+@dataclass(frozen=True, slots=True)
 class Stored:
     """How one task of an enqueue went: stored in ``state``, or matched the earlier task
-    ``duplicate_of`` by its dedup or singleton key (then nothing was stored for it)."""
+    ``duplicate_of`` by its dedup or singleton key (then nothing was stored for it).
+
+    Debounce and throttle: ``replaced`` when a debounced enqueue merged into a pending task;
+    ``dropped_for`` when a throttle dropped it (the last task its window let through, '' when
+    none is known; nothing stored); ``delayed_to`` (ms) when a throttle stored it to run in a
+    later window."""
 
     state: TaskState | None
     duplicate_of: str | None = None
+    replaced: Replaced | None = None
+    dropped_for: str | None = None
+    delayed_to: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +93,34 @@ class Enqueued:
     announced: bool
 
 
+_PLAIN = {state.value: Stored(state) for state in TaskState}
+
+
 def _stored(entry: str) -> Stored:
-    if entry.startswith("dup:"):
-        return Stored(None, entry.removeprefix("dup:"))
-    return Stored(TaskState(entry))
+    plain = _PLAIN.get(entry)
+    if plain is not None:
+        return plain
+    kind, _, rest = entry.partition(":")
+    if kind == "dup":
+        return Stored(None, rest)
+    if kind == "rep":
+        holder, seq, run_at, created, state = rest.split(" ")
+        return Stored(
+            None, replaced=Replaced(holder, int(seq), int(run_at), int(created), TaskState(state))
+        )
+    if kind == "thr":
+        return Stored(None, dropped_for=rest)
+    state, run_at = rest.split(" ")  # "dly"
+    return Stored(TaskState(state), delayed_to=int(run_at))
+
+
+def _flow_key(queue: str, t: NewTask) -> str:
+    """The key of a task's debounce or throttle option (lua/enqueue.lua, KEYS[20..])."""
+    k = QueueKeys.of(queue)
+    if t.debounce is not None:
+        return k.debounce(t.name, t.debounce[0])
+    assert t.throttle is not None
+    return k.throttle(t.name, t.throttle[0])
 
 
 Entry = tuple[str, str]
@@ -128,10 +172,15 @@ class Enqueuing(StoreBase):
         order = Carried(queue, claim)
         try:
             args: list[str | int] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]
+            flows: list[str] = []
             for t in tasks:
                 args += [t.id, t.record_json(), t.payload_json]
+                if t.debounce is not None or t.throttle is not None:
+                    flows.append(_flow_key(queue, t))
             args.append(self._origin)
             script_keys = _enqueue_keys(queue)
+            if flows:
+                script_keys = Packed.of((*script_keys.words, *flows))
             index = [(keys.task_index(t.id), t.id) for t in tasks]
             if client_ids:
                 indexed = await self._claim_index(queue, index)
@@ -147,7 +196,7 @@ class Enqueuing(StoreBase):
             if "NOTICE" in markers:  # a completion callback notice was recorded
                 await mark_noticed(self._redis, queue, now_ms)
             stored = [_stored(entry) for entry in entries]
-            unused = [e for e, s in zip(index, stored, strict=True) if s.duplicate_of]
+            unused = [e for e, s in zip(index, stored, strict=True) if s.state is None]
             if unused:
                 await _unindex(self._redis, unused)
             if confirmed is not None:
