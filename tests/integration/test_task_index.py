@@ -99,12 +99,22 @@ async def test_one_gateway_repairs_per_cadence(stores: Stores) -> None:
     assert 0 < await stores.redis.pttl(keys.INDEX_TURN) <= 3_240_000
 
 
-async def test_a_task_matched_by_its_dedup_key_leaves_no_entry(stores: Stores) -> None:
+async def test_a_task_matched_deduplicated_debounced_or_throttled_leaves_no_entry(
+    stores: Stores,
+) -> None:
     await setup_queue(stores)
     now = stores.clock.now_ms()
     first, again = new_task(now, dedup_key="k"), new_task(now, dedup_key="k")
     await stores.tasks.enqueue("q", [first], now)
     (stored,) = await stores.tasks.enqueue("q", [again], now)
     assert stored.duplicate_of == first.id
-    assert await locate_many(stores.redis, [first.id, again.id]) == ["q", None]
-    assert not await stores.redis.hexists(keys.task_index(again.id), again.id)
+    pending, merged = (
+        new_task(now, run_at=now + 10_000, debounce=("k", 10_000, 0)) for _ in range(2)
+    )
+    passed, dropped = (new_task(now, throttle=("k", 10_000, 1, False)) for _ in range(2))
+    for t in (pending, merged, passed, dropped):
+        await stores.tasks.enqueue("q", [t], now)
+    kept, gone = [first, pending, passed], [again, merged, dropped]
+    assert await locate_many(stores.redis, [t.id for t in kept + gone]) == ["q"] * 3 + [None] * 3
+    for t in gone:
+        assert not await stores.redis.hexists(keys.task_index(t.id), t.id)
