@@ -39,7 +39,7 @@ QUEUE = "bench"
 
 def kind_of(key: str) -> str:
     """A key with its task id (or other per-item part) replaced, so keys of one kind add up."""
-    key = re.sub(r"^jg:ix:[0-9A-HJKMNP-TV-Z]{2}$", "jg:ix:<bucket>", key)
+    key = re.sub(r"^jg:ix:[0-3][0-9A-HJKMNP-TV-Z]{2}$", "jg:ix:<bucket>", key)
     return re.sub(r"[0-9A-HJKMNP-TV-Z]{26}", "<id>", key)
 
 

@@ -1,4 +1,4 @@
-"""The id index: task id → queue, in 1,024 hash buckets (``jg:ix:<last two characters>``).
+"""The id index: task id → queue, in 4,096 hash buckets (``jg:ix:<the id's low 12 bits>``).
 
 A task's field is written in its enqueue's round trip (:mod:`gateway.store.tasks.enqueue`) and
 dropped right after the script that deletes the task (the sweep, ``clean``, queue deletion:
@@ -29,8 +29,8 @@ from gateway.store.keys import QueueKeys
 from gateway.store.scripts import Scripts
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32, as task ids are written
-BUCKETS = tuple(f"jg:ix:{a}{b}" for a in _ALPHABET for b in _ALPHABET)
-"""Every bucket of the index: the last two characters of a ULID."""
+BUCKETS = tuple(f"jg:ix:{q}{a}{b}" for q in "0123" for a in _ALPHABET for b in _ALPHABET)
+"""Every bucket of the index (:func:`gateway.store.keys.task_index`)."""
 CHECK = 1_000
 """Ids per ``missing`` script call: about 1.5 ms of Redis, so the repair never holds a shard
 for long."""

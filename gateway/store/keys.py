@@ -84,10 +84,11 @@ Global keys (one command each, outside any script):
   dedup window or finished task to sweep). The recoverer reads it with one command; written by
   plain commands and single-key scripts (``lower_due.lua``, ``settle_due.lua``) only.
 - ``jg:ix:<bucket>`` (HASH): the id index, task id → its queue, so ``/v1/tasks/{id}`` needs no
-  queue name. ``<bucket>`` is the id's last two characters (1,024 buckets; the gateway's ids
-  count up there, so they spread evenly), so a bucket stays a listpack (about 40 bytes an
-  entry) up to about 500,000 tasks (Redis's default ``hash-max-listpack-entries`` of 512 a
-  bucket) and the buckets spread over a cluster's slots. Written in
+  queue name. ``<bucket>`` is the id's low 12 bits (4,096 buckets, :func:`task_index`; the
+  gateway's ids count up there, so they spread evenly), so a bucket stays a listpack (about
+  40 bytes an entry) up to about 2,000,000 tasks (Redis's default
+  ``hash-max-listpack-entries`` of 512 a bucket), short enough to write cheaply up to about
+  500,000, and the buckets spread over a cluster's slots. Written in
   the enqueue's round trip (a command of its own: it lies outside the queue's slot); the
   sweep, ``clean`` and queue deletion drop a task's field right after its task, in a second
   step. A gateway that dies between the two leaves a field without a task: the index repair
@@ -211,9 +212,13 @@ def sign_in_address(address: str) -> str:
     return f"jg:{{signin}}:addr:{address}"
 
 
+_QUARTER = {c: str(i & 3) for i, c in enumerate("0123456789ABCDEFGHJKMNPQRSTVWXYZ")}
+
+
 def task_index(task_id: str) -> str:
-    """The id index's bucket that holds ``task_id``'s field."""
-    return f"jg:ix:{task_id[-2:]}"
+    """The id index's bucket that holds ``task_id``'s field: the id's low 12 bits, as the low
+    2 bits of its third character from the end (``0``-``3``) and its last two characters."""
+    return f"jg:ix:{_QUARTER.get(task_id[-3:-2], '0')}{task_id[-2:]}"
 
 
 INDEX_SUSPECTS = "jg:ix:suspects"

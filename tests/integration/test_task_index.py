@@ -3,11 +3,14 @@ fields a gateway that died half way left behind."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from gateway.errors import TaskExists
+from gateway.ids import IdMaker
 from gateway.store import keys
-from gateway.store.index import IndexRepair, locate_many
+from gateway.store.index import BUCKETS, IndexRepair, locate_many
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish
 from sdk.wire import AttemptOutcome, QueuePolicy
@@ -16,7 +19,15 @@ from .conftest import Stores
 from .test_store import new_task, seed, setup_queue
 
 
-async def test_entries_live_in_buckets_by_the_ids_last_two_characters(stores: Stores) -> None:
+def test_the_gateways_ids_fill_every_bucket_evenly() -> None:
+    assert keys.task_index("01BX5ZZKBKACTAV9WEVGEMMVT0") == "jg:ix:3T0"  # V is 27: 27 & 3
+    made = IdMaker().take(3 * len(BUCKETS))
+    counts = Counter(keys.task_index(task_id) for task_id in made)
+    assert set(counts) == set(BUCKETS)
+    assert set(counts.values()) == {3}
+
+
+async def test_entries_live_in_buckets_by_the_ids_low_bits(stores: Stores) -> None:
     await setup_queue(stores)
     now = stores.clock.now_ms()
     single, batch, chosen = [new_task(now)], [new_task(now), new_task(now)], [new_task(now)]
@@ -24,7 +35,7 @@ async def test_entries_live_in_buckets_by_the_ids_last_two_characters(stores: St
     await stores.tasks.enqueue("q", batch, now)  # the index script: one command for the batch
     await stores.tasks.enqueue("q", chosen, now, client_ids=True)
     for task in single + batch + chosen:
-        assert await stores.redis.hget(f"jg:ix:{task.id[-2:]}", task.id) == "q"
+        assert await stores.redis.hget(keys.task_index(task.id), task.id) == "q"
     assert await stores.redis.keys("jg:idx:*") == []
     buckets = await stores.redis.keys("jg:ix:*")
     assert [await stores.redis.ttl(key) for key in buckets] == [-1] * len(buckets)  # no expiry
