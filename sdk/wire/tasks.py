@@ -315,6 +315,11 @@ class TaskReceipt(OutputModel):
         "and state are that earlier task's, and nothing new was stored.",
     )
 
+    @classmethod
+    def of(cls, task: Task) -> Self:
+        """The receipt a whole Task answers for: its fields of the same names."""
+        return cls.model_validate({name: getattr(task, name) for name in cls.model_fields})
+
 
 class BatchReceipt(OutputModel):
     """A batch enqueue's answer under ``Prefer: return=minimal``."""
