@@ -213,6 +213,25 @@ async def test_threads_share_a_batch_through_the_blocking_client(gateway: Gatewa
     assert len(gateway.requests) < 8
 
 
+async def test_threads_asking_for_receipts_or_tasks_each_get_what_they_asked_for(
+    gateway: Gateway,
+) -> None:
+    def produce() -> list[Task | TaskReceipt]:
+        with Client(gateway.url, KEY, linger=0.2) as client, ThreadPoolExecutor(6) as pool:
+
+            def one(i: int) -> Task | TaskReceipt:
+                if i % 2:
+                    return client.enqueue(QUEUE, "n", i)
+                return client.enqueue_receipt(QUEUE, TaskCreate(name="n", payload=i))
+
+            return list(pool.map(one, range(6)))
+
+    outcomes = await asyncio.to_thread(produce)
+    assert [type(o) for o in outcomes] == [TaskReceipt, Task] * 3
+    assert sorted(await queued(gateway)) == list(range(6))
+    assert len({o.id for o in outcomes}) == 6
+
+
 async def test_threads_meeting_a_request_in_flight_share_the_next_one(gateway: Gateway) -> None:
     def produce() -> list[Task]:
         with Client(gateway.url, KEY) as client, ThreadPoolExecutor(8) as pool:  # linger=0
