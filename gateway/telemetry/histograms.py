@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from bisect import bisect_left
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -53,6 +54,31 @@ class _Tally:
         self.max = -math.inf
 
 
+class _Shared:
+    """The tallies of one SDK histogram, shared by every :class:`TallyHistogram` made on it (the
+    SDK hands out one instrument per name, and runs only the first callback of a name)."""
+
+    def __init__(self, histogram: Histogram) -> None:
+        self.histogram = weakref.ref(histogram)  # not a strong one: the key of _SHARED
+        self.tallies: dict[Hashable, _Tally] = {}
+        self.lock = threading.Lock()  # a collection may run in another thread (OTLP's)
+
+    def hand_over(self, options: CallbackOptions) -> list[Observation]:
+        with self.lock:
+            tallies, self.tallies = self.tallies, {}
+        histogram = self.histogram()
+        if histogram is None:
+            return []
+        for tally in tallies.values():
+            for aggregation in _sinks(histogram, tally.attributes):
+                _add(aggregation, tally)
+        return []
+
+
+_SHARED: weakref.WeakKeyDictionary[Histogram, _Shared] = weakref.WeakKeyDictionary()
+_SHARING = threading.Lock()
+
+
 class TallyHistogram:
     """A histogram in ms with the buckets of :data:`~sdk.telemetry.metrics.MS_BUCKETS`.
 
@@ -62,40 +88,35 @@ class TallyHistogram:
     """
 
     def __init__(self, meter: Meter, name: str, description: str) -> None:
-        self._histogram = ms_histogram(meter, name, description)
-        self._tallies: dict[Hashable, _Tally] = {}
-        self._lock = threading.Lock()  # a collection may run in another thread (OTLP's)
-        self.tallied = _matches(self._histogram) is not None
-        if self.tallied:
-            # Observable callbacks run at the start of every collection, before the SDK reads
-            # its aggregations: the counts are handed over then. It observes nothing itself.
-            meter.create_observable_gauge(f"jobgate.tally.{name}", callbacks=[self._hand_over])
+        self._histogram = histogram = ms_histogram(meter, name, description)
+        self.tallied = _matches(histogram) is not None
+        with _SHARING:
+            shared = _SHARED.get(histogram) if self.tallied else None
+            if self.tallied and shared is None:
+                shared = _SHARED[histogram] = _Shared(histogram)
+                # Observable callbacks run at the start of every collection, before the SDK
+                # reads its aggregations: the counts are handed over then. It observes nothing.
+                meter.create_observable_gauge(f"jobgate.tally.{name}", callbacks=[shared.hand_over])
+        self._shared = shared
 
     def record(self, ms: float, key: Hashable, attributes: Mapping[str, str]) -> None:
-        if not self.tallied:
+        shared = self._shared
+        if shared is None:
             self._histogram.record(ms, attributes)
             return
         if not 0 <= ms < math.inf:
             return
         bucket = bisect_left(MS_BUCKETS, ms)
-        with self._lock:
-            tally = self._tallies.get(key)
+        with shared.lock:
+            tally = shared.tallies.get(key)
             if tally is None:
-                tally = self._tallies[key] = _Tally(attributes)
+                tally = shared.tallies[key] = _Tally(attributes)
             tally.counts[bucket] += 1
             tally.sum += ms
             if ms < tally.min:
                 tally.min = ms
             if ms > tally.max:
                 tally.max = ms
-
-    def _hand_over(self, options: CallbackOptions) -> list[Observation]:
-        with self._lock:
-            tallies, self._tallies = self._tallies, {}
-        for tally in tallies.values():
-            for aggregation in _sinks(self._histogram, tally.attributes):
-                _add(aggregation, tally)
-        return []
 
 
 def _matches(histogram: Histogram) -> list[Any] | None:

@@ -71,6 +71,16 @@ def test_every_reader_gets_the_counts() -> None:
     assert exported(second) == {}  # delta: nothing since
 
 
+def test_two_recorders_on_one_meter_share_the_instrument() -> None:
+    """The SDK hands out one instrument per name (and runs one callback per name)."""
+    cumulative = reader(AggregationTemporality.CUMULATIVE)
+    meter = MeterProvider(metric_readers=[cumulative]).get_meter("t")
+    first, second = TallyHistogram(meter, "lat", "d"), TallyHistogram(meter, "lat", "d")
+    first.record(1, "a", A)
+    second.record(2, "a", A)
+    assert exported(cumulative)[(("queue", "a"), ("status", "ok"))][:2] == (2, 3)
+
+
 def test_a_view_that_changes_the_aggregation_gets_the_sdk_path() -> None:
     views = [View(instrument_name="lat", aggregation=ExponentialBucketHistogramAggregation())]
     plain = reader(AggregationTemporality.CUMULATIVE)
