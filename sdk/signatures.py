@@ -7,7 +7,7 @@ them is accepted. Timestamps more than five minutes away from now are refused (r
 Both sides compute the HMAC in one C call (``hmac.digest``) over the body's bytes as they are.
 ``standardwebhooks`` builds an ``hmac.HMAC`` object per call, and its ``verify`` decodes the
 body to text and encodes it again and makes datetimes: about 27 µs per single push against
-about 10 (bench/RESULTS.md, "Signatures in one C call"). A push that the quick check does not
+about 15 (bench/RESULTS.md, "CPU per task in the drain"). A push that the quick check does not
 accept is handed to ``standardwebhooks``, whose verdict and reason stand, so nothing it refuses
 is accepted for a reason of this module's own.
 """

@@ -2,12 +2,13 @@
 each collection instead of one SDK measurement per task.
 
 The SDK's synchronous ``Histogram.record`` cleans, copies and hashes its attribute dict and
-builds a ``Measurement`` on every call: 6 to 29 µs per measurement on this project's machine
-(bench/RESULTS.md, "Histograms as tallies"), three or four per task on the dispatch path, where
-a task's whole gateway CPU is some 70 µs. A :class:`TallyHistogram` records in well under a
-microsecond (a bisect and a few additions under a lock) and, when the provider collects,
-adds what it counted to the SDK's own aggregation of each attribute set: the exported data
-(buckets, count, sum, min, max; cumulative or delta as the reader asks) is the same as the
+builds a ``Measurement`` on every call: 4 to 29 µs per measurement on this project's machine
+(bench/RESULTS.md, "Metrics overhead" and "CPU per task in the drain"), three or four per task
+on the dispatch path, where a task's whole gateway CPU was some 80 µs. A
+:class:`TallyHistogram` records in well under a microsecond (a bisect and a few additions under
+a lock) and, when the provider collects, adds what it counted to the SDK's own aggregation of
+each attribute set: the exported data (buckets, count, sum, min, max; cumulative or delta as
+the reader asks) is the same as the
 SDK's. Exemplars are not sampled for these histograms.
 
 Handing counts to the SDK needs its aggregation objects, which it does not make public (there is
