@@ -8,8 +8,7 @@ on the dispatch path, where a task's whole gateway CPU was some 80 µs. A
 :class:`TallyHistogram` records in well under a microsecond (a bisect and a few additions under
 a lock) and, when the provider collects, adds what it counted to the SDK's own aggregation of
 each attribute set: the exported data (buckets, count, sum, min, max; cumulative or delta as
-the reader asks) is the same as the
-SDK's. Exemplars are not sampled for these histograms.
+the reader asks) is the same as the SDK's. Exemplars are not sampled for these histograms.
 
 Handing counts to the SDK needs its aggregation objects, which it does not make public (there is
 no bound instrument and no ``MetricProducer`` in the Python SDK). :func:`_sinks` finds them and
