@@ -10,6 +10,10 @@ building the requests and reading the answers), the gateway and Redis (their ``/
 stime over the measured batches). One request at a time, the three take turns: the rate is
 about one over the sum of the three; with two at once, they overlap on two cores.
 
+``--minimal`` asks for the minimal answer (``Prefer: return=minimal``: a TaskReceipt per task,
+through ``Client.enqueue_batch_receipts``) in every tree whose SDK has it; a tree without it
+sends the plain batch (each run prints which it sent).
+
 ``--trees A B …`` runs the gateway and the producer from other source trees (``git archive
 <commit> | tar -x -C …``), alternating A, B, A, B, … for ``--rounds`` rounds, and prints
 medians and ratios to the first tree. ``--profile DIR`` records the gateway's measured window
@@ -42,11 +46,13 @@ PRODUCER = """
 import json, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from sdk import Client, TaskCreate
-url, queue, key, size, warmup, count, in_flight = sys.argv[1:8]
+url, queue, key, size, warmup, count, in_flight, minimal = sys.argv[1:9]
 size, warmup, count, in_flight = int(size), int(warmup), int(count), int(in_flight)
 batch = [TaskCreate(name="bench.worker_app.noop", payload={"n": 1}) for _ in range(size)]
 with Client(url, key, timeout=60) as client, ThreadPoolExecutor(in_flight) as threads:
-    send = lambda _: client.enqueue_batch(queue, batch)
+    minimal = minimal == "1" and hasattr(client, "enqueue_batch_receipts")
+    enqueue = client.enqueue_batch_receipts if minimal else client.enqueue_batch
+    send = lambda _: enqueue(queue, batch)
     # One at a time in this thread: a pool of one thread added 8 µs of CPU per task.
     run = (lambda n: [send(i) for i in range(0, n, size)]) if in_flight == 1 else (
         lambda n: list(threads.map(send, range(0, n, size))))
@@ -56,12 +62,13 @@ with Client(url, key, timeout=60) as client, ThreadPoolExecutor(in_flight) as th
     cpu, wall = time.process_time(), time.perf_counter()
     run(count)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-print(json.dumps({"wall": wall, "cpu": cpu}), flush=True)
+print(json.dumps({"wall": wall, "cpu": cpu, "minimal": minimal}), flush=True)
 """
 
 
 def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[str, float]:
     sizes = [str(args.size), str(args.warmup), str(args.count), str(args.in_flight)]
+    sizes.append("1" if args.minimal else "0")
     with gateway(tree) as (url, pid, redis_pid):
         producer = subprocess.Popen(
             [sys.executable, "-c", PRODUCER, url, QUEUE, KEY, *sizes],
@@ -94,6 +101,8 @@ def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[
             spy.send_signal(2)  # SIGINT: py-spy writes its file
             spy.wait(60)
     count = args.count // args.size * args.size
+    answer = "minimal" if found["minimal"] else "full"
+    print(f"{tree}: {count / found['wall']:,.0f} tasks/s, {answer} answers", flush=True)
     return {
         "tasks/s": count / found["wall"],
         "producer µs/task": found["cpu"] / count * 1e6,
@@ -112,6 +121,9 @@ def main() -> None:
         "--in-flight", type=int, default=1, help="requests at once (threads sharing the client)"
     )
     parser.add_argument("--warmup", type=int, default=5_000)
+    parser.add_argument(
+        "--minimal", action="store_true", help="ask for receipts (Prefer: return=minimal)"
+    )
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's speedscope files")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
     parser.add_argument("--quick", action="store_true")

@@ -58,7 +58,7 @@ class AnsweringPusher(Pusher):
 
         if "jobgate-batch" not in headers:
             return Answer(200, b"null", "application/json")
-        ids = [part.split('"', 1)[0] for part in body.split('{"id":"')[1:]]
+        ids = [part.split('"', 1)[0] for part in body.decode().split('{"id":"')[1:]]
         results = ",".join(f'{{"id":"{i}","status":200,"result":null}}' for i in ids)
         return Answer(200, f'{{"results":[{results}]}}'.encode(), "application/json")
 

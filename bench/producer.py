@@ -8,6 +8,8 @@ Starts a managed Redis and one gateway process, then, in alternating rounds in o
   compares how many requests may be in flight before calls wait), and with ``linger=0.002``;
 - the blocking ``Client.enqueue`` from ``--threads`` threads, coalescing off and as by
   default;
+- the default async and blocking clients again with ``enqueue_receipt`` (what ``.delay()``
+  sends since the minimal answers: ``Prefer: return=minimal``, a TaskReceipt per task);
 - taskiq's ``await noop.kiq()`` with the same number in flight, on the same Redis (the broker
   of ``bench/peer_taskiq.py``, no worker running, as ``bench/peers.py`` measures enqueues).
 
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from bench.e2e import KEY, NOOP, jobgate
 from gateway.redis_server import ManagedRedis
-from sdk import AsyncClient, Client, coalescing
+from sdk import AsyncClient, Client, TaskCreate, coalescing
 
 QUEUE = "enqueue-many"
 
@@ -41,7 +43,15 @@ Measure = Callable[[int], float]
 """Runs ``count`` enqueues; returns the seconds they took."""
 
 
-def _async(url: str, in_flight: int, linger: float | None) -> Measure:
+def _request() -> TaskCreate:
+    """What ``client.enqueue(QUEUE, NOOP)`` builds, for the receipt variants."""
+    return TaskCreate.model_validate({"name": NOOP, "payload": None})
+
+
+def _async(url: str, in_flight: int, linger: float | None, receipts: bool = False) -> Measure:
+    """``receipts``: ``enqueue_receipt`` (what ``.delay_async()`` sends: ``Prefer:
+    return=minimal``) instead of ``enqueue`` (a whole Task per call)."""
+
     def measure(count: int) -> float:
         async def run() -> float:
             async with AsyncClient(url, KEY, timeout=60, linger=linger) as client:
@@ -49,7 +59,10 @@ def _async(url: str, in_flight: int, linger: float | None) -> Measure:
 
                 async def one() -> None:
                     async with gate:
-                        await client.enqueue(QUEUE, NOOP)
+                        if receipts:
+                            await client.enqueue_receipt(QUEUE, _request())
+                        else:
+                            await client.enqueue(QUEUE, NOOP)
 
                 await asyncio.gather(*(one() for _ in range(100)))  # connect, warm up
                 start = time.perf_counter()
@@ -61,7 +74,7 @@ def _async(url: str, in_flight: int, linger: float | None) -> Measure:
     return measure
 
 
-def _threads(url: str, threads: int, linger: float | None) -> Measure:
+def _threads(url: str, threads: int, linger: float | None, receipts: bool = False) -> Measure:
     def measure(count: int) -> float:
         with Client(url, KEY, timeout=60, linger=linger) as client:
             left = iter(range(count))
@@ -72,7 +85,10 @@ def _threads(url: str, threads: int, linger: float | None) -> Measure:
                     with lock:
                         if next(left, None) is None:
                             return
-                    client.enqueue(QUEUE, NOOP)
+                    if receipts:
+                        client.enqueue_receipt(QUEUE, _request())
+                    else:
+                        client.enqueue(QUEUE, NOOP)
 
             for _ in range(threads):
                 client.enqueue(QUEUE, NOOP)
@@ -171,9 +187,13 @@ def main() -> None:
             for window in args.windows or [coalescing.WINDOW]:
                 name = f"AsyncClient, {n} in flight, linger=0 (default), window {window}"
                 candidates[name] = _windowed(window, _async(url, n, 0.0))
+            name = f"AsyncClient, {n} in flight, linger=0 (default), receipts (.delay_async())"
+            candidates[name] = _async(url, n, 0.0, receipts=True)
             candidates[f"AsyncClient, {n} in flight, linger=0.002"] = _async(url, n, 0.002)
             candidates[f"Client, {t} threads, coalescing off"] = _threads(url, t, None)
             candidates[f"Client, {t} threads, linger=0 (default)"] = _threads(url, t, 0.0)
+            name = f"Client, {t} threads, linger=0 (default), receipts (.delay())"
+            candidates[name] = _threads(url, t, 0.0, receipts=True)
             try:
                 candidates[f"taskiq kiq(), {args.in_flight} in flight"] = _taskiq(args.in_flight)
             except ImportError:

@@ -2,7 +2,8 @@
 time (a producer's single enqueue, a worker's heartbeat), against a trivial loopback server.
 
 The server is a bare asyncio protocol in a child process that answers every request over
-keep-alive, with a task's JSON (as an enqueue's answer) when the path holds ``/tasks``, else
+keep-alive, with a task's JSON (as an enqueue's answer) when the path holds ``/tasks`` (its
+receipt when the request carries ``Prefer: return=minimal``, as the gateway does), else
 with a heartbeat's small answer; so the figures are the client's own cost. The candidates run
 in alternating rounds in one sitting (asyncio's default loop, as a producer has it):
 
@@ -58,13 +59,18 @@ TASK = (
 )
 
 
-def _response(status: bytes, body: bytes) -> bytes:
-    head = b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: "
-    return head + str(len(body)).encode() + b"\r\n\r\n" + body
+RECEIPT = b'{"id":"01KAQ2Z8X3J5N7P9R1T3V5X7Z9","state":"queued","deduplicated":false}'
+MINIMAL = b"prefer: return=minimal"
+
+
+def _response(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    head = b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\n" + extra
+    return head + b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
 
 
 RESPONSE = _response(b"200 OK", ANSWER)
 CREATED = _response(b"201 Created", TASK)
+CREATED_MINIMAL = _response(b"201 Created", RECEIPT, b"preference-applied: return=minimal\r\n")
 
 
 class _Answering(asyncio.Protocol):
@@ -87,7 +93,9 @@ class _Answering(asyncio.Protocol):
             if len(self.buffer) < end + 4 + length:
                 return
             self.buffer = self.buffer[end + 4 + length :]
-            answer = CREATED if b"/tasks" in head.split(b"\r\n", 1)[0] else RESPONSE
+            answer = RESPONSE
+            if b"/tasks" in head.split(b"\r\n", 1)[0]:
+                answer = CREATED_MINIMAL if MINIMAL in head else CREATED
             self.transport.write(answer)  # type: ignore[attr-defined]
 
 

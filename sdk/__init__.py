@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         Task,
         TaskCreate,
         TaskNotice,
+        TaskReceipt,
         TaskState,
     )
     from sdk.worker import Worker
@@ -89,6 +90,7 @@ __all__ = [
     "TaskFunction",
     "TaskHandle",
     "TaskNotice",
+    "TaskReceipt",
     "TaskSignature",
     "TaskState",
     "TaskTimeout",
@@ -148,6 +150,7 @@ _MODULES: dict[str, str] = {
     "Task": "sdk.wire",
     "TaskCreate": "sdk.wire",
     "TaskNotice": "sdk.wire",
+    "TaskReceipt": "sdk.wire",
     "TaskState": "sdk.wire",
     "Worker": "sdk.worker",
 }

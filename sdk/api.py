@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 from urllib.parse import quote
@@ -19,9 +19,12 @@ from pydantic import BaseModel, ValidationError
 
 from sdk.errors import ApiError, TaskTimeout
 from sdk.wire import (
+    HEADER_PREFER,
+    RETURN_MINIMAL,
     BatchCreate,
     BatchCreated,
     BatchItem,
+    BatchReceipt,
     CatalogEntry,
     CatalogPage,
     CatalogTask,
@@ -45,6 +48,7 @@ from sdk.wire import (
     Task,
     TaskCreate,
     TaskPage,
+    TaskReceipt,
     TaskState,
 )
 
@@ -64,7 +68,7 @@ class Call(Generic[T]):
 
     ``wait`` is how long the server may hold the request (a long-poll); the client adds it to
     its read timeout. Nulls are left out of the body, except, with ``nulls``, the top-level
-    fields explicitly set to None: a PATCH clears those.
+    fields explicitly set to None: a PATCH clears those. ``headers`` go with the client's own.
     """
 
     method: str
@@ -74,6 +78,7 @@ class Call(Generic[T]):
     body: BaseModel | None = None
     wait: float = 0.0
     nulls: bool = False
+    headers: Mapping[str, str] | None = None
 
     def content(self) -> bytes | None:
         if self.body is None:
@@ -268,6 +273,29 @@ def enqueue_batch(queue: str, tasks: list[TaskCreate]) -> Call[list[Task]]:
         f"/v1/queues/{segment(queue)}/tasks/batch",
         lambda r: BatchCreated.model_validate_json(r.content).tasks,
         body=BatchCreate(tasks=tasks),
+    )
+
+
+MINIMAL = {HEADER_PREFER: RETURN_MINIMAL}
+"""Asks an enqueue for a :class:`TaskReceipt` per task, not the whole Task (RFC 7240). A
+gateway that ignores it answers whole Tasks, which read as receipts too (the extra fields are
+ignored): about 700 bytes less per task to write and to read."""
+
+
+def enqueue_receipt(queue: str, task: TaskCreate) -> Call[TaskReceipt]:
+    """:func:`enqueue` answered with the task's id, state and ``deduplicated`` only."""
+    path = f"/v1/queues/{segment(queue)}/tasks"
+    return Call("POST", path, reads(TaskReceipt), body=task, headers=MINIMAL)
+
+
+def enqueue_batch_receipts(queue: str, tasks: list[TaskCreate]) -> Call[list[TaskReceipt]]:
+    """:func:`enqueue_batch` answered with a :class:`TaskReceipt` per task."""
+    return Call(
+        "POST",
+        f"/v1/queues/{segment(queue)}/tasks/batch",
+        lambda r: BatchReceipt.model_validate_json(r.content).tasks,
+        body=BatchCreate(tasks=tasks),
+        headers=MINIMAL,
     )
 
 

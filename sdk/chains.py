@@ -115,7 +115,7 @@ class Chain:
     def apply(self, client: Client | None = None) -> ChainHandle:
         """Enqueue the chain through ``client`` (default: the first task's client)."""
         client = client or self.links[0].fn.client()
-        created = client.enqueue_batch(self.queue, self.create())
+        created = client.enqueue_batch_receipts(self.queue, self.create())
         return ChainHandle([TaskHandle(t, client) for t in created])
 
     async def delay_async(self) -> AsyncChainHandle:
@@ -124,7 +124,7 @@ class Chain:
     async def apply_async(self, client: AsyncClient | None = None) -> AsyncChainHandle:
         """:meth:`apply` through an :class:`~sdk.client.AsyncClient`."""
         client = client or self.links[0].fn.async_client()
-        created = await client.enqueue_batch(self.queue, self.create())
+        created = await client.enqueue_batch_receipts(self.queue, self.create())
         return AsyncChainHandle([AsyncTaskHandle(t, client) for t in created])
 
     def __repr__(self) -> str:

@@ -42,6 +42,7 @@ from sdk.wire import (
     Task,
     TaskCreate,
     TaskPage,
+    TaskReceipt,
     TaskState,
 )
 
@@ -150,6 +151,8 @@ class _Base:
         headers = current_headers()  # the caller's span: the parent of what the gateway does
         if call.body is not None:
             headers["content-type"] = "application/json"
+        if call.headers:
+            headers.update(call.headers)
         return {
             "params": call.params,
             "content": call.content(),
@@ -335,9 +338,23 @@ class Client(_Base, OperatorMethods, JobMethods):
             return self._coalescer.enqueue(queue, task)
         return self._send(api.enqueue(queue, task, wait))
 
+    def enqueue_receipt(self, queue: str, task: TaskCreate) -> TaskReceipt:
+        """:meth:`enqueue_task` answered with the task's id, state and ``deduplicated`` only
+        (``Prefer: return=minimal``): what ``.delay()`` and ``.apply()`` send. It may share a
+        batch request with other threads' enqueues, as :meth:`enqueue_task` does."""
+        if self._coalesces:
+            return self._coalescer.enqueue_receipt(queue, task)
+        return self._send(api.enqueue_receipt(queue, task))
+
     def enqueue_batch(self, queue: str, tasks: list[TaskCreate]) -> list[Task]:
         """Enqueue up to 1000 tasks in one request: all are stored, or none."""
         return self._send(api.enqueue_batch(queue, tasks))
+
+    def enqueue_batch_receipts(self, queue: str, tasks: list[TaskCreate]) -> list[TaskReceipt]:
+        """:meth:`enqueue_batch` answered with a :class:`~sdk.wire.TaskReceipt` per task (id,
+        state, ``deduplicated``): the gateway writes, and this client reads, about 700 bytes
+        less per task."""
+        return self._send(api.enqueue_batch_receipts(queue, tasks))
 
     def get_task(self, task_id: str, wait: float | None = None) -> Task:
         """A task; with ``wait``, the server holds the answer until it finishes (≤ 60 s)."""
@@ -536,8 +553,20 @@ class AsyncClient(_Base, AsyncOperatorMethods, AsyncJobMethods):
             return await self._coalescer.enqueue(queue, task)
         return await self._send(api.enqueue(queue, task, wait))
 
+    async def enqueue_receipt(self, queue: str, task: TaskCreate) -> TaskReceipt:
+        """Like :meth:`Client.enqueue_receipt`."""
+        if self._coalesces:
+            return await self._coalescer.enqueue_receipt(queue, task)
+        return await self._send(api.enqueue_receipt(queue, task))
+
     async def enqueue_batch(self, queue: str, tasks: list[TaskCreate]) -> list[Task]:
         return await self._send(api.enqueue_batch(queue, tasks))
+
+    async def enqueue_batch_receipts(
+        self, queue: str, tasks: list[TaskCreate]
+    ) -> list[TaskReceipt]:
+        """Like :meth:`Client.enqueue_batch_receipts`."""
+        return await self._send(api.enqueue_batch_receipts(queue, tasks))
 
     async def get_task(self, task_id: str, wait: float | None = None) -> Task:
         return await self._send(api.get_task(task_id, wait))

@@ -25,6 +25,10 @@ When calls wait, and for how long, is the client's ``linger``:
 - ``linger > 0``: every call waits up to ``linger`` seconds for neighbours; the batch goes when
   the time is up or ``max_batch`` calls have joined, whatever is in flight.
 
+A call may ask for the whole Task (``enqueue``) or for a :class:`~sdk.wire.TaskReceipt` only
+(``enqueue_receipt``, what ``.delay()`` sends: ``Prefer: return=minimal``). A batch asks for
+receipts unless one of its members wants a Task; then receipt callers get their Task's receipt.
+
 :class:`AsyncCoalescer` serves an :class:`~sdk.client.AsyncClient` (one event loop),
 :class:`BlockingCoalescer` a :class:`~sdk.client.Client` shared by threads.
 """
@@ -41,12 +45,12 @@ from typing import Any
 from sdk import api
 from sdk.errors import ApiError
 from sdk.telemetry.tracing import current_headers
-from sdk.wire import HEADER_TRACEPARENT, HEADER_TRACESTATE, Task, TaskCreate
+from sdk.wire import HEADER_TRACEPARENT, HEADER_TRACESTATE, Task, TaskCreate, TaskReceipt
 
 __all__ = ["AsyncCoalescer", "BlockingCoalescer", "coalesced", "traced"]
 
-Outcome = Task | BaseException
-"""A member's answer: its task, or the error its caller raises."""
+Outcome = Task | TaskReceipt | BaseException
+"""A member's answer: its task (or receipt), or the error its caller raises."""
 
 Plan = Generator[api.Call[Any], Any, list[Outcome]]
 """Yields calls; is sent each call's answer, or the exception it raised."""
@@ -63,22 +67,27 @@ WHOLE_REQUEST = frozenset({401, 403, 404, 429})
 _MEMBER = re.compile(r"tasks\.(\d+)(\.|$)")
 
 
-def coalesced(queue: str, tasks: list[TaskCreate]) -> Plan:
+def _one(queue: str, task: TaskCreate, minimal: bool) -> api.Call[Any]:
+    return api.enqueue_receipt(queue, task) if minimal else api.enqueue(queue, task)
+
+
+def coalesced(queue: str, tasks: list[TaskCreate], minimal: bool = False) -> Plan:
     """Enqueue ``tasks`` (in call order) in as few requests as their refusals allow; one
-    outcome per task, as its own single enqueue would have had."""
+    outcome per task, as its own single enqueue would have had (a receipt with ``minimal``)."""
     if len(tasks) == 1:
-        answer = yield api.enqueue(queue, tasks[0])
+        answer = yield _one(queue, tasks[0], minimal)
         return [answer]
-    answer = yield api.enqueue_batch(queue, tasks)
+    batch = api.enqueue_batch_receipts if minimal else api.enqueue_batch
+    answer = yield batch(queue, tasks)
     if not isinstance(answer, BaseException):
-        created: list[Task] = answer
+        created: list[Task] | list[TaskReceipt] = answer
         return list(created)
     if not _concerns_members(answer):
         return [answer] * len(tasks)
     named = _members(answer, len(tasks))
     outcomes: list[Outcome] = []
     for run in _runs(len(tasks), named):
-        outcomes += yield from coalesced(queue, [tasks[i] for i in run])
+        outcomes += yield from coalesced(queue, [tasks[i] for i in run], minimal)
     return outcomes
 
 
@@ -131,10 +140,17 @@ def traced(task: TaskCreate) -> TaskCreate:
     )
 
 
-def _result(outcome: Outcome) -> Task:
+def _task(outcome: Outcome) -> Task:
     if isinstance(outcome, BaseException):
         raise outcome
+    assert isinstance(outcome, Task)  # a batch with a member that wants Tasks asks for Tasks
     return outcome
+
+
+def _receipt(outcome: Outcome) -> TaskReceipt:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome if isinstance(outcome, TaskReceipt) else TaskReceipt.of(outcome)
 
 
 class AsyncCoalescer:
@@ -151,11 +167,17 @@ class AsyncCoalescer:
         self._sending: set[asyncio.Task[None]] = set()
 
     async def enqueue(self, queue: str, task: TaskCreate) -> Task:
+        return _task(await self._enqueue(queue, task, False))
+
+    async def enqueue_receipt(self, queue: str, task: TaskCreate) -> TaskReceipt:
+        return _receipt(await self._enqueue(queue, task, True))
+
+    async def _enqueue(self, queue: str, task: TaskCreate, minimal: bool) -> Outcome:
         in_flight = self._in_flight.get(queue, 0)
         if not self._linger and in_flight < WINDOW and queue not in self._pending:
             self._in_flight[queue] = in_flight + 1
             try:
-                created: Task = await self._send(api.enqueue(queue, task))  # alone, at once
+                created: Outcome = await self._send(_one(queue, task, minimal))  # alone, at once
                 return created
             finally:
                 self._returned(queue)
@@ -167,9 +189,10 @@ class AsyncCoalescer:
             if self._linger:
                 batch.timer = loop.call_later(self._linger, self._flush, queue, batch)
         batch.members.append((traced(task), future))
+        batch.full = batch.full or not minimal
         if len(batch.members) >= self._max_batch:
             self._flush(queue, batch)
-        return _result(await future)
+        return await future
 
     def _returned(self, queue: str) -> None:
         """A request of ``queue`` came back: its slot goes to the waiting batch, if any."""
@@ -187,17 +210,20 @@ class AsyncCoalescer:
         if members:
             self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
             sending = asyncio.get_running_loop().create_task(
-                self._deliver(queue, members), context=contextvars.Context()
+                self._deliver(queue, members, not batch.full), context=contextvars.Context()
             )  # no caller's span on the request: each member carries its own
             self._sending.add(sending)
             sending.add_done_callback(self._sending.discard)
 
     async def _deliver(
-        self, queue: str, members: list[tuple[TaskCreate, asyncio.Future[Outcome]]]
+        self,
+        queue: str,
+        members: list[tuple[TaskCreate, asyncio.Future[Outcome]]],
+        minimal: bool,
     ) -> None:
         futures = [f for _, f in members]
         try:
-            outcomes = await self._drive(coalesced(queue, [t for t, _ in members]))
+            outcomes = await self._drive(coalesced(queue, [t for t, _ in members], minimal))
         except BaseException:
             for future in futures:
                 future.cancel()
@@ -230,11 +256,12 @@ class AsyncCoalescer:
 
 
 class _AsyncBatch:
-    __slots__ = ("members", "timer")
+    __slots__ = ("full", "members", "timer")
 
     def __init__(self) -> None:
         self.members: list[tuple[TaskCreate, asyncio.Future[Outcome]]] = []
         self.timer: asyncio.TimerHandle | None = None
+        self.full = False  # a member wants the whole Task, not a receipt
 
 
 class BlockingCoalescer:
@@ -251,6 +278,12 @@ class BlockingCoalescer:
         self._pending: dict[str, _BlockingBatch] = {}
 
     def enqueue(self, queue: str, task: TaskCreate) -> Task:
+        return _task(self._enqueue(queue, task, False))
+
+    def enqueue_receipt(self, queue: str, task: TaskCreate) -> TaskReceipt:
+        return _receipt(self._enqueue(queue, task, True))
+
+    def _enqueue(self, queue: str, task: TaskCreate, minimal: bool) -> Outcome:
         with self._turn:
             in_flight = self._in_flight.get(queue, 0)
             if not self._linger and in_flight < WINDOW and queue not in self._pending:
@@ -263,18 +296,19 @@ class BlockingCoalescer:
                     batch = self._pending[queue] = _BlockingBatch()
                 index = len(batch.tasks)
                 batch.tasks.append(traced(task))
+                batch.full = batch.full or not minimal
                 if len(batch.tasks) >= self._max_batch:  # full: later calls start another
                     del self._pending[queue]
                     self._turn.notify_all()
         if batch is None:
             try:
-                created: Task = self._send(api.enqueue(queue, task))  # alone, at once
+                created: Outcome = self._send(_one(queue, task, minimal))  # alone, at once
                 return created
             finally:
                 self._returned(queue)
         if not leader:
             batch.done.wait()
-            return _result(batch.outcomes[index])
+            return batch.outcomes[index]
         with self._turn:
             self._turn.wait_for(
                 lambda: (
@@ -287,7 +321,8 @@ class BlockingCoalescer:
                 del self._pending[queue]
             self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
         try:  # without this thread's span on the request: each member carries its own
-            batch.outcomes = contextvars.Context().run(self._drive, coalesced(queue, batch.tasks))
+            plan = coalesced(queue, batch.tasks, not batch.full)
+            batch.outcomes = contextvars.Context().run(self._drive, plan)
         except BaseException:  # interrupted (KeyboardInterrupt): the others must not wait
             import httpx  # loaded already: the client that sends is built on it
 
@@ -297,7 +332,7 @@ class BlockingCoalescer:
         finally:
             self._returned(queue)
             batch.done.set()
-        return _result(batch.outcomes[index])
+        return batch.outcomes[index]
 
     def _returned(self, queue: str) -> None:
         with self._turn:
@@ -319,9 +354,10 @@ class BlockingCoalescer:
 
 
 class _BlockingBatch:
-    __slots__ = ("done", "outcomes", "tasks")
+    __slots__ = ("done", "full", "outcomes", "tasks")
 
     def __init__(self) -> None:
         self.tasks: list[TaskCreate] = []
         self.outcomes: list[Outcome] = []
         self.done = threading.Event()
+        self.full = False  # a member wants the whole Task, not a receipt

@@ -176,7 +176,7 @@ class Group:
         """Enqueue the group through ``client`` (default: the first member's client)."""
         client = client or self.members[0].fn.client()
         name, tasks = self._batch()
-        handles = [TaskHandle(t, client) for t in client.enqueue_batch(self.queue, tasks)]
+        handles = [TaskHandle(t, client) for t in client.enqueue_batch_receipts(self.queue, tasks)]
         count = len(self.members)
         return GroupHandle(name, handles[:count], handles[count:])
 
@@ -188,7 +188,7 @@ class Group:
         """:meth:`apply` through an :class:`~sdk.client.AsyncClient`."""
         client = client or self.members[0].fn.async_client()
         name, tasks = self._batch()
-        created = await client.enqueue_batch(self.queue, tasks)
+        created = await client.enqueue_batch_receipts(self.queue, tasks)
         handles = [AsyncTaskHandle(t, client) for t in created]
         count = len(self.members)
         return AsyncGroupHandle(name, handles[:count], handles[count:])

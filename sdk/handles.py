@@ -1,7 +1,12 @@
 """Handles of enqueued tasks: :class:`TaskHandle` (blocking) and :class:`AsyncTaskHandle`.
 
-A handle is what an enqueue returns: the task's record as the gateway answered it, and the
-client to ask again through — its state, its result (long-polled, not a sleep loop), cancel.
+A handle is what an enqueue returns: the task's id, its state and ``deduplicated`` as the
+gateway answered them, and the client to ask again through — its state, its result
+(long-polled, not a sleep loop), cancel. ``.delay()`` and ``.apply()`` ask the gateway for
+those three fields only (a :class:`~sdk.wire.TaskReceipt`, ``Prefer: return=minimal``), so the
+handle holds the task's whole record (``task``) once it has asked for it: ``get()``,
+``status()``, ``result()`` and ``cancel()`` do, and a blocking handle's ``task`` fetches it on
+first read. A handle made from a whole Task (an enqueue with ``wait``) holds it at once.
 """
 
 from __future__ import annotations
@@ -9,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from sdk.client import AsyncClient, Client
-from sdk.errors import TaskFailed
-from sdk.wire import Task, TaskState
+from sdk.errors import JobgateError, TaskFailed
+from sdk.wire import Task, TaskReceipt, TaskState
 
 __all__ = ["AsyncTaskHandle", "TaskHandle"]
 
@@ -23,18 +28,28 @@ def result_of(task: Task) -> Any:
 
 
 class _Handle:
-    def __init__(self, task: Task) -> None:
-        self.task = task
+    def __init__(self, task: Task | TaskReceipt) -> None:
+        self.id = task.id
         self.deduplicated = task.deduplicated
+        self.state = task.state
+        """The task's state when last seen: at the enqueue, or the last request about it."""
+        self._task = task if isinstance(task, Task) else None
         self.replaced = bool(task.flow and task.flow.replaced)
         self.throttled = task.flow.throttled if task.flow else None
 
-    @property
-    def id(self) -> str:
-        return self.task.id
+    def _seen(self, task: Task) -> Task:
+        self._task = task
+        self.state = task.state
+        return task
+
+    def _succeeded(self) -> Task | None:
+        """The task's record if it holds it and it has succeeded: no need to wait."""
+        if self._task is not None and self._task.state is TaskState.SUCCEEDED:
+            return self._task
+        return None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.id!r}, name={self.task.name!r})"
+        return f"{type(self).__name__}({self.id!r}, state={self.state.value!r})"
 
 
 class TaskHandle(_Handle):
@@ -48,14 +63,19 @@ class TaskHandle(_Handle):
     ``"delayed"`` (stored to run in a later window), else None.
     """
 
-    def __init__(self, task: Task, client: Client) -> None:
+    def __init__(self, task: Task | TaskReceipt, client: Client) -> None:
         super().__init__(task)
         self._client = client
 
+    @property
+    def task(self) -> Task:
+        """The task's record as last fetched; the first read fetches it when the enqueue
+        answered with a receipt."""
+        return self._task if self._task is not None else self.get()
+
     def get(self) -> Task:
         """The task's current record."""
-        self.task = self._client.get_task(self.id)
-        return self.task
+        return self._seen(self._client.get_task(self.id))
 
     def status(self) -> TaskState:
         return self.get().state
@@ -67,35 +87,42 @@ class TaskHandle(_Handle):
         :class:`~sdk.errors.TaskTimeout` if it has not finished in time. A handle that already
         holds the succeeded task (an enqueue with ``wait``) answers without a request.
         """
-        if self.task.state is not TaskState.SUCCEEDED:
-            self.task = self._client.wait(self.id, timeout)
-        return result_of(self.task)
+        task = self._succeeded() or self._seen(self._client.wait(self.id, timeout))
+        return result_of(task)
 
     def cancel(self) -> Task:
-        self.task = self._client.cancel(self.id)
-        return self.task
+        return self._seen(self._client.cancel(self.id))
 
 
 class AsyncTaskHandle(_Handle):
     """An enqueued task, seen through an :class:`~sdk.client.AsyncClient`."""
 
-    def __init__(self, task: Task, client: AsyncClient) -> None:
+    def __init__(self, task: Task | TaskReceipt, client: AsyncClient) -> None:
         super().__init__(task)
         self._client = client
 
+    @property
+    def task(self) -> Task:
+        """The task's record as last fetched (``await handle.get()`` fetches it: a handle of
+        ``.delay_async()`` holds none until then, and raises :class:`~sdk.errors.JobgateError`
+        here)."""
+        if self._task is None:
+            raise JobgateError(
+                f"task {self.id}: the enqueue answered with its id and state only; "
+                "await handle.get() for its whole record"
+            )
+        return self._task
+
     async def get(self) -> Task:
-        self.task = await self._client.get_task(self.id)
-        return self.task
+        return self._seen(await self._client.get_task(self.id))
 
     async def status(self) -> TaskState:
         return (await self.get()).state
 
     async def result(self, timeout: float = 30.0) -> Any:
         """Like :meth:`TaskHandle.result`."""
-        if self.task.state is not TaskState.SUCCEEDED:
-            self.task = await self._client.wait(self.id, timeout)
-        return result_of(self.task)
+        task = self._succeeded() or self._seen(await self._client.wait(self.id, timeout))
+        return result_of(task)
 
     async def cancel(self) -> Task:
-        self.task = await self._client.cancel(self.id)
-        return self.task
+        return self._seen(await self._client.cancel(self.id))

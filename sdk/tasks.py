@@ -172,6 +172,8 @@ class TaskFunction(Generic[P, R]):
         ``.result()`` needs no request of its own."""
         body = self.create(args, kwargs, **options)
         client = self.client()
+        if wait is None:  # the handle needs the id and state only: a receipt
+            return TaskHandle(client.enqueue_receipt(self.queue, body), client)
         return TaskHandle(client.enqueue_task(self.queue, body, wait=wait), client)
 
     async def delay_async(self, *args: P.args, **kwargs: P.kwargs) -> AsyncTaskHandle:
@@ -189,6 +191,8 @@ class TaskFunction(Generic[P, R]):
         """:meth:`apply` through an :class:`~sdk.client.AsyncClient`."""
         body = self.create(args, kwargs, **options)
         client = self.async_client()
+        if wait is None:
+            return AsyncTaskHandle(await client.enqueue_receipt(self.queue, body), client)
         return AsyncTaskHandle(await client.enqueue_task(self.queue, body, wait=wait), client)
 
     def client(self) -> Client:

@@ -3,7 +3,8 @@
 Semantics of draft-ietf-httpapi-idempotency-key-header, as Stripe has them. A key is scoped to
 the API key's name, the method and the path. The first request with it runs and, when it
 succeeds (2xx), its answer is kept for ``idempotency_ttl``; a repeat with the same body and query
-gets that answer again, ``201`` turned into ``200``, with ``Idempotent-Replayed: true``. The same
+gets that answer again, ``201`` turned into ``200``, with ``Idempotent-Replayed: true`` (and the
+first answer's ``Preference-Applied``, whatever the repeat's ``Prefer`` asks). The same
 key with another body is refused (422); a repeat while the first still runs gets 409 with
 ``Retry-After: 1``. An error answer is not kept, so a corrected retry goes through. Worker
 callbacks are not covered: their lease token fences them already.
@@ -32,6 +33,7 @@ from gateway.store.idempotency import (
     Record,
     slot,
 )
+from sdk.wire import HEADER_PREFERENCE_APPLIED
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,7 @@ async def run_once(
         response.status_code,
         response.headers.get("content-type"),
         bytes(response.body).decode(),
+        response.headers.get(HEADER_PREFERENCE_APPLIED),
     )
     try:
         await asyncio.shield(store.keep(record_key, marker, answer))
@@ -111,11 +114,14 @@ def _repeat(found: Record, expected: str) -> Response:
         )
         response.headers["Retry-After"] = "1"
         return response
+    headers = {REPLAYED: "true"}
+    if found.preference_applied is not None:
+        headers[HEADER_PREFERENCE_APPLIED] = found.preference_applied
     return Response(
         found.body.encode(),
         status_code=200 if found.status == 201 else found.status,
         media_type=found.content_type,
-        headers={REPLAYED: "true"},
+        headers=headers,
     )
 
 

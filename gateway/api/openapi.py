@@ -15,7 +15,7 @@ from gateway.api import OPERATIONS
 from gateway.api.idempotency import REPLAYED
 from gateway.api.routing import IDEMPOTENCY_KEY, Operation, Param
 from gateway.auth import Access
-from sdk.wire import PROBLEM_CONTENT_TYPE, Problem
+from sdk.wire import PROBLEM_CONTENT_TYPE, RETURN_MINIMAL, Problem
 
 REF = "#/components/schemas/{model}"
 ERROR_TEXT = {
@@ -41,6 +41,13 @@ REPLAYED_HEADER = {
         "schema": {"type": "string", "enum": ["true"]},
     }
 }
+APPLIED_HEADER = {
+    "Preference-Applied": {
+        "description": "'return=minimal' when the body is the minimal answer the Prefer "
+        "header asked for",
+        "schema": {"type": "string", "enum": [RETURN_MINIMAL]},
+    }
+}
 
 
 def _schemas() -> tuple[Refs, dict[str, Any]]:
@@ -50,6 +57,8 @@ def _schemas() -> tuple[Refs, dict[str, Any]]:
             models.add((op.body, "validation"))
         if op.response is not None:
             models.add((op.response, "serialization"))
+        if op.minimal is not None:
+            models.add((op.minimal, "serialization"))
     ordered = sorted(models, key=lambda m: (m[0].__name__, m[1]))
     refs, defs = models_json_schema(ordered, ref_template=REF)
     return dict(refs), dict(defs.get("$defs", {}))
@@ -105,7 +114,10 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
         }
     ok: dict[str, Any] = {"description": "No content" if op.response is None else "OK"}
     if op.response is not None:
-        ok["content"] = {"application/json": {"schema": refs[(op.response, "serialization")]}}
+        schema = refs[(op.response, "serialization")]
+        if op.minimal is not None:  # either shape, by the request's Prefer header
+            schema = {"anyOf": [schema, refs[(op.minimal, "serialization")]]}
+        ok["content"] = {"application/json": {"schema": schema}}
     if op.text is not None:
         ok = {"description": "OK", "content": {op.text: {"schema": {"type": "string"}}}}
     if op.stream is not None:
@@ -121,8 +133,10 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
     for status in op.also:
         # A failure status answered with the operation's own body (a probe's 503).
         responses[str(status)] = ok if status < 400 else {**ok, "description": "Same body"}
+    if op.minimal is not None:
+        ok["headers"] = dict(APPLIED_HEADER)
     if op.idempotent:
-        ok["headers"] = REPLAYED_HEADER
+        ok["headers"] = {**REPLAYED_HEADER, **ok.get("headers", {})}
         if op.status == 201:
             responses["200"] = {**ok, "description": "A replay of the first answer"}
     if op.access not in (Access.LEASE, Access.PUBLIC):

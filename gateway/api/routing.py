@@ -161,6 +161,9 @@ class Operation:
     stream: str | None = None  # another media type of the answer, streamed when Accept asks
     text: str | None = None  # the answer is this media type (a string), not JSON
     links: tuple[Link, ...] = ()
+    # The answer under 'Prefer: return=minimal' (gateway/api/prefer.py), if the operation
+    # honours it: openapi.yaml shows either shape.
+    minimal: type[BaseModel] | None = None
 
     @property
     def operation_id(self) -> str:

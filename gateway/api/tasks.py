@@ -8,21 +8,29 @@ import orjson
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
+from gateway.api.prefer import wants_minimal
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
 from gateway.services.created import Created, answer_json
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
+    HEADER_PREFER,
+    HEADER_PREFERENCE_APPLIED,
+    RETURN_MINIMAL,
     BatchCreate,
     BatchCreated,
+    BatchReceipt,
     Label,
     Task,
     TaskCreate,
     TaskName,
     TaskPage,
+    TaskReceipt,
     TaskState,
 )
+
+_APPLIED = {HEADER_PREFERENCE_APPLIED: RETURN_MINIMAL}
 
 
 async def enqueue(call: Call) -> BaseModel | Reply | Response:
@@ -37,7 +45,10 @@ async def enqueue(call: Call) -> BaseModel | Reply | Response:
         if not task.state.finished:
             return Reply(task, status=202)
         return task if created.stored_new else Reply(task, status=200)
-    return _json(orjson.dumps(created.json_value()), 201 if created.stored_new else 200)
+    status = 201 if created.stored_new else 200
+    if wait == 0 and _minimal(call):
+        return _json(orjson.dumps(created.receipt_value()), status, _APPLIED)
+    return _json(orjson.dumps(created.json_value()), status)
 
 
 def _how(created: Created) -> dict[str, object]:
@@ -52,12 +63,18 @@ async def enqueue_batch(call: Call) -> Response:
     created = await call.services.tasks.enqueue_created(
         call.queue, call.body.tasks, trace=TraceHeaders.of(call.request.headers)
     )
+    if _minimal(call):
+        return _json(answer_json(created, minimal=True), 201, _APPLIED)
     return _json(answer_json(created), 201)
 
 
-def _json(content: bytes, status: int) -> Response:
+def _minimal(call: Call) -> bool:
+    return wants_minimal(call.request.headers.get(HEADER_PREFER))
+
+
+def _json(content: bytes, status: int, headers: dict[str, str] | None = None) -> Response:
     """An answer the handler wrote itself (:mod:`gateway.services.created`)."""
-    return Response(content, status_code=status, media_type="application/json")
+    return Response(content, status_code=status, headers=headers, media_type="application/json")
 
 
 async def get_task(call: Call) -> BaseModel:
@@ -91,6 +108,13 @@ LIMIT = Param("limit", "query", "Page size.", Annotated[int, Field(ge=1, le=500)
 CURSOR = Param("cursor", "query", "The next_cursor of the previous page.", OffsetCursor)
 OWNER = Param("owner", "query", "Only tasks of this owner (tenant).", Label)
 NAME = Param("name", "query", "Only tasks of this name.", TaskName)
+PREFER = Param(
+    "Prefer",
+    "header",
+    "RFC 7240. 'return=minimal': each task is answered by its id, state and deduplicated "
+    "only (TaskReceipt), with 'Preference-Applied: return=minimal'; GET /v1/tasks/{task_id} "
+    "has the rest. Other preferences are ignored, and so is this one on an enqueue with wait.",
+)
 
 TASK_LINKS = tuple(
     Link(name, target, {"task_id": "$response.body#/id"})
@@ -111,9 +135,10 @@ OPERATIONS = [
         enqueue,
         body=TaskCreate,
         response=Task,
+        minimal=TaskReceipt,
         status=201,
         also=(202,),
-        params=(QUEUE, WAIT),
+        params=(QUEUE, WAIT, PREFER),
         errors=(404, 409, 429),
         description="201 with the new task; 200 with the earlier one when the dedup or "
         "singleton key matched it (deduplicated: true), with the pending task a debounce "
@@ -122,7 +147,8 @@ OPERATIONS = [
         "longer exists). A depends_on or after_group naming nothing that exists is refused "
         "(422). With wait, the answer comes when the task "
         "has finished (201, or 200 when deduplicated, with its result) or when the wait runs "
-        "out (202 with the task as it stands: it goes on, recorded like any other).",
+        "out (202 with the task as it stands: it goes on, recorded like any other). With "
+        "'Prefer: return=minimal' (and no wait) the answer is a TaskReceipt.",
         links=TASK_LINKS,
     ),
     Operation(
@@ -134,8 +160,9 @@ OPERATIONS = [
         enqueue_batch,
         body=BatchCreate,
         response=BatchCreated,
+        minimal=BatchReceipt,
         status=201,
-        params=(QUEUE,),
+        params=(QUEUE, PREFER),
         errors=(404, 409, 429),
         links=(Link("GetFirstTask", "get_task", {"task_id": "$response.body#/tasks/0/id"}),),
     ),

@@ -10,19 +10,18 @@ import functools
 import secrets
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii as quoted
 from urllib.parse import unquote
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
-from standardwebhooks import Webhook
 
 from gateway.dispatch.verdict import Answer, batch_answers
 from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
 from gateway.store.records import EndpointRecord, Lease, to_datetime
 from gateway.telemetry.metrics import Metrics, answer_class
 from gateway.telemetry.tracing import Tracing, carrier
+from sdk.signatures import secret_key, signature
 from sdk.wire import (
     HEADER_ATTEMPT,
     HEADER_BATCH,
@@ -132,18 +131,18 @@ class Pusher:
         self._callback_base = callback_base
         self._tracing = tracing or Tracing.off()
         self._metrics = metrics or Metrics()
-        self._signers: dict[str, Webhook] = {}
+        self._keys: dict[str, bytes] = {}
 
-    def _signer(self, secret: str) -> Webhook:
-        signer = self._signers.get(secret)
-        if signer is None:
-            signer = self._signers[secret] = Webhook(secret)
-        return signer
+    def _key(self, secret: str) -> bytes:
+        key = self._keys.get(secret)
+        if key is None:
+            key = self._keys[secret] = secret_key(secret)
+        return key
 
     def callback(self, lease: Lease) -> str:
         return callback_url(self._callback_base, lease)
 
-    def signed(self, message_id: str, signing: Sequence[str], body: str) -> dict[str, str]:
+    def signed(self, message_id: str, signing: Sequence[str], body: bytes) -> dict[str, str]:
         """Standard Webhooks headers, with one signature per secret (two during a rotation's
         overlap window), separated by spaces as the specification allows. The secrets are the
         claim's (``Lease.secrets``): chosen by the exact time of the claim, in the script, so
@@ -151,9 +150,8 @@ class Pusher:
         timestamp is this machine's wall clock, which the receiver's tolerance is checked
         against."""
         seconds = int(time.time())
-        now = datetime.fromtimestamp(seconds, tz=UTC)
         signatures = " ".join(
-            self._signer(secret).sign(message_id, now, body) for secret in signing
+            signature(self._key(secret), message_id, seconds, body) for secret in signing
         )
         return {
             "content-type": "application/json",
@@ -162,7 +160,7 @@ class Pusher:
             "webhook-signature": signatures,
         }
 
-    def headers(self, lease: Lease, body: str) -> dict[str, str]:
+    def headers(self, lease: Lease, body: bytes) -> dict[str, str]:
         """Headers of a single push; ``webhook-id`` is the task id, the same on every attempt."""
         return {
             **self.signed(lease.task_id, lease.secrets, body),
@@ -176,7 +174,7 @@ class Pusher:
         """One task, one POST; traced when tracing is on and the task's trace is sampled (the
         push's span is then the parent the worker sees, else the task's stored context goes as
         it is)."""
-        body = push_body(lease)
+        body = push_body(lease).encode()
         headers = self.headers(lease, body)
         if not self._tracing.follows(lease.traceparent):
             return await self._post(endpoint, body, headers, push_timeout)
@@ -186,7 +184,7 @@ class Pusher:
         self, leases: Sequence[Lease], endpoint: EndpointRecord, push_timeout: float
     ) -> list[Answer]:
         """Several tasks in one POST (a ``PushBatch``); one answer per lease, in order."""
-        body = batch_body(leases, self._callback_base)
+        body = batch_body(leases, self._callback_base).encode()
         headers = {
             # One claim's leases of one endpoint: the same secrets.
             **self.signed(f"batch_{secrets.token_hex(12)}", leases[0].secrets, body),
@@ -202,7 +200,7 @@ class Pusher:
         self,
         leases: Sequence[Lease],
         endpoint: EndpointRecord,
-        body: str,
+        body: bytes,
         headers: dict[str, str],
         push_timeout: float,
     ) -> Answer:
@@ -212,7 +210,7 @@ class Pusher:
         return answer
 
     async def _post(
-        self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
+        self, endpoint: EndpointRecord, body: bytes, headers: dict[str, str], push_timeout: float
     ) -> Answer:
         """Send the push and record it (answer class, time to answer). A push cut off at its
         lease's end is cancelled here and not recorded."""
@@ -227,12 +225,12 @@ class Pusher:
         return answer
 
     async def _send(
-        self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
+        self, endpoint: EndpointRecord, body: bytes, headers: dict[str, str], push_timeout: float
     ) -> Answer:
         try:
             async with self._session.post(
                 endpoint.url,
-                data=body.encode(),
+                data=body,
                 headers=headers,
                 allow_redirects=False,
                 timeout=_timeout(push_timeout),

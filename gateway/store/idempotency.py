@@ -10,7 +10,8 @@ marker, so a request that ran past its marker's expiry cannot overwrite or delet
 later one.
 
 Records are JSON strings: ``{"fp", "token"}`` in progress, ``{"fp", "status", "type", "body"}``
-answered (``fp`` is the request's fingerprint, ``type`` the answer's content type).
+answered (``fp`` is the request's fingerprint, ``type`` the answer's content type), with
+``"applied"`` when the answer had a ``Preference-Applied`` header (a minimal enqueue answer).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Answered:
     status: int
     content_type: str | None
     body: str
+    preference_applied: str | None = None
 
 
 Record = InProgress | Answered
@@ -66,6 +68,8 @@ def _encode(record: Record) -> str:
             "type": record.content_type,
             "body": record.body,
         }
+        if record.preference_applied is not None:
+            fields["applied"] = record.preference_applied
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -73,7 +77,9 @@ def _decode(raw: str) -> Record:
     fields = json.loads(raw)
     if "token" in fields:
         return InProgress(fields["fp"], fields["token"])
-    return Answered(fields["fp"], int(fields["status"]), fields["type"], fields["body"])
+    return Answered(
+        fields["fp"], int(fields["status"]), fields["type"], fields["body"], fields.get("applied")
+    )
 
 
 class IdempotencyStore:

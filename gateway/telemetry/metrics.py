@@ -38,12 +38,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from opentelemetry.metrics import Histogram, Meter
+from opentelemetry.metrics import Meter
 
 from gateway.store.records import Lease
 from gateway.store.tasks import Fence, Finish, Finished
+from gateway.telemetry.histograms import TallyHistogram
 from gateway.telemetry.labels import TaskLabels
-from sdk.telemetry.metrics import TallyCounter, ms_histogram
+from sdk.telemetry.metrics import TallyCounter
 from sdk.wire import AttemptOutcome, TaskState
 
 DROPPED_STATUSES = frozenset({401, 403, 404})
@@ -109,7 +110,8 @@ class GatewayMetrics(Metrics):
     Attribute dicts are made once per combination and reused: the SDK keys its series by them,
     and a flood of tasks should allocate nothing per task beyond what it must. Counters are
     :class:`~sdk.telemetry.metrics.TallyCounter` (a dict update per task, reported at each
-    collection); histograms take the SDK's per-measurement cost, about four per task.
+    collection); histograms are :class:`~gateway.telemetry.histograms.TallyHistogram` (bucket
+    counts per attribute set, handed to the SDK at each collection).
     """
 
     def __init__(self, meter: Meter, labels: TaskLabels) -> None:
@@ -119,8 +121,8 @@ class GatewayMetrics(Metrics):
         def counter(name: str, *, unit: str, description: str) -> TallyCounter:
             return TallyCounter(meter, name, unit=unit, description=description)
 
-        def ms(name: str, description: str) -> Histogram:
-            return ms_histogram(meter, name, description)
+        def ms(name: str, description: str) -> TallyHistogram:
+            return TallyHistogram(meter, name, description)
 
         self._enqueued = counter(
             "tasks_enqueued", unit="{task}", description="Tasks stored by enqueues."
@@ -172,10 +174,13 @@ class GatewayMetrics(Metrics):
         for lease in leases:
             key = ("tqr", task(lease.queue, lease.name), lease.queue, ROLE)
             self._count(self._selected, *key)
-            self._time_in_queue.record(max(0, lease.started_ms - lease.ready_ms), self._a(*key))
+            self._time_in_queue.record(
+                max(0, lease.started_ms - lease.ready_ms), key, self._a(*key)
+            )
 
     def pushed(self, queue: str, endpoint: str, answer: str, ms: float) -> None:
-        self._push_duration.record(ms, self._a("qea", queue, endpoint, answer))
+        key = ("qea", queue, endpoint, answer)
+        self._push_duration.record(ms, key, self._a(*key))
 
     def finished(
         self, queue: str, finishes: Sequence[Finish], done: Sequence[Finished], now_ms: int
@@ -187,11 +192,11 @@ class GatewayMetrics(Metrics):
             status = attempt_status(finish, end)
             key = ("tqs", task, queue, status)
             self._count(self._processed, *key)
-            self._execution.record(max(0, now_ms - end.started_ms), self._a(*key))
+            self._execution.record(max(0, now_ms - end.started_ms), key, self._a(*key))
             state = end.state
             if state in FINAL_STATES:
-                final = self._a("tqs", task, queue, final_status(status, state))
-                self._latency.record(max(0, now_ms - end.created_ms), final)
+                final = ("tqs", task, queue, final_status(status, state))
+                self._latency.record(max(0, now_ms - end.created_ms), final, self._a(*final))
                 if state is TaskState.DEAD:
                     version = self._labels.version(queue, end.version)
                     self._count(self._dead, "tvq", task, version, queue)

@@ -39,6 +39,11 @@ HEADER_TASK_FAILURE = "jobgate-task-failure"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 HEADER_TRACEPARENT = "traceparent"  # W3C trace context: on API requests, pushes and callbacks
 HEADER_TRACESTATE = "tracestate"
+# RFC 7240 on an enqueue: "Prefer: return=minimal" asks for a TaskReceipt per task instead of
+# the whole Task; the answer says it did with "Preference-Applied: return=minimal".
+HEADER_PREFER = "prefer"
+HEADER_PREFERENCE_APPLIED = "preference-applied"
+RETURN_MINIMAL = "return=minimal"
 
 # Each format is written once, as the JSON Schema pattern openapi.yaml shows, and checked with
 # fullmatch (a Python '$' would let a trailing newline through; the schema's does not).

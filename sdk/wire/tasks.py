@@ -407,6 +407,37 @@ class BatchCreated(OutputModel):
     tasks: list[Task]
 
 
+class TaskReceipt(OutputModel):
+    """A task as an enqueue answers it under ``Prefer: return=minimal``: what a producer needs
+    to follow it (``GET /v1/tasks/{id}`` has the rest). Each field is the Task's own, so the
+    receipt is the full answer cut to these fields (the gateway's builder is
+    ``gateway.services.created.receipt_value``; a test holds the two equal)."""
+
+    id: str
+    state: TaskState
+    deduplicated: bool = Field(
+        False,
+        description="This enqueue matched an earlier task by dedup or singleton key; the id "
+        "and state are that earlier task's, and nothing new was stored.",
+    )
+    flow: TaskFlow | None = Field(
+        None,
+        description="What a debounce or throttle option made of this enqueue (the Task's own "
+        "flow); null for a task with neither.",
+    )
+
+    @classmethod
+    def of(cls, task: Task) -> Self:
+        """The receipt a whole Task answers for: its fields of the same names."""
+        return cls.model_validate({name: getattr(task, name) for name in cls.model_fields})
+
+
+class BatchReceipt(OutputModel):
+    """A batch enqueue's answer under ``Prefer: return=minimal``."""
+
+    tasks: list[TaskReceipt]
+
+
 class TaskArgs(InputModel):
     """The SDK's payload convention: a task function is called as ``fn(*args, **kwargs)``.
 

@@ -11,6 +11,9 @@ words (a rule the schema can state belongs in the schema, not here):
   ``pass_results`` needs ``depends_on``: the three are dropped;
 - an endpoint URL, or a task's notify URL, resolves to an address the gateway may push to
   (here: loopback);
+- a task's ``concurrency_key`` needs a queue with ``key_concurrency`` (422 otherwise): it is
+  dropped; a ``debounce`` comes with none of the options it cannot be combined with, and its
+  ``max_wait`` at least its ``window`` (both stated in openapi.yaml's descriptions);
 - an ``Idempotency-Key`` reused with another body is refused (422): each request gets its own;
 - a batch gives a task id at most once: a repeated id is dropped (the gateway makes one);
 - an endpoint's task list names each task once, and each schema is a usable JSON Schema: the
@@ -39,6 +42,7 @@ from pydantic import BaseModel
 
 from gateway.jobs.schedule import CRON_FIELDS, cron_trigger
 from sdk.wire import Backoff, CircuitBreaker, CrontabSchedule
+from sdk.wire.tasks import _NOT_WITH_DEBOUNCE
 
 ORDERED: tuple[tuple[str, type[BaseModel], str, str], ...] = (
     ("backoff", Backoff, "base_delay", "max_delay"),
@@ -66,6 +70,14 @@ def _valid_task(task: Any) -> None:
         task.pop("depends_on", None)
         task.pop("after_group", None)
         task.pop("pass_results", None)
+        task.pop("concurrency_key", None)
+        debounce = task.get("debounce")
+        if isinstance(debounce, dict):
+            for clash in _NOT_WITH_DEBOUNCE:
+                task.pop(clash, None)
+            window, most = debounce.get("window"), debounce.get("max_wait")
+            if isinstance(window, int | float) and isinstance(most, int | float) and most < window:
+                debounce["window"], debounce["max_wait"] = most, window
         if "notify" in task:
             task["notify"] = os.environ["CONTRACT_ENDPOINT_URL"]
 

@@ -32,7 +32,7 @@ def procfile_command(port: int) -> list[str]:
 
 def test_the_cloud_run_worker_answers_inline(cluster: Cluster) -> None:
     client = cluster.client(cluster.gateway())
-    client.put_queue("cloud-run", lease_timeout=1.5, push_timeout=60)
+    client.put_queue("cloud-run", lease_timeout=3, push_timeout=60)
     port = free_port()
     secret = client.add_endpoint("cloud-run", f"http://127.0.0.1:{port}/").secret
     env = {**os.environ, "JOBGATE_WORKER_SECRET": secret, "PORT": str(port)}
@@ -42,8 +42,9 @@ def test_the_cloud_run_worker_answers_inline(cluster: Cluster) -> None:
     wait_http(f"http://127.0.0.1:{port}/", proc)
 
     short = client.enqueue("cloud-run", "word_count", {"args": ["one two three"]})
-    # Four steps of 0.6 s: 2.4 s, longer than the 1.5 s lease, which the heartbeats extend.
-    long = client.enqueue("cloud-run", "report", {"args": [4], "kwargs": {"pause": 0.6}})
+    # Four steps of 1 s: 4 s, longer than the 3 s lease, which the heartbeats (every lease/3)
+    # extend; a 1.5 s lease expired once at load 20, when a heartbeat came more than 1.5 s late.
+    long = client.enqueue("cloud-run", "report", {"args": [4], "kwargs": {"pause": 1.0}})
 
     done = client.wait(short.id, timeout=20)
     assert (done.state, done.result) == (TaskState.SUCCEEDED, 3)

@@ -14,6 +14,7 @@ import pytest
 from tests.e2e.conftest import ADMIN, ROOT, Cluster
 
 pytestmark = pytest.mark.e2e
+MINIMAL = "return=minimal"
 
 
 def generate(tmp: Path) -> Any:
@@ -52,7 +53,14 @@ def test_a_generated_client_works(cluster: Cluster, tmp_path: Path) -> None:
     from jobgate_client.api.endpoints import add_endpoint, list_endpoints
     from jobgate_client.api.queues import put_queue
     from jobgate_client.api.tasks import cancel_task, enqueue, enqueue_batch, get_task, list_tasks
-    from jobgate_client.models import BatchCreate, EndpointCreate, QueuePolicy, TaskCreate
+    from jobgate_client.models import (
+        BatchCreate,
+        BatchReceipt,
+        EndpointCreate,
+        QueuePolicy,
+        TaskCreate,
+        TaskReceipt,
+    )
 
     gateway = cluster.gateway()
     with gc.AuthenticatedClient(
@@ -80,11 +88,22 @@ def test_a_generated_client_works(cluster: Cluster, tmp_path: Path) -> None:
             body=BatchCreate(tasks=[TaskCreate(name="mail"), TaskCreate(name="mail", delay=60)]),
         )
         assert [t.state.value for t in batch.tasks] == ["queued", "scheduled"]
+        # Prefer: return=minimal: the answers are receipts, which the client reads as such.
+        receipt = enqueue.sync("gen", client=client, body=TaskCreate(name="mail"), prefer=MINIMAL)
+        assert isinstance(receipt, TaskReceipt)
+        assert receipt.state.value == "queued"
+        receipts = enqueue_batch.sync(
+            "gen", client=client, body=BatchCreate(tasks=[TaskCreate(name="mail")]), prefer=MINIMAL
+        )
+        assert isinstance(receipts, BatchReceipt)
+        assert [t.state.value for t in receipts.tasks] == ["queued"]
 
         got = get_task.sync(task.id, client=client)
         assert (got.id, got.payload) == (task.id, payload)
         page = list_tasks.sync("gen", client=client)
-        assert {t.id for t in page.items} == {task.id, batch.tasks[0].id}
+        assert {t.id for t in page.items} == {task.id, batch.tasks[0].id, receipt.id} | {
+            t.id for t in receipts.tasks
+        }
 
         cancelled = cancel_task.sync(task.id, client=client)
         assert cancelled.state.value == "cancelled"

@@ -150,6 +150,51 @@ async def test_batch_is_all_or_nothing(api: httpx.AsyncClient, redis_url: str) -
     assert [t["state"] for t in good.json()["tasks"]] == ["queued"] * 3
 
 
+async def test_prefer_return_minimal_answers_id_state_and_deduplicated(
+    api: httpx.AsyncClient,
+) -> None:
+    minimal = {"prefer": "return=minimal"}
+    one = await api.post(
+        "/v1/queues/mail-out/tasks", json={"name": "x", "dedup_key": "k"}, headers=minimal
+    )
+    assert one.status_code == 201
+    assert one.headers["preference-applied"] == "return=minimal"
+    task_id = one.json()["id"]
+    assert one.json() == {"id": task_id, "state": "queued", "deduplicated": False, "flow": None}
+    again = await api.post(
+        "/v1/queues/mail-out/tasks", json={"name": "x", "dedup_key": "k"}, headers=minimal
+    )
+    assert (again.status_code, again.json()) == (
+        200,
+        {"id": task_id, "state": "queued", "deduplicated": True, "flow": None},
+    )
+    batch = {"tasks": [{"name": "a", "delay": 60}, {"name": "b", "dedup_key": "k"}]}
+    many = await api.post("/v1/queues/mail-out/tasks/batch", json=batch, headers=minimal)
+    assert many.status_code == 201
+    assert many.headers["preference-applied"] == "return=minimal"
+    first, second = many.json()["tasks"]
+    assert first == {"id": first["id"], "state": "scheduled", "deduplicated": False, "flow": None}
+    assert second == {"id": task_id, "state": "queued", "deduplicated": True, "flow": None}
+    full = (await api.get(f"/v1/tasks/{first['id']}")).json()
+    assert (full["name"], full["state"]) == ("a", "scheduled")
+    # Without it, or with another preference, or with wait: the whole Task, nothing applied.
+    for headers, params in [
+        ({}, {}),
+        ({"prefer": "return=representation"}, {}),
+        (minimal, {"wait": "0.01"}),
+    ]:
+        whole = await api.post(
+            "/v1/queues/mail-out/tasks", json={"name": "x"}, headers=headers, params=params
+        )
+        assert "preference-applied" not in whole.headers
+        assert whole.json()["name"] == "x"
+    whole = await api.post("/v1/queues/mail-out/tasks/batch", json=batch)
+    assert "preference-applied" not in whole.headers
+    assert [t["name"] for t in whole.json()["tasks"]] == ["a", "x"]
+    # A refusal is the same problem either way.
+    problem(await api.post("/v1/queues/mail-out/tasks", json={}, headers=minimal), 422)
+
+
 async def test_scopes(api: httpx.AsyncClient) -> None:
     assert (await api.put("/v1/queues/other", json={})).status_code == 201
     problem(await api.get("/v1/queues", headers={"authorization": ""}), 401)

@@ -293,6 +293,28 @@ async def test_throttle_answers_dropped_with_the_task_let_through_or_delayed(
     assert shown["run_at"] == later.json()["run_at"] > now["run_at"]
 
 
+async def test_receipts_say_what_debounce_and_throttle_made_of_an_enqueue(
+    api: httpx.AsyncClient,
+) -> None:
+    """Under ``Prefer: return=minimal`` (what the SDK's .apply() asks for) the receipt carries
+    the flow, so a handle can tell a replaced or dropped enqueue from a stored one."""
+    minimal = {"prefer": "return=minimal"}
+    first = await api.post(TASKS, json=body(1, **DEBOUNCE), headers=minimal)
+    assert first.status_code == 201
+    assert first.json()["flow"]["debounce_seq"] == 1
+    second = await api.post(TASKS, json=body(2, **DEBOUNCE), headers=minimal)
+    assert second.status_code == 200
+    assert second.headers["preference-applied"] == "return=minimal"
+    receipt = second.json()
+    assert (receipt["id"], receipt["state"]) == (first.json()["id"], "scheduled")
+    assert (receipt["flow"]["replaced"], receipt["flow"]["debounce_seq"]) == (True, 2)
+    drop = {"throttle": {"key": "acct-9", "window": 60}}
+    let = (await api.post(TASKS, json=body(1, **drop), headers=minimal)).json()
+    dropped = await api.post(f"{TASKS}/batch", json={"tasks": [body(2, **drop)]}, headers=minimal)
+    (shown,) = dropped.json()["tasks"]
+    assert (shown["id"], shown["flow"]["throttled"]) == (let["id"], "dropped")
+
+
 async def test_a_dropped_enqueue_whose_task_is_gone_gets_429(
     api: httpx.AsyncClient, redis_url: str
 ) -> None:

@@ -19,6 +19,7 @@ from tests.support import gateway_client
 ADMIN = "admin-key-0123456789"
 OTHER = "other-queue-key-0123456789"
 TASKS = "/v1/queues/q/tasks"
+MINIMAL = "return=minimal"
 BIG = json.dumps({"name": "x", "payload": "a" * 2000})
 
 REQUESTS: list[tuple[str, str, dict[str, str], bytes | None]] = [
@@ -42,6 +43,16 @@ REQUESTS: list[tuple[str, str, dict[str, str], bytes | None]] = [
     ("POST", TASKS, {"idempotency-key": "k1"}, b'{"name": "x"}'),
     ("POST", TASKS, {"idempotency-key": "k1"}, b'{"name": "x"}'),
     ("POST", TASKS, {"idempotency-key": "k1"}, b'{"name": "y"}'),
+    ("POST", TASKS, {"idempotency-key": "k2", "prefer": MINIMAL}, b'{"name": "x"}'),
+    ("POST", TASKS, {"idempotency-key": "k2"}, b'{"name": "x"}'),
+    ("POST", TASKS, {"prefer": MINIMAL}, b'{"name": "x", "payload": {"n": 1}}'),
+    ("POST", TASKS, {"prefer": MINIMAL}, b'{"name": "x", "dedup_key": "same-@"}'),
+    ("POST", TASKS + "?wait=0", {"prefer": "respond-async, return=minimal"}, b'{"name": "x"}'),
+    ("POST", TASKS, {"prefer": "return=representation"}, b'{"name": "x"}'),
+    ("POST", TASKS, {"prefer": MINIMAL}, b'{"name": "x", "priority": true}'),
+    ("POST", TASKS, {"prefer": MINIMAL, "authorization": ""}, b'{"name": "x"}'),
+    ("POST", "/v1/queues/nope/tasks", {"prefer": MINIMAL}, b'{"name": "x"}'),
+    ("POST", TASKS, {"prefer": MINIMAL}, BIG.encode()),
     ("POST", TASKS + "/", {}, b'{"name": "x"}'),
     ("POST", TASKS, {}, b'{"name": "x", "payload": 1, "debounce": {"key": "d-@", "window": 60}}'),
     ("POST", TASKS, {}, b'{"name": "x", "payload": 2, "debounce": {"key": "d-@", "window": 60}}'),
@@ -75,7 +86,7 @@ async def answers(api: httpx.AsyncClient, suffix: str) -> list[tuple[int, dict[s
     found = []
     for method, path, headers, body in REQUESTS:
         if "idempotency-key" in headers:  # each pass its own keys
-            headers = {"idempotency-key": headers["idempotency-key"] + suffix}
+            headers = {**headers, "idempotency-key": headers["idempotency-key"] + suffix}
         if body is not None:
             body = body.replace(b"@", suffix.encode())
         response = await api.request(method, path, headers=headers, content=body)
@@ -117,8 +128,13 @@ async def test_the_direct_route_answers_as_the_router_does(
     assert taken == single_enqueues  # none more: the router answered
     assert [status for status, _, _ in direct] == [
         *(201, 201, 200, 201, 422, 401, 401, 403, 404, 422, 415, 400),
-        *(400, 400, 422, 422, 413, 201, 200, 422, 307),
-        *(201, 200, 422, 422, 201, 200, 422, 404, 405),
+        *(400, 400, 422, 422, 413, 201, 200, 422),
+        *(201, 200, 201, 200, 201, 201, 422, 401, 404, 413),
+        *(307, 201, 200, 422, 422, 201, 200, 422, 404, 405),
     ]
+    applied = [headers.get("preference-applied") for _, headers, _ in direct]
+    assert applied[20:26] == [MINIMAL, MINIMAL, MINIMAL, MINIMAL, MINIMAL, None]
+    receipt = {"id": "…", "state": "queued", "deduplicated": True, "flow": None}
+    assert json.loads(direct[23][2]) == receipt
     for one, other in zip(direct, routed, strict=True):
         assert one == other

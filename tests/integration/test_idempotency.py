@@ -103,6 +103,22 @@ async def test_a_repeat_gets_the_first_answer_as_200_with_the_replayed_header(
     assert len(await queued(api)) == 3
 
 
+async def test_a_repeat_gets_the_first_answers_shape_whatever_it_prefers(
+    api: httpx.AsyncClient,
+) -> None:
+    body = {"name": "send"}
+    first = await api.post(TASKS, json=body, headers=keyed("m", prefer="return=minimal"))
+    assert first.headers["preference-applied"] == "return=minimal"
+    again = await api.post(TASKS, json=body, headers=keyed("m"))
+    assert again.status_code == 200
+    assert again.content == first.content
+    assert again.headers["preference-applied"] == "return=minimal"  # it says what it is
+    full = await api.post(TASKS, json=body, headers=keyed("f"))
+    replayed = await api.post(TASKS, json=body, headers=keyed("f", prefer="return=minimal"))
+    assert replayed.content == full.content
+    assert "preference-applied" not in replayed.headers
+
+
 async def test_keys_are_scoped_to_the_api_key_and_the_path(api: httpx.AsyncClient) -> None:
     body = {"name": "send"}
     mine = await api.post(TASKS, json=body, headers=keyed("k"))

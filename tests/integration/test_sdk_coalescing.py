@@ -18,6 +18,7 @@ from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
 from sdk import ApiError, AsyncClient, Client, Task, TaskState
 from sdk.coalescing import WINDOW
+from sdk.wire import TaskCreate, TaskReceipt
 from tests.support import serve
 
 KEY = "admin-key-0123456789"
@@ -32,22 +33,26 @@ class Gateway:
     url: str
     requests: list[str] = field(default_factory=list)
     """The paths of the enqueue requests (POST) it received, in order."""
+    minimal: list[bool] = field(default_factory=list)
+    """Whether each of them asked for receipts (``Prefer: return=minimal``)."""
 
 
 @pytest.fixture
 async def gateway(redis_url: str) -> AsyncIterator[Gateway]:
     app = create_app(Settings(redis_url=redis_url, api_keys=[ApiKey(key=KEY, scopes=["admin"])]))
     requests: list[str] = []
+    minimal: list[bool] = []
 
     async def counting(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and "/tasks" in scope["path"]:
             requests.append(scope["path"])
+            minimal.append((b"prefer", b"return=minimal") in scope["headers"])
         await app(scope, receive, send)
 
     async with serve(counting) as url:
         async with AsyncClient(url, KEY, linger=None) as admin:
             await admin.put_queue(QUEUE, paused=True)
-        yield Gateway(url, requests)
+        yield Gateway(url, requests, minimal)
 
 
 async def queued(gateway: Gateway) -> list[Any]:
@@ -121,6 +126,31 @@ async def test_dedup_keys_behave_as_for_single_enqueues(gateway: Gateway) -> Non
     assert await queued(gateway) == [{"i": 0}, {"i": 2}]
 
 
+async def test_receipt_callers_share_a_batch_of_receipts_unless_one_wants_a_task(
+    gateway: Gateway,
+) -> None:
+    async with AsyncClient(gateway.url, KEY, linger=0.05) as client:
+        first = await client.enqueue_receipt(QUEUE, TaskCreate(name="n", dedup_key="k"))
+        receipts = await asyncio.gather(
+            *(client.enqueue_receipt(QUEUE, TaskCreate(name="n", payload=i)) for i in range(3)),
+            client.enqueue_receipt(QUEUE, TaskCreate(name="n", dedup_key="k")),
+        )
+        mixed = await asyncio.gather(
+            client.enqueue_receipt(QUEUE, TaskCreate(name="n", payload=10)),
+            client.enqueue(QUEUE, "n", 11),
+        )
+    assert gateway.requests == [TASKS, BATCH, BATCH]
+    assert gateway.minimal == [True, True, False]
+    assert all(isinstance(r, TaskReceipt) for r in [first, *receipts, mixed[0]])
+    assert isinstance(mixed[1], Task)
+    assert mixed[1].payload == 11
+    assert [(r.state, r.deduplicated) for r in receipts] == [(TaskState.QUEUED, False)] * 3 + [
+        (TaskState.QUEUED, True)
+    ]
+    assert receipts[3].id == first.id
+    assert await queued(gateway) == [None, 0, 1, 2, 10, 11]
+
+
 async def test_a_refusal_of_the_whole_request_is_every_members_error(gateway: Gateway) -> None:
     async with AsyncClient(gateway.url, KEY, linger=0.05) as client:
         outcomes = await asyncio.gather(
@@ -181,6 +211,25 @@ async def test_threads_share_a_batch_through_the_blocking_client(gateway: Gatewa
     assert sorted(p["i"] for p in created) == [0, 1, 2, 3, 4, 6, 7]
     assert gateway.requests[0] == BATCH
     assert len(gateway.requests) < 8
+
+
+async def test_threads_asking_for_receipts_or_tasks_each_get_what_they_asked_for(
+    gateway: Gateway,
+) -> None:
+    def produce() -> list[Task | TaskReceipt]:
+        with Client(gateway.url, KEY, linger=0.2) as client, ThreadPoolExecutor(6) as pool:
+
+            def one(i: int) -> Task | TaskReceipt:
+                if i % 2:
+                    return client.enqueue(QUEUE, "n", i)
+                return client.enqueue_receipt(QUEUE, TaskCreate(name="n", payload=i))
+
+            return list(pool.map(one, range(6)))
+
+    outcomes = await asyncio.to_thread(produce)
+    assert [type(o) for o in outcomes] == [TaskReceipt, Task] * 3
+    assert sorted(await queued(gateway)) == list(range(6))
+    assert len({o.id for o in outcomes}) == 6
 
 
 async def test_threads_meeting_a_request_in_flight_share_the_next_one(gateway: Gateway) -> None:

@@ -39,6 +39,7 @@ EXPECTED = [
     "TaskFunction",
     "TaskHandle",
     "TaskNotice",
+    "TaskReceipt",
     "TaskSignature",
     "TaskState",
     "TaskTimeout",

@@ -18,6 +18,7 @@ from sdk import (
     AsyncTaskHandle,
     Client,
     Context,
+    JobgateError,
     Task,
     TaskFailed,
     TaskHandle,
@@ -135,6 +136,41 @@ def test_delay_enqueues_args_and_kwargs(gw: respx.MockRouter, client: Client) ->
     assert isinstance(handle, TaskHandle)
     assert handle.id == TASK_ID
     assert sent(gw) == {"name": "add", "payload": {"args": [1], "kwargs": {"y": 2}}, "priority": 3}
+
+
+def test_delay_asks_for_a_receipt_and_the_handle_fetches_the_task_when_read(
+    gw: respx.MockRouter, client: Client
+) -> None:
+    minimal = {"id": TASK_ID, "state": "scheduled", "deduplicated": False}
+    applied = {"preference-applied": "return=minimal"}
+    gw.routes["enqueue"].respond(201, json=minimal, headers=applied)
+    read = gw.get(f"/v1/tasks/{TASK_ID}").respond(200, json=task_json("scheduled", priority=3))
+    handle = make_add(client).delay(1)
+    assert gw.routes["enqueue"].calls.last.request.headers["prefer"] == "return=minimal"
+    assert (handle.id, handle.state, handle.deduplicated) == (TASK_ID, TaskState.SCHEDULED, False)
+    assert repr(handle) == f"TaskHandle('{TASK_ID}', state='scheduled')"
+    assert not read.called
+    assert handle.task.priority == 3  # fetched on first read, then kept
+    assert handle.task.priority == 3
+    assert read.call_count == 1
+    # With wait the answer is the whole Task, held at once.
+    gw.routes["enqueue"].respond(201, json=task_json())
+    waited = make_add(client).apply([1], wait=1)
+    assert "prefer" not in gw.routes["enqueue"].calls.last.request.headers
+    assert waited.task.name == "add"
+
+
+async def test_an_async_handle_of_a_receipt_has_its_task_once_asked_for(
+    gw: respx.MockRouter,
+) -> None:
+    gw.routes["enqueue"].respond(201, json={"id": TASK_ID, "state": "queued"})
+    answer_polls(gw, task_json("running"))
+    async with AsyncClient(URL, "key", transport=httpx.AsyncHTTPTransport()) as client:
+        handle = await make_add().using(client).delay_async(1)
+        with pytest.raises(JobgateError, match=r"await handle\.get"):
+            handle.task  # noqa: B018
+        assert (await handle.get()).state is TaskState.RUNNING
+        assert handle.task.state is handle.state is TaskState.RUNNING
 
 
 def test_apply_sends_options(gw: respx.MockRouter, client: Client) -> None:
@@ -317,8 +353,7 @@ def test_debounce_and_throttle_are_sent_and_the_handle_says_how_it_went(
     handle = add.apply([1], debounce={"key": "user-7", "window": 30})
     assert sent(gw)["debounce"] == {"key": "user-7", "window": 30.0}
     assert (handle.replaced, handle.throttled) == (True, None)
-    assert handle.task.flow is not None
-    assert handle.task.flow.debounce_seq == 3
+    assert handle.state.value == "scheduled"
     gw.routes["enqueue"].respond(200, json=task_json(flow={"throttled": "dropped"}))
     handle = add.apply([2], throttle=Throttle(key="acct", window=60, limit=5, mode="delay"))
     assert sent(gw)["throttle"] == {"key": "acct", "window": 60.0, "limit": 5, "mode": "delay"}

@@ -18,10 +18,12 @@ from gateway.store.records import NewTask, dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
     BatchCreated,
+    BatchReceipt,
     KeyConcurrency,
     KeyRateLimit,
     QueuePolicy,
     TaskCreate,
+    TaskReceipt,
     TaskState,
 )
 
@@ -104,6 +106,14 @@ def test_a_batch_answer_is_the_models_json_with_earlier_tasks_as_they_are() -> N
     assert views[-1] is earlier
     assert created[-1].id == earlier.id
     assert created[-1].finished
+
+    # Prefer: return=minimal: each task is its full answer cut to TaskReceipt's fields, so a
+    # field added to both (an enqueue's outcome) must be added to the one builder too.
+    fields = set(TaskReceipt.model_fields)
+    minimal = orjson.loads(answer_json(created, minimal=True))
+    assert minimal == {"tasks": [view.model_dump(mode="json", include=fields) for view in views]}
+    assert [t["deduplicated"] for t in minimal["tasks"]] == [False] * len(specs) + [True]
+    assert BatchReceipt.model_validate(minimal).tasks[-1].state is TaskState.SUCCEEDED
 
 
 def test_a_keyed_queue_answers_alike() -> None:
