@@ -1,12 +1,12 @@
-"""Redis time per task of each hot script, alone: enqueue, claim and finish through the store,
-on a fresh managed Redis, with no gateway, worker or HTTP in the way.
+"""Redis time per task of each hot script, alone: enqueue, claim and finish through the store, on a
+fresh managed Redis, with no gateway, worker or HTTP in the way.
 
-``--tasks`` no-op tasks are enqueued in batches of 500, claimed ``--claim`` at a time, then each
-claim's tasks finished as succeeded in one call (what the dispatcher does under load). Redis's
-own accounting (``INFO commandstats``: µs inside EVALSHA and inside every command the scripts
-ran) gives the time per task of each script, and the process CPU from ``/proc`` the whole cost
-(reading, parsing, answering). Use it to see what a change to a script costs, before and after
-in one run. Run: ``.venv/bin/python -m bench.script_cost``.
+``--tasks`` no-op tasks are enqueued in batches of ``--batch`` (500), claimed ``--claim`` at a
+time, then each claim's tasks finished as succeeded in one call (what the dispatcher does under
+load). Redis's own accounting (``INFO commandstats``: µs inside EVALSHA and inside every command
+the scripts ran) gives the time per task of each script, and the process CPU from ``/proc`` the
+whole cost (reading, parsing, answering). Use it to see what a change to a script costs, before
+and after in one run. Run: ``.venv/bin/python -m bench.script_cost``.
 """
 
 from __future__ import annotations
@@ -55,10 +55,20 @@ def delta(
 Phase = tuple[str, Callable[[], Awaitable[None]]]
 
 
-async def phases(redis: Redis, tasks: int, claim: int, payload: str = PAYLOAD) -> list[Phase]:
-    """A queue and its endpoint set up through the store, and the three phases to run on them
-    in order: enqueue ``tasks`` in batches of 500, claim them ``claim`` at a time, finish each
-    claim's tasks as succeeded in one call."""
+async def phases(
+    redis: Redis,
+    tasks: int,
+    claim: int,
+    payload: str = PAYLOAD,
+    *,
+    batch: int = 500,
+    deep: int = 0,
+) -> list[Phase]:
+    """A queue and its endpoint set up through the store, and the four phases to run on them
+    in order: enqueue ``tasks`` in batches of ``batch``, claim them ``claim`` at a time, finish
+    each claim's tasks as succeeded in one call, sweep them past their retention (500 a call).
+    With ``deep``, that many tasks wait in another (paused) queue first, so the shared
+    structures (the id index) are as full as a deep backlog makes them."""
     scripts = Scripts(redis)
     await scripts.load()
     store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), ManualClock()
@@ -74,10 +84,10 @@ async def phases(redis: Redis, tasks: int, claim: int, payload: str = PAYLOAD) -
     )
     await queues.add_endpoint(endpoint)
 
-    async def enqueue() -> None:
-        for start in range(0, tasks, 500):
+    async def fill(queue: str, count: int, size: int) -> None:
+        for start in range(0, count, size):
             now = clock.now_ms()
-            batch = [
+            made = [
                 NewTask(
                     id=str(ULID()),
                     name="noop",
@@ -86,9 +96,16 @@ async def phases(redis: Redis, tasks: int, claim: int, payload: str = PAYLOAD) -
                     created_ms=now,
                     run_at_ms=now,
                 )
-                for _ in range(min(500, tasks - start))
+                for _ in range(min(size, count - start))
             ]
-            await store.enqueue("q", batch, now)
+            await store.enqueue(queue, made, now)
+
+    if deep:
+        await queues.put("deep", QueuePolicy(paused=True), clock.now_ms())
+        await fill("deep", deep, 500)
+
+    async def enqueue() -> None:
+        await fill("q", tasks, batch)
 
     leases: list[list[Lease]] = []
 
@@ -107,13 +124,25 @@ async def phases(redis: Redis, tasks: int, claim: int, payload: str = PAYLOAD) -
             ]
             await store.finish_many("q", ends, clock.now_ms())
 
-    return [("enqueue", enqueue), ("claim", claim_all), ("finish", finish_all)]
+    async def sweep_all() -> None:  # past the default retention (7 days), in calls of 500
+        later = clock.now_ms() + 8 * 86_400_000
+        while await store.sweep("q", later, 500):
+            pass
+
+    return [
+        ("enqueue", enqueue),
+        ("claim", claim_all),
+        ("finish", finish_all),
+        ("sweep", sweep_all),
+    ]
 
 
-async def measure(url: str, pid: int, tasks: int, claim: int, calls: bool = False) -> None:
+async def measure(
+    url: str, pid: int, tasks: int, claim: int, calls: bool = False, batch: int = 500
+) -> None:
     redis = Redis.from_url(url, decode_responses=True)
-    steps = await phases(redis, tasks, claim)
-    print(f"\n{tasks:,} tasks, claims of {claim}\n")
+    steps = await phases(redis, tasks, claim, batch=batch)
+    print(f"\n{tasks:,} tasks enqueued {batch} a call, claims of {claim}\n")
     print("| phase | µs per task in scripts | Redis CPU µs per task | per command µs/task |")
     print("| --- | --: | --: | --- |")
     for phase, run in steps:
@@ -139,13 +168,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--claim", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=500, help="tasks per enqueue call")
     parser.add_argument(
         "--calls", action="store_true", help="commands per task instead of µs per command"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as server:
         pid = server.process.pid if server.process else 0
-        asyncio.run(measure(server.url, pid, args.tasks, args.claim, args.calls))
+        asyncio.run(measure(server.url, pid, args.tasks, args.claim, args.calls, args.batch))
 
 
 if __name__ == "__main__":

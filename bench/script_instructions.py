@@ -3,11 +3,11 @@ machine, where ``bench/script_cost.py``'s microseconds move with the neighbours.
 
 Starts ``redis-server`` under ``valgrind --tool=callgrind`` (no persistence), then runs
 ``bench/script_cost.py``'s phases through the store: ``--tasks`` no-op tasks enqueued in batches
-of 500, claimed ``--claim`` at a time, each claim's tasks finished as succeeded in one call. The
-counters are zeroed before and dumped after each phase (``callgrind_control``), so each phase's
-figure is the whole server's work for it: reading the commands, the scripts, the answers.
-Compare two trees by running this file with each one's ``PYTHONPATH``. Run:
-``.venv/bin/python -m bench.script_instructions``.
+of ``--batch`` (500; ``--deep`` tasks wait in another queue first), claimed ``--claim`` at a
+time, each claim's tasks finished as succeeded in one call. The counters are zeroed before and
+dumped after each phase (``callgrind_control``), so each phase's figure is the whole server's
+work for it: reading the commands, the scripts, the answers. Compare two trees by running this
+file with each one's ``PYTHONPATH``. Run: ``.venv/bin/python -m bench.script_instructions``.
 """
 
 from __future__ import annotations
@@ -51,11 +51,12 @@ def instructions(out: Path, pid: int, dumps: int) -> int:
 
 
 async def run(
-    url: str, pid: int, out: Path, tasks: int, claim: int, payload: str
+    url: str, pid: int, out: Path, tasks: int, claim: int, payload: str, batch: int, deep: int
 ) -> dict[str, int]:
     redis = Redis.from_url(url, decode_responses=True)
     found = {}
-    for dumps, (phase, work) in enumerate(await phases(redis, tasks, claim, payload), start=1):
+    steps = await phases(redis, tasks, claim, payload, batch=batch, deep=deep)
+    for dumps, (phase, work) in enumerate(steps, start=1):
         await asyncio.to_thread(zero, pid)
         await work()
         found[phase] = await asyncio.to_thread(instructions, out, pid, dumps)
@@ -68,6 +69,10 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=5_000)
     parser.add_argument("--claim", type=int, default=32)
     parser.add_argument("--payload", default=PAYLOAD, help="each task's payload JSON")
+    parser.add_argument("--batch", type=int, default=500, help="tasks per enqueue call")
+    parser.add_argument(
+        "--deep", type=int, default=0, help="tasks waiting in another queue first (not counted)"
+    )
     parser.add_argument(
         "--keep", type=Path, help="write callgrind's dumps here (callgrind_annotate reads them)"
     )
@@ -104,11 +109,25 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         raise SystemExit("redis-server under callgrind did not start") from None
                     time.sleep(0.2)
-            found = asyncio.run(run(url, server.pid, out, args.tasks, args.claim, args.payload))
+            found = asyncio.run(
+                run(
+                    url,
+                    server.pid,
+                    out,
+                    args.tasks,
+                    args.claim,
+                    args.payload,
+                    args.batch,
+                    args.deep,
+                )
+            )
         finally:
             server.terminate()
             server.wait(timeout=60)
-    print(f"\n{args.tasks:,} tasks, claims of {args.claim}: Redis instructions per task\n")
+    print(
+        f"\n{args.tasks:,} tasks enqueued {args.batch} a call ({args.deep:,} waiting elsewhere), "
+        f"claims of {args.claim}: Redis instructions per task\n"
+    )
     print("| phase | instructions per task |")
     print("| --- | --: |")
     for phase, count in found.items():

@@ -61,6 +61,7 @@ from gateway.store.catalog import CatalogStore
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
 from gateway.store.idempotency import IdempotencyStore
+from gateway.store.index import IndexRepair
 from gateway.store.jobs import JobStore
 from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
@@ -176,6 +177,7 @@ def create_app(
             sweep_interval=settings.sweep_interval,
             max_sleep=settings.rescan_interval,
             metrics=recorder,
+            index_repair=IndexRepair(redis, scripts),
         )
 
         def reconnected() -> None:

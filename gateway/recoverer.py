@@ -6,7 +6,8 @@ next needs it, and :meth:`Recoverer.run` sleeps until the earliest entry, or unt
 announces an earlier one over pub/sub (:meth:`Recoverer.notice`). Each :meth:`Recoverer.step`
 reads the head of the index with one command and handles only the queues that are due. An
 APScheduler job checks the index against every queue every ``rescan_interval``
-(:meth:`Recoverer.rescan`), which repairs what a gateway that died half way left behind.
+(:meth:`Recoverer.rescan`), which repairs what a gateway that died half way left behind; every
+``RECKON_EVERY`` of its runs it also repairs the id index (:class:`IndexRepair`).
 
 Correctness never depends on there being just one recoverer:
 
@@ -35,6 +36,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from gateway.clock import Clock
 from gateway.recovery import QueueRecovery, RecoveryReport
 from gateway.store.dependencies import DependencyStore
+from gateway.store.index import IndexRepair
 from gateway.store.queues import QueueStore
 from gateway.store.tasks import TaskStore
 from gateway.store.tasks.due import mark
@@ -47,7 +49,8 @@ logger = logging.getLogger(__name__)
 RESCAN_JOB_ID = "jobgate.rescan"
 # One rescan in this many reckons every queue in full instead (hourly, with the default
 # rescan_interval): it finds due times no gateway announced (queues written by an older version
-# during a rolling upgrade, a Redis restored from a backup).
+# during a rolling upgrade, a Redis restored from a backup). It also makes a pass of the id
+# index's repair (one gateway a pass among all).
 RECKON_EVERY = 60
 
 
@@ -77,6 +80,7 @@ class Recoverer:
         sweep_interval: float = 60.0,
         max_sleep: float = 60.0,
         metrics: Metrics | None = None,
+        index_repair: IndexRepair | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -98,6 +102,8 @@ class Recoverer:
         self._max_sleep_ms = round(max_sleep * 1000)
         self._failures: dict[str, int] = {}
         self._rescans = 0
+        self._index_repair = index_repair
+        self._repair_every_ms = 3_600_000  # set by schedule()
         self._next_due_ms: int | None = None  # from the last step: the index, and reckonings
         self._noticed_ms: int | None = None  # announced since the last step read the index
         self._woken = asyncio.Event()
@@ -242,10 +248,20 @@ class Recoverer:
         full = self._rescans % RECKON_EVERY == 0
         try:
             await self._guard("rescan", self.reckon_all if full else self.rescan)
+            if full and self._index_repair is not None:
+                await self._guard("index repair", self.repair_index)
         except asyncio.CancelledError:
             # The scheduler shuts down mid-run. The next rescan (here or on another gateway)
             # simply does it again; nothing to report.
             return
+
+    async def repair_index(self) -> int | None:
+        """A pass of the id index's repair when no other gateway made one within the cadence
+        (``RECKON_EVERY`` rescans); returns how many fields it dropped, None when it was not
+        this gateway's turn."""
+        if self._index_repair is None:
+            return None
+        return await self._index_repair.run(self._repair_every_ms)
 
     def schedule(self, scheduler: AsyncIOScheduler, rescan_interval: float) -> None:
         """Add the rescan job to ``scheduler``; its owner starts and stops it.
@@ -254,6 +270,7 @@ class Recoverer:
         one. It is a coroutine method, which the scheduler's asyncio executor awaits on its
         loop; it logs failures and goes on. Calling this again replaces it.
         """
+        self._repair_every_ms = math.ceil(rescan_interval * RECKON_EVERY * 1000)
         scheduler.add_job(
             self.rescan_job,
             "interval",

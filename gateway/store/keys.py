@@ -83,10 +83,21 @@ Global keys (one command each, outside any script):
   task, a lease expiry, a stall deadline, an undelivered notice, a dependency to link again, a
   dedup window or finished task to sweep). The recoverer reads it with one command; written by
   plain commands and single-key scripts (``lower_due.lua``, ``settle_due.lua``) only.
-- ``jg:idx:<id>`` (STR): the queue of a task, so ``/v1/tasks/{id}`` needs no queue name. The
-  sweep deletes it right after its task, in a second step (it lies outside the queue's slot);
-  as a backstop for a gateway that dies between the two, it is written with an expiry of
-  ``INDEX_TTL_MS`` after the task's ``run_at`` (:func:`task_index_ttl_ms`).
+- ``jg:ix:<bucket>`` (HASH): the id index, task id → its queue, so ``/v1/tasks/{id}`` needs no
+  queue name. ``<bucket>`` is the id's low 12 bits (4,096 buckets, :func:`task_index`; the
+  gateway's ids count up there, so they spread evenly), so a bucket stays a listpack (about
+  40 bytes an entry) up to about 2,000,000 tasks (Redis's default
+  ``hash-max-listpack-entries`` of 512 a bucket), short enough to write cheaply up to about
+  500,000, and the buckets spread over a cluster's slots. Written in
+  the enqueue's round trip (a command of its own: it lies outside the queue's slot); the
+  sweep, ``clean`` and queue deletion drop a task's field right after its task, in a second
+  step. A gateway that dies between the two leaves a field without a task: the index repair
+  (:mod:`gateway.store.index`, hourly) drops a field whose task it finds gone in two passes in
+  a row, remembering the first pass's finds in ``jg:ix:suspects`` (HASH, id → queue); one
+  gateway a pass, by ``jg:ix:turn`` (STR, ``SET NX PX``).
+- ``jg:idx:<id>`` (STR): the id index as earlier versions wrote it (a key per task, expiring
+  ``INDEX_TTL_MS`` after the task's ``run_at``). Still read when a bucket has no field for an
+  id, and deleted with its task, until the last one has gone (see :func:`legacy_task_index`).
 - ``jg:notify`` (ZSET): queue → ms when its earliest completion callback notice is due, so the
   delivery loop finds queues with work in one command. Written right after the script that
   recorded a notice, and rebuilt from every queue's ``notify`` by a slow rescan.
@@ -201,19 +212,33 @@ def sign_in_address(address: str) -> str:
     return f"jg:{{signin}}:addr:{address}"
 
 
+_QUARTER = {c: str(i & 3) for i, c in enumerate("0123456789ABCDEFGHJKMNPQRSTVWXYZ")}
+
+
 def task_index(task_id: str) -> str:
+    """The id index's bucket that holds ``task_id``'s field: the id's low 12 bits, as the low
+    2 bits of its third character from the end (``0``-``3``) and its last two characters."""
+    return f"jg:ix:{_QUARTER.get(task_id[-3:-2], '0')}{task_id[-2:]}"
+
+
+INDEX_SUSPECTS = "jg:ix:suspects"
+INDEX_TURN = "jg:ix:turn"
+
+
+def legacy_task_index(task_id: str) -> str:
+    """The key per task that older versions wrote as the id index.
+
+    Read when the bucket has no field for the id, and deleted with the task. Such keys expire
+    by themselves at the latest ``INDEX_TTL_MS`` (two years) after their task's ``run_at``, and
+    are deleted sooner with their task by the sweep: once no ``jg:idx:*`` key is left on a
+    deployment (two years after upgrading at the latest; sooner when every task enqueued
+    before the upgrade has been swept), this fallback and this function can go."""
     return f"jg:idx:{task_id}"
 
 
 INDEX_TTL_MS = 730 * 86_400_000
-"""How long a task's index entry lives after the task's ``run_at``: two years, the longest
-retention a policy allows (365 days) plus a year for the task's own run (attempts, backoff,
-dependencies). A backstop only: the sweep deletes the entry with its task."""
-
-
-def task_index_ttl_ms(run_at_ms: int, now_ms: int) -> int:
-    """The expiry (ms from now) of a new task's index entry."""
-    return max(run_at_ms - now_ms, 0) + INDEX_TTL_MS
+"""How long older versions kept a task's ``jg:idx:<id>`` key after the task's ``run_at``: two
+years, the longest retention a policy allows (365 days) plus a year for the task's own run."""
 
 
 def idempotency(digest: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from gateway.store import keys
+from gateway.store import index, keys
 from gateway.store.keys import QueueKeys
 from gateway.store.overview import index_sizes
 from gateway.store.records import load_record
@@ -148,12 +148,8 @@ class OperationsStore:
         return await self.entries(queue, rows)
 
     async def locate_many(self, task_ids: Sequence[str]) -> list[str | None]:
-        """The queue of each task (None when unknown); one GET each, as the index keys of
-        different tasks live in different Cluster slots."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for task_id in task_ids:
-                pipe.get(keys.task_index(task_id))
-            return cast(list[str | None], await pipe.execute())
+        """The queue of each task (None when unknown): :func:`gateway.store.index.locate_many`."""
+        return await index.locate_many(self._redis, task_ids)
 
     async def records(self, queue: str, task_ids: Sequence[str]) -> list[Record | None]:
         if not task_ids:

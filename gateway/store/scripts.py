@@ -82,6 +82,8 @@ ScriptName = Literal[
     "open_session",
     "sign_in_attempt",
     "key_rebalance",
+    "missing",
+    "unindex",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -13,8 +13,11 @@ from redis.cluster import RedisCluster
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway.store import keys
 from gateway.store.connection import connect
 from gateway.store.gauges import GaugeStore
+from gateway.store.index import BUCKETS, IndexRepair
+from gateway.store.scripts import Scripts
 from sdk.wire import TaskState
 from tests.scripted_worker import ADMIN, Rig, Worker
 from tests.support import live_gateway, serve, until
@@ -130,6 +133,44 @@ async def test_a_batch_with_a_taken_id_stores_nothing(rig: Rig, cluster_url: str
         assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == 404
     again = await rig.api.post(f"/v1/queues/{LEFT}/tasks/batch", json={"tasks": batch["tasks"][:3]})
     assert again.status_code == 201, again.text
+
+
+async def test_the_id_index_spreads_over_primaries_and_its_repair_reads_them_all(
+    rig: Rig, cluster_url: str
+) -> None:
+    """The index's buckets lie on every primary; the repair reads them and asks each queue's
+    primary; a task indexed the old way (a key per task) is still found."""
+    tasks = [await rig.enqueue("x", queue=queue) for queue in (LEFT, RIGHT, LEFT, RIGHT)]
+    legacy = "01BX5ZZKBKACTAV9WEVGEMMVT0"
+    await rig.enqueue("x", queue=RIGHT, id=legacy)
+    orphans = ["01BX5ZZKBKACTAV9WEVGEMMVT1", "01BX5ZZKBKACTAV9WEVGEMMVT2"]
+    client = await connect(cluster_url)
+    try:
+        await client.hdel(keys.task_index(legacy), legacy)
+        await client.set(keys.legacy_task_index(legacy), RIGHT)
+        for orphan, queue in zip(orphans, (LEFT, RIGHT), strict=True):
+            await client.hset(keys.task_index(orphan), orphan, queue)
+        nodes = client.nodes_manager  # type: ignore[attr-defined]
+        primaries = {nodes.get_node_from_slot(client.keyslot(b)).name for b in BUCKETS}  # type: ignore[attr-defined]
+        assert len(primaries) == 3
+        repair = IndexRepair(client, Scripts(client))
+        assert (await repair.repair(), await repair.repair()) == (0, 2)
+    finally:
+        await client.aclose()
+    for task_id in [*tasks, legacy]:
+        assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == 200
+    for task_id in orphans:
+        assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == 404
+    # Deleting a queue drops its tasks' entries, in buckets on every primary, and older keys.
+    assert (await rig.api.delete(f"/v1/queues/{RIGHT}?force=true")).status_code == 204
+    for task_id in [*tasks, legacy]:
+        expected = 404 if task_id in tasks[1::2] or task_id == legacy else 200
+        assert (await rig.api.get(f"/v1/tasks/{task_id}")).status_code == expected
+    client = await connect(cluster_url)
+    try:
+        assert await client.exists(keys.legacy_task_index(legacy)) == 0
+    finally:
+        await client.aclose()
 
 
 async def test_a_recurring_job_fires_and_its_task_runs(rig: Rig) -> None:

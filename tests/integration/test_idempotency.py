@@ -21,6 +21,7 @@ from gateway.api.idempotency import fingerprint
 from gateway.app import create_app
 from gateway.settings import ApiKey, Settings
 from gateway.store.idempotency import Answered, IdempotencyStore, InProgress, slot
+from gateway.store.keys import task_index
 from gateway.store.scripts import Scripts
 from sdk.wire import HEADER_CALLBACK, HEADER_LEASE
 from tests.support import serve, until
@@ -281,7 +282,7 @@ async def test_only_answered_keys_remain_and_each_expires(
     others = {key async for key in redis.scan_iter("*") if not key.startswith("jg:idem:")}
     assert {key for key in others if not key.startswith("jg:{mail-out}:")} == {
         "jg:queues",
-        *(f"jg:idx:{task_id}" for task_id in ids),
+        *(task_index(task_id) for task_id in ids),
     }
 
 

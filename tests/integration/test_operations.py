@@ -494,7 +494,7 @@ async def test_clean_deletes_by_state_name_and_age_only(stores: Stores) -> None:
     k = QueueKeys.of(Q)
     for key in (k.meta, k.payload, k.attempts, k.dead, k.cancelled):
         assert not await stores.redis.exists(key), key
-    assert await stores.redis.keys("jg:idx:*") == []
+    assert await stores.redis.keys("jg:ix*") == []
     with pytest.raises(QueueNotFound):
         await rig.service.clean("nowhere", CleanRequest())
 

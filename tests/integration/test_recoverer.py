@@ -19,8 +19,9 @@ from redis.exceptions import ResponseError
 from ulid import ULID
 
 from gateway.clock import ManualClock
-from gateway.recoverer import RESCAN_JOB_ID, Recoverer, RecoveryReport
-from gateway.store.keys import DUE, QueueKeys
+from gateway.recoverer import RECKON_EVERY, RESCAN_JOB_ID, Recoverer, RecoveryReport
+from gateway.store.index import IndexRepair
+from gateway.store.keys import DUE, INDEX_SUSPECTS, INDEX_TURN, QueueKeys, task_index
 from gateway.store.queues import QueueStore
 from gateway.store.records import EndpointRecord, Lease, NewTask
 from gateway.store.scripts import Scripts
@@ -483,3 +484,22 @@ async def test_schedule_registers_the_rescan_job_with_its_interval(stores: Store
     # The asyncio executor awaits coroutine functions on its loop instead of a thread.
     assert iscoroutinefunction_partial(job.func)
     assert not scheduler.running
+
+
+async def test_every_full_rescan_makes_a_pass_of_the_index_repair(stores: Stores) -> None:
+    rec = Recoverer(
+        stores.tasks,
+        stores.queues,
+        stores.clock,
+        index_repair=IndexRepair(stores.redis, Scripts(stores.redis)),
+    )
+    rec.schedule(AsyncIOScheduler(), rescan_interval=60)
+    orphan = str(ULID())
+    await stores.redis.hset(task_index(orphan), orphan, Q)
+    for _ in range(RECKON_EVERY - 1):
+        await rec.rescan_job()
+    assert not await stores.redis.exists(INDEX_TURN, INDEX_SUSPECTS)
+    await rec.rescan_job()  # the full one
+    assert 0 < await stores.redis.pttl(INDEX_TURN) <= 60 * RECKON_EVERY * 1000
+    assert await stores.redis.hgetall(INDEX_SUSPECTS) == {orphan: Q}
+    assert await rec.repair_index() is None  # the turn is taken until the next cadence

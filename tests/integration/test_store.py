@@ -418,49 +418,6 @@ async def test_sweep_and_delete_leave_no_keys(stores: Stores) -> None:
     assert await stores.redis.keys("*") == []
 
 
-async def test_index_entries_expire_after_their_tasks_run_at(stores: Stores) -> None:
-    await setup_queue(stores)
-    now = stores.clock.now_ms()
-    hour = 3_600_000
-    single = new_task(now)
-    batch = [new_task(now), new_task(now, run_at=now + hour)]
-    chosen = [new_task(now), new_task(now, run_at=now + hour)]
-    await stores.tasks.enqueue("q", [single], now)
-    await stores.tasks.enqueue("q", batch, now)
-    await stores.tasks.enqueue("q", chosen, now, client_ids=True)
-
-    async def ttl(task: NewTask) -> int:
-        return int(await stores.redis.pttl(keys.task_index(task.id)))
-
-    slack = 60_000  # the PTTLs are read a moment after the writes
-    for task in (single, batch[0], chosen[0]):
-        assert keys.INDEX_TTL_MS - slack < await ttl(task) <= keys.INDEX_TTL_MS
-    for task in (batch[1], chosen[1]):
-        assert keys.INDEX_TTL_MS + hour - slack < await ttl(task) <= keys.INDEX_TTL_MS + hour
-
-
-async def test_a_sweep_stopped_between_its_steps_leaves_no_index_entry_without_expiry(
-    stores: Stores, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    await setup_queue(stores, QueuePolicy(retention_succeeded=60))
-    now = stores.clock.now_ms()
-    tasks = [new_task(now) for _ in range(3)]
-    await stores.tasks.enqueue("q", tasks, now)
-    for lease in (await stores.tasks.claim("q", 3, seed(), now)).leases:
-        await stores.tasks.finish(
-            "q", Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, text="1"), now
-        )
-
-    async def dies(queue: str, task_ids: object) -> None:  # the gateway stops here
-        return None
-
-    monkeypatch.setattr(stores.tasks, "forget", dies)
-    assert await stores.tasks.sweep("q", now + 60_000, 100) == 3
-    left = sorted(await stores.redis.keys("jg:idx:*"))
-    assert left == sorted(keys.task_index(t.id) for t in tasks)  # orphans of the sweep
-    assert [await stores.redis.pttl(key) > 0 for key in left] == [True] * len(tasks)
-
-
 async def test_finishes_in_one_call_are_fenced_one_by_one(stores: Stores) -> None:
     await setup_queue(stores)
     now = stores.clock.now_ms()

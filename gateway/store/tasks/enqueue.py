@@ -16,6 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
 from gateway.store import keys
 from gateway.store.coalescing import Command, Packed, unpacked
+from gateway.store.index import by_bucket
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
 from gateway.store.records import NewTask, load_record
@@ -122,10 +123,22 @@ def _flow_key(queue: str, t: NewTask) -> str:
     return k.throttle(t.name, t.throttle[0])
 
 
-def _set_each(pipe: Any, queue: str, index: list[tuple[str, int]]) -> None:
-    """Index entries (key, expiry in ms) pointing at ``queue``, one SET each, into ``pipe``."""
-    for key, ttl_ms in index:
-        pipe.set(key, queue, px=ttl_ms)
+Entry = tuple[str, str]
+"""An index entry: the bucket (:func:`gateway.store.keys.task_index`) and the task id."""
+
+
+def _set_each(pipe: Any, queue: str, index: list[Entry]) -> None:
+    """Index entries pointing at ``queue``, one HSET each, into ``pipe``."""
+    for bucket, task_id in index:
+        pipe.hset(bucket, task_id, queue)
+
+
+async def _unindex(redis: Any, entries: list[Entry]) -> None:
+    """Delete index entries written for tasks that were not stored."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for bucket, ids in by_bucket(task_id for _, task_id in entries).items():
+            pipe.hdel(bucket, *ids)
+        await pipe.execute()
 
 
 class Enqueuing(StoreBase):
@@ -168,17 +181,13 @@ class Enqueuing(StoreBase):
             script_keys = _enqueue_keys(queue)
             if flows:
                 script_keys = Packed.of((*script_keys.words, *flows))
-            index = [keys.task_index(t.id) for t in tasks]
-            entries = [
-                (key, keys.task_index_ttl_ms(t.run_at_ms, now_ms))
-                for key, t in zip(index, tasks, strict=True)
-            ]
+            index = [(keys.task_index(t.id), t.id) for t in tasks]
             if client_ids:
-                indexed = await self._claim_index(queue, entries)
+                indexed = await self._claim_index(queue, index)
                 reply, confirmed = await self._store(queue, script_keys, args, [], order)
             else:
                 indexed = index
-                reply, confirmed = await self._store(queue, script_keys, args, entries, order)
+                reply, confirmed = await self._store(queue, script_keys, args, index, order)
         finally:
             order.unanswered()
         if reply[0] == "OK":
@@ -187,9 +196,9 @@ class Enqueuing(StoreBase):
             if "NOTICE" in markers:  # a completion callback notice was recorded
                 await mark_noticed(self._redis, queue, now_ms)
             stored = [_stored(entry) for entry in entries]
-            unused = [key for key, s in zip(index, stored, strict=True) if s.state is None]
+            unused = [e for e, s in zip(index, stored, strict=True) if s.state is None]
             if unused:
-                await self._redis.delete(*unused)
+                await _unindex(self._redis, unused)
             if confirmed is not None:
                 self._durability.confirm(confirmed)
             return Enqueued(stored, "WOKE" in markers)
@@ -198,7 +207,7 @@ class Enqueuing(StoreBase):
             if earlier is not None:
                 return Enqueued(earlier, announced=False)
         if indexed:
-            await self._redis.delete(*indexed)
+            await _unindex(self._redis, indexed)
         if reply[0] == "NOQUEUE":
             raise QueueNotFound(queue)
         if reply[0] == "NOGROUP":
@@ -234,10 +243,10 @@ class Enqueuing(StoreBase):
         queue: str,
         script_keys: Packed,
         args: list[str | int],
-        index: list[tuple[str, int]],
+        index: list[Entry],
         order: Carried,
     ) -> tuple[Reply, int | None]:
-        """Run the enqueue script, with the index entries ``index`` (key, expiry in ms) set
+        """Run the enqueue script, with the index entries ``index`` set
         before it and the claim ``order`` asks for after it, in the same round trip. Returns its
         reply and, when replicas must confirm, how many did."""
         indexed, reply, claimed, confirmed = await self._pipeline(
@@ -263,10 +272,10 @@ class Enqueuing(StoreBase):
         queue: str,
         script_keys: Packed,
         args: list[str | int],
-        index: list[tuple[str, int]],
+        index: list[Entry],
         order: Carried,
     ) -> tuple[Reply, Reply, Reply, Reply]:
-        """One round trip: the index entries (each with its expiry), the script, the claim
+        """One round trip: the index entries, the script, the claim
         script when ``order`` still asks for it, and ``WAIT`` when replicas must confirm (on the
         connection that wrote, as WAIT requires). Returns the replies of the index script (None
         without it), the enqueue script, the claim (None without it) and WAIT (None without
@@ -278,19 +287,19 @@ class Enqueuing(StoreBase):
         as stored: :meth:`_stored_before`)."""
         one_command = len(index) > 1 and not isinstance(self._redis, RedisCluster)
         commands: list[Command]
-        if one_command:  # one script call, not a SET per task (5x the CPU for a batch)
+        if one_command:  # one script call, not an HSET per task (5x the CPU for a batch)
             commands = [
                 (
                     "EVALSHA",
                     self._scripts.sha("index"),
                     len(index),
-                    *(key for key, _ in index),
+                    *(bucket for bucket, _ in index),
                     queue,
-                    *(ttl_ms for _, ttl_ms in index),
+                    *(task_id for _, task_id in index),
                 )
             ]
         else:  # one task; or a cluster, which refuses a script over several slots
-            commands = [("SET", key, queue, "PX", ttl_ms) for key, ttl_ms in index]
+            commands = [("HSET", bucket, task_id, queue) for bucket, task_id in index]
         # EVALSHA through execute_command: redis-py's cluster pipeline refuses
         # pipe.evalsha() but routes the command by its first key all the same.
         sha = self._scripts.sha("enqueue")
@@ -314,31 +323,37 @@ class Enqueuing(StoreBase):
         claimed = replies.pop() if claim is not None else None
         return indexed, replies[-1], claimed, confirmed
 
-    async def _set_index(self, queue: str, index: list[tuple[str, int]]) -> None:
+    async def _set_index(self, queue: str, index: list[Entry]) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:
             _set_each(pipe, queue, index)
             await pipe.execute()
 
-    async def _claim_index(self, queue: str, entries: list[tuple[str, int]]) -> list[str]:
-        """Point index entries (key, expiry in ms) at ``queue``; returns those set now. Raises
-        TaskExists when one points at another queue already."""
+    async def _claim_index(self, queue: str, entries: list[Entry]) -> list[Entry]:
+        """Point index entries at ``queue``; returns those set now. Raises TaskExists when one
+        points at another queue already, in the index or in the key per task older versions
+        wrote."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            for key, ttl_ms in entries:
-                pipe.set(key, queue, nx=True, px=ttl_ms)
-            fresh = await pipe.execute()
-        index = [key for key, _ in entries]
-        new = [key for key, ok in zip(index, fresh, strict=True) if ok]
-        taken = [key for key, ok in zip(index, fresh, strict=True) if not ok]
+            for bucket, task_id in entries:
+                pipe.hsetnx(bucket, task_id, queue)
+                pipe.get(keys.legacy_task_index(task_id))
+            answers = await pipe.execute()
+        fresh, legacy = answers[0::2], answers[1::2]
+        new = [e for e, ok in zip(entries, fresh, strict=True) if ok]
+        taken = [e for e, ok in zip(entries, fresh, strict=True) if not ok]
+        foreign = [
+            task_id
+            for (_, task_id), owner in zip(entries, legacy, strict=True)
+            if owner is not None and owner != queue
+        ]
         if taken:
-            # GETs in a pipeline rather than one MGET: index keys of several ids lie in
-            # several slots of a Redis Cluster, which refuses a multi-slot MGET.
+            # HGETs in a pipeline: the buckets of several ids lie in several Cluster slots.
             async with self._redis.pipeline(transaction=False) as pipe:
-                for key in taken:
-                    pipe.get(key)
+                for bucket, task_id in taken:
+                    pipe.hget(bucket, task_id)
                 owners = await pipe.execute()
-            foreign = [key for key, owner in zip(taken, owners, strict=True) if owner != queue]
-            if foreign:
-                if new:
-                    await self._redis.delete(*new)
-                raise TaskExists(foreign[0].removeprefix(keys.task_index("")))
+            foreign += [e[1] for e, owner in zip(taken, owners, strict=True) if owner != queue]
+        if foreign:
+            if new:
+                await _unindex(self._redis, new)
+            raise TaskExists(foreign[0])
         return new

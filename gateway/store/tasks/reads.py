@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
-from gateway.store import keys
+from gateway.store import index, keys
 from gateway.store.keys import QueueKeys
 from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
@@ -36,7 +36,7 @@ class Reading(StoreBase):
 
     async def locate(self, task_id: str) -> str | None:
         """The queue of a task, or None."""
-        return cast(str | None, await self._redis.get(keys.task_index(task_id)))
+        return await index.locate(self._redis, task_id)
 
     async def record(self, queue: str, task_id: str) -> dict[str, Any] | None:
         raw = await self._redis.hget(QueueKeys.of(queue).meta, task_id)

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from redis.asyncio.cluster import RedisCluster
+
 from gateway.store import keys
+from gateway.store.index import drop_commands, unindex_keys
 from gateway.store.keys import QueueKeys
 from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
@@ -90,14 +93,21 @@ class Recovering(StoreBase):
         return len(ids)
 
     async def forget(self, queue: str, task_ids: Sequence[str]) -> None:
-        """Delete the index entries, log lists and durable steps of tasks that are gone."""
+        """Delete the index entries, log lists and durable steps of tasks that are gone: per
+        chunk of 500, one round trip for the queue's keys and the index's entries on a cluster
+        (a command per bucket and per older key), and one ``unindex`` script call for the
+        index's on a single Redis."""
         k = QueueKeys.of(queue)
+        cluster = isinstance(self._redis, RedisCluster)
         for start in range(0, len(task_ids), 500):
             chunk = task_ids[start : start + 500]
+            if not chunk:
+                break
             async with self._redis.pipeline(transaction=False) as pipe:
-                if chunk:
-                    pipe.hdel(k.steps, *chunk)
-                for task_id in chunk:
-                    pipe.delete(keys.task_index(task_id))
-                    pipe.delete(k.log(task_id))
+                pipe.hdel(k.steps, *chunk)
+                pipe.delete(*(k.log(task_id) for task_id in chunk))  # all in the queue's slot
+                if cluster:
+                    drop_commands(pipe, chunk)
                 await pipe.execute()
+            if not cluster:
+                await self._scripts.call("unindex", unindex_keys(chunk), chunk)
