@@ -10,7 +10,6 @@ import contextvars
 import functools
 import secrets
 import time
-import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii as quoted
@@ -19,7 +18,6 @@ from urllib.parse import unquote
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
-from aiohttp.client_proto import ResponseHandler
 from aiohttp.client_reqrep import ConnectionKey
 from aiohttp.connector import Connection
 from standardwebhooks import Webhook
@@ -134,31 +132,23 @@ _fresh: contextvars.ContextVar[bool] = contextvars.ContextVar("fresh", default=F
 
 
 class PoolConnector(aiohttp.TCPConnector):
-    """aiohttp's connector, noting for each request whether its connection came from the pool,
-    and able to skip the pool for one request (:data:`_fresh`).
+    """aiohttp's connector, noting when a request's connection came from the pool
+    (:data:`_reused`), and able to skip the pool for one request (:data:`_fresh`).
 
     A pooled keep-alive connection may be closed by the server just as a push is sent on it:
     its idle timeout (uvicorn's 5 s by default, against this pool's 60 s) and the push cross on
     the wire. Such a push fails at once with no answer, though the worker never read it;
     :meth:`Pusher._send` sends it once more on a new connection."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._used: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
-
-    async def connect(
-        self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
-    ) -> Connection:
-        connection = await super().connect(req, traces, timeout)
-        protocol = connection.protocol
-        if protocol is not None:
-            _reused.set(protocol in self._used)
-            self._used.add(protocol)
-        return connection
-
     async def _get(self, key: ConnectionKey, traces: list[Any]) -> Connection | None:
-        # aiohttp's own "a pooled connection for this key, if any" (3.12 and later).
-        return None if _fresh.get() else await super()._get(key, traces)
+        # aiohttp's own "a pooled connection for this key, if any" (3.12 and later), which
+        # its connect() asks before it opens a new one.
+        if _fresh.get():
+            return None
+        connection = await super()._get(key, traces)
+        if connection is not None:
+            _reused.set(True)
+        return connection
 
 
 class Pusher:
@@ -258,7 +248,7 @@ class Pusher:
         """Send the push and record it (answer class, time to answer). A push cut off at its
         lease's end is cancelled here and not recorded."""
         started = time.perf_counter()
-        answer = await self._send(endpoint, body, headers, push_timeout)
+        answer = await self._send(endpoint, body, headers, push_timeout, started)
         self._metrics.pushed(
             endpoint.queue,
             endpoint.id,
@@ -268,36 +258,22 @@ class Pusher:
         return answer
 
     async def _send(
-        self, endpoint: EndpointRecord, body: str, headers: dict[str, str], push_timeout: float
+        self,
+        endpoint: EndpointRecord,
+        body: str | bytes,
+        headers: dict[str, str],
+        push_timeout: float,
+        started: float | None = None,
     ) -> Answer:
         """The push's answer. A push that went on a pooled connection and got no answer because
         the connection was closed (never a timeout, never a failure to connect) is sent once
-        more, at once, on a new connection, within what is left of ``push_timeout``: the worker
-        most likely closed that connection, idle, as the push was on its way, and never read
-        it. This is the rule of Go's net/http for a request that carries an idempotency key
-        (``webhook-id`` is the worker's): without it, each such race spent an attempt, fed the
-        endpoint's circuit breaker and put the task back behind the queue's backoff."""
-        started = time.monotonic()
-        data = body.encode()
-        answer, stale = await self._post_once(endpoint, data, headers, push_timeout)
-        left = push_timeout - (time.monotonic() - started)
-        if stale and left > 0:
-            fresh = _fresh.set(True)
-            try:
-                answer, _ = await self._post_once(endpoint, data, headers, left)
-            finally:
-                _fresh.reset(fresh)
-        return answer
-
-    async def _post_once(
-        self,
-        endpoint: EndpointRecord,
-        data: bytes,
-        headers: dict[str, str],
-        push_timeout: float,
-    ) -> tuple[Answer, bool]:
-        """The answer to one POST, and whether it failed as a stale pooled connection does:
-        sent on a connection from the pool, which was closed under it before any answer."""
+        more, at once, on a new connection, within what is left of ``push_timeout`` since
+        ``started`` (``time.perf_counter()``): the worker most likely closed that connection,
+        idle, as the push was on its way, and never read it. This is the rule of Go's net/http
+        for a request that carries an idempotency key (``webhook-id`` is the worker's):
+        without it, each such race spent an attempt, fed the endpoint's circuit breaker and
+        put the task back behind the queue's backoff."""
+        data = body.encode() if isinstance(body, str) else body
         _reused.set(False)
         answered = False
         try:
@@ -317,19 +293,27 @@ class Pusher:
                     response.headers.get("retry-after"),
                     warning=unquote(warning)[:MAX_WARNING] if warning else None,
                     task_failure=response.headers.get(HEADER_TASK_FAILURE, "").strip() == "1",
-                ), False
+                )
         except TimeoutError:
             return Answer(
                 None, failure=f"no answer within {push_timeout:g}s", kind=FailureKind.TIMEOUT
-            ), False
+            )
         except (aiohttp.ClientError, OSError) as e:
-            stale = (
-                not answered
+            if (
+                started is not None
+                and not answered
                 and _reused.get()
                 and isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
                 and not isinstance(e, aiohttp.ClientConnectorError)
-            )
-            return Answer(None, failure=_failure(e), kind=no_answer_kind(e)), stale
+            ):
+                left = push_timeout - (time.perf_counter() - started)
+                if left > 0:
+                    fresh = _fresh.set(True)
+                    try:
+                        return await self._send(endpoint, data, headers, left)
+                    finally:
+                        _fresh.reset(fresh)
+            return Answer(None, failure=_failure(e), kind=no_answer_kind(e))
 
 
 def _failure(e: Exception) -> str:
