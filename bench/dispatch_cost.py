@@ -53,7 +53,7 @@ class WallClock(Clock):
 class AnsweringPusher(Pusher):
     """Builds and signs every push like :class:`Pusher`, and answers it at once."""
 
-    async def _send(self, endpoint, body, headers, push_timeout):  # type: ignore[no-untyped-def]
+    async def _send(self, endpoint, body, headers, push_timeout, started=None):  # type: ignore[no-untyped-def]
         from gateway.dispatch.verdict import Answer
 
         if "jobgate-batch" not in headers:

@@ -10,7 +10,9 @@ Prints per variant and run the drain rate, each process's share of one core duri
 was runnable but waited for a core (``/proc/<pid>/schedstat``: on a busy machine, what is
 neither is time the process slept, waiting for another), the machine's idle share (``/proc/stat``),
 the tasks each gateway claimed and the pushes it sent (its ``tasks_selected`` and
-``push_duration`` metrics), Redis's script calls per task, and CPU per task in all.
+``push_duration`` metrics), Redis's script calls per task, and CPU per task in all; and the
+tasks of the run that took more than one attempt, by how their first attempt ended (none in a
+fault-free drain: bench/RESULTS.md, "Tasks pushed twice in a fault-free drain").
 
 ``--py-spy DIR`` also records each gateway and worker process with ``py-spy record --pid``
 during each drain (with ``--idle``, where a loop waits shows too), as speedscope JSON in DIR.
@@ -43,6 +45,7 @@ from bench.e2e import KEY, ROOT, enqueue_batches, wait_http
 from bench.proc_stat import cpu_seconds, descendants
 from gateway.redis_server import ManagedRedis, free_port
 from gateway.store.keys import QueueKeys
+from gateway.store.records import load_record
 from sdk import Client
 
 POLL = 0.01
@@ -73,6 +76,23 @@ def machine_jiffies() -> tuple[int, int]:
     """(idle, total) jiffies of all CPUs so far."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return fields[3] + fields[4], sum(fields[:8])
+
+
+def repeated(client: redis.Redis, queue: str, ids: set[str]) -> dict[str, int]:
+    """The tasks of ``queue`` not in ``ids`` (which they join) that took more than one attempt,
+    counted by how their first attempt ended (outcome, failure kind, error's start)."""
+    k = QueueKeys.of(queue)
+    ends: dict[str, int] = {}
+    for key, raw in client.hgetall(k.meta).items():
+        task_id = key.decode() if isinstance(key, bytes) else key
+        if task_id in ids:
+            continue
+        ids.add(task_id)
+        if load_record(raw)["att"] > 1:
+            first = json.loads(client.hget(k.attempts, f"{task_id}:1") or "{}")
+            end = f"{first.get('outcome')} {first.get('kind') or ''} {first.get('error', '')[:50]}"
+            ends[end] = ends.get(end, 0) + 1
+    return ends
 
 
 def script_calls(client: redis.Redis) -> int:
@@ -173,6 +193,7 @@ def main() -> None:
             children = descendants(worker) or [worker]
             procs.update({f"worker{i}": pid for i, pid in enumerate(children)})
 
+            counted: set[str] = set()
             for i in range(len(variants)):  # warm-up: connections, scripts, caches
                 done_key = QueueKeys.of(f"v{i}").succeeded
                 enqueue_batches(urls, 500, f"v{i}")
@@ -180,6 +201,7 @@ def main() -> None:
                 while store.zcard(done_key) < 500:
                     time.sleep(POLL)
                 admin.patch_queue(f"v{i}", paused=True)
+                repeated(store, f"v{i}", counted)  # counted from the runs on
             for run in range(args.runs):
                 for i, (concurrency, batch) in enumerate(variants):
                     queue = f"v{i}"
@@ -205,6 +227,7 @@ def main() -> None:
                     end_cpu = {name: cpu_seconds(pid) for name, pid in procs.items()}
                     end_sched = {name: schedstat(pid) for name, pid in procs.items()}
                     admin.patch_queue(queue, paused=True)
+                    twice = repeated(store, queue, counted)
                     for spy in spies:
                         spy.send_signal(signal.SIGINT)
                     for spy in spies:
@@ -245,7 +268,8 @@ def main() -> None:
                         f"{idle:.0%}; claimed per gateway {[int(s) for s in selected]}, pushes "
                         f"{[int(p) for p in pushes]}; script calls per task "
                         f"{calls / args.tasks:.3f}; pushes' connections per worker process "
-                        f"{_connections(port, children)}",
+                        f"{_connections(port, children)}; tasks with 2+ attempts "
+                        f"{sum(twice.values())} {twice or ''}",
                         flush=True,
                     )
     print(f"{args.gateways} gateway(s), {workers} worker process(es); medians:")

@@ -250,9 +250,6 @@ def create_app(
                 tasks,
                 queues,
                 clock,
-                # The dispatcher only: pull polls hear of room freed while tasks wait from the
-                # finish script's jg:wake, and a poll waiting for new tasks needs no wake-up.
-                on_finished=dispatcher.wake,
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
                 metrics=recorder,

@@ -6,15 +6,19 @@ httpx on this path (bench/RESULTS.md); the SDK uses httpx.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import secrets
 import time
 from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii as quoted
+from typing import Any
 from urllib.parse import unquote
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
+from aiohttp.client_reqrep import ConnectionKey
+from aiohttp.connector import Connection
 
 from gateway.dispatch.verdict import Answer, batch_answers
 from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
@@ -109,7 +113,7 @@ def new_session(
     drops refused addresses (``dns`` does the lookups, aiohttp's default resolver unless given),
     and the socket factory refuses to connect to one whatever resolved it (IP-literal URLs
     bypass the resolver)."""
-    connector = aiohttp.TCPConnector(
+    connector = PoolConnector(
         limit=connections,
         limit_per_host=0,
         resolver=GuardedResolver(allow_private, dns),
@@ -117,6 +121,33 @@ def new_session(
         keepalive_timeout=60,
     )
     return aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
+
+
+# Whether the request this task sent last went on a connection from the pool (one that had
+# carried a request before), as :class:`PoolConnector` found it; and whether this task's next
+# request must go on a new connection.
+_reused: contextvars.ContextVar[bool] = contextvars.ContextVar("reused", default=False)
+_fresh: contextvars.ContextVar[bool] = contextvars.ContextVar("fresh", default=False)
+
+
+class PoolConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, noting when a request's connection came from the pool
+    (:data:`_reused`), and able to skip the pool for one request (:data:`_fresh`).
+
+    A pooled keep-alive connection may be closed by the server just as a push is sent on it:
+    its idle timeout (uvicorn's 5 s by default, against this pool's 60 s) and the push cross on
+    the wire. Such a push fails at once with no answer, though the worker never read it;
+    :meth:`Pusher._send` sends it once more on a new connection."""
+
+    async def _get(self, key: ConnectionKey, traces: list[Any]) -> Connection | None:
+        # aiohttp's own "a pooled connection for this key, if any" (3.12 and later), which
+        # its connect() asks before it opens a new one.
+        if _fresh.get():
+            return None
+        connection = await super()._get(key, traces)
+        if connection is not None:
+            _reused.set(True)
+        return connection
 
 
 class Pusher:
@@ -215,7 +246,7 @@ class Pusher:
         """Send the push and record it (answer class, time to answer). A push cut off at its
         lease's end is cancelled here and not recorded."""
         started = time.perf_counter()
-        answer = await self._send(endpoint, body, headers, push_timeout)
+        answer = await self._send(endpoint, body, headers, push_timeout, started)
         self._metrics.pushed(
             endpoint.queue,
             endpoint.id,
@@ -225,16 +256,33 @@ class Pusher:
         return answer
 
     async def _send(
-        self, endpoint: EndpointRecord, body: bytes, headers: dict[str, str], push_timeout: float
+        self,
+        endpoint: EndpointRecord,
+        body: str | bytes,
+        headers: dict[str, str],
+        push_timeout: float,
+        started: float | None = None,
     ) -> Answer:
+        """The push's answer. A push that went on a pooled connection and got no answer because
+        the connection was closed (never a timeout, never a failure to connect) is sent once
+        more, at once, on a new connection, within what is left of ``push_timeout`` since
+        ``started`` (``time.perf_counter()``): the worker most likely closed that connection,
+        idle, as the push was on its way, and never read it. This is the rule of Go's net/http
+        for a request that carries an idempotency key (``webhook-id`` is the worker's):
+        without it, each such race spent an attempt, fed the endpoint's circuit breaker and
+        put the task back behind the queue's backoff."""
+        data = body.encode() if isinstance(body, str) else body
+        _reused.set(False)
+        answered = False
         try:
             async with self._session.post(
                 endpoint.url,
-                data=body,
+                data=data,
                 headers=headers,
                 allow_redirects=False,
                 timeout=_timeout(push_timeout),
             ) as response:
+                answered = True
                 warning = response.headers.get(HEADER_WARNING)
                 return Answer(
                     response.status,
@@ -249,6 +297,20 @@ class Pusher:
                 None, failure=f"no answer within {push_timeout:g}s", kind=FailureKind.TIMEOUT
             )
         except (aiohttp.ClientError, OSError) as e:
+            if (
+                started is not None
+                and not answered
+                and _reused.get()
+                and isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+                and not isinstance(e, aiohttp.ClientConnectorError)
+            ):
+                left = push_timeout - (time.perf_counter() - started)
+                if left > 0:
+                    fresh = _fresh.set(True)
+                    try:
+                        return await self._send(endpoint, data, headers, left)
+                    finally:
+                        _fresh.reset(fresh)
             return Answer(None, failure=_failure(e), kind=no_answer_kind(e))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 
 from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
@@ -54,7 +53,6 @@ class CallbackService:
         queues: QueueStore,
         clock: Clock,
         *,
-        on_finished: Callable[[str], None],
         rng: random.Random | None = None,
         log_lines_kept: int = LOG_LINES_KEPT,
         metrics: Metrics | None = None,
@@ -66,7 +64,6 @@ class CallbackService:
         self._tasks = tasks
         self._queues = queues
         self._clock = clock
-        self._on_finished = on_finished
         self._rng = rng or random.Random()
 
     async def heartbeat(
@@ -183,6 +180,8 @@ class CallbackService:
         done = await self._tasks.finish(queue, finish, now_ms)
         self._metrics.finished(queue, (finish,), (done,), now_ms)
         _check(done.fence, queue, finish.task_id, done.state)
-        self._on_finished(queue)
+        # No wake-up from here: when ready tasks wait for the room this end freed, the finish
+        # script told every gateway's dispatcher over jg:wake, this one's included (its message
+        # names no gateway); otherwise a claim now would find nothing to take.
         assert done.state is not None
         return CallbackAck(state=done.state)

@@ -9,6 +9,7 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -420,3 +421,48 @@ async def test_a_backlog_drains_with_each_finish_claiming_the_room_it_frees(
     # yet that tasks wait); from then on the finishes claimed.
     assert len(loop_claims) <= 2, loop_claims
     assert carried.count(True) >= 3, carried
+
+
+async def test_a_callbacks_end_wakes_the_loop_only_through_the_finish_script(
+    redis_url: str,
+    dispatchers: list[Dispatcher],
+    worker: tuple[Worker, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A result callback ends an attempt as a push's answer does: when tasks wait for the room
+    it frees, the finish script's jg:wake (which names no gateway) wakes this gateway's loop
+    too; when none waits, nothing does, since a claim would find nothing."""
+    scripted, url = worker
+    scripted.script["accepted"] = (202, None)
+    async with live_gateway(redis_url, ADMIN) as (_, api), httpx.AsyncClient() as callbacks:
+
+        async def run_accepted() -> tuple[str, str, str]:
+            r = await api.post("/v1/queues/q/tasks", json={"name": "accepted"})
+            assert r.status_code == 201, r.text
+            task_id = r.json()["id"]
+            ((headers, _),) = await until(lambda: scripted.pushes(task_id), what="the push")
+            return task_id, headers["jobgate-callback"], headers["jobgate-lease"]
+
+        async def call_back(base: str, lease: str) -> None:
+            r = await callbacks.post(
+                f"{base}/result", json={"result": 1}, headers={"jobgate-lease": lease}
+            )
+            assert r.status_code == 200, r.text
+
+        (dispatcher,) = dispatchers
+        await _queue_with_endpoint(api, scripted, url, concurrency=1)
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+        claims = _loop_claims(dispatcher, monkeypatch)
+        _, base, lease = await run_accepted()
+        r = await api.post("/v1/queues/q/tasks", json={"name": "hello"})
+        waiting = r.json()["id"]  # the endpoint is full: it waits for the first's end
+        await call_back(base, lease)
+        finished = await api.get(f"/v1/tasks/{waiting}", params={"wait": 10})
+        assert finished.json()["state"] == "succeeded"
+        assert claims  # the loop claimed it, woken by the jg:wake message
+        claimed = len(claims)
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+        _, base, lease = await run_accepted()  # pushed by the claim its enqueue carried
+        await call_back(base, lease)
+        await until(lambda: not dispatcher._pushes, what="the pushes to end")
+        assert len(claims) == claimed  # the lone end woke no loop: nothing waited
