@@ -102,7 +102,8 @@ def create_app(
                 "answered 401. Set JOBGATE_API_KEYS, e.g. "
                 'JOBGATE_API_KEYS=\'[{"key": "<16+ characters>", "scopes": ["admin"]}]\''
             )
-        redis = await connect(settings.redis_url)
+        waits = settings.wait_timeout if settings.wait_replicas else 0.0
+        redis = await connect(settings.redis_url, settings.redis_timeout, waits)
         scripts = Scripts(redis)
         await scripts.load()
         clock = RedisClock(lambda: server_time_ms(redis))

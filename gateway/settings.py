@@ -83,6 +83,14 @@ class Settings(BaseSettings):
         le=60,
         description="Seconds an enqueue waits for wait_replicas replicas to confirm it.",
     )
+    redis_timeout: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="Seconds a Redis command may take (connecting, and each reply; an "
+        "enqueue's WAIT adds wait_timeout) before the request it serves answers 503 with "
+        "Retry-After.",
+    )
     host: str = Field("127.0.0.1", description="Address the HTTP server listens on.")
     port: int = Field(8787, ge=0, le=65535, description="TCP port of the HTTP server.")
     public_url: str | None = Field(

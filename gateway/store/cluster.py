@@ -60,9 +60,10 @@ def startup_nodes(url: str) -> list[tuple[str, int]]:
     return nodes
 
 
-async def connect_cluster(url: str) -> tuple[Redis, list[str]]:
+async def connect_cluster(url: str, timeout: float) -> tuple[Redis, list[str]]:
     """A cluster client for ``url``, and the primaries that would evict keys, as
-    ``"<node>: <maxmemory-policy>"`` (the caller refuses a cluster with any)."""
+    ``"<node>: <maxmemory-policy>"`` (the caller refuses a cluster with any). ``timeout``: how
+    long connecting to a node, and each reply, may take."""
     parts = urlsplit(url)
     cluster = RedisCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in startup_nodes(url)],
@@ -72,6 +73,8 @@ async def connect_cluster(url: str) -> tuple[Redis, list[str]]:
         decode_responses=True,
         health_check_interval=30,
         max_connections=MAX_CONNECTIONS_PER_NODE,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
     )
     try:
         policies = await cluster.config_get("maxmemory-policy", target_nodes=RedisCluster.PRIMARIES)

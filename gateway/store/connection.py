@@ -19,6 +19,12 @@ class UnsafeRedis(Exception):
 
 MAX_CONNECTIONS = 64
 POOL_TIMEOUT = 10.0
+# How long one Redis command may take (connecting, writing, reading its reply) before it fails
+# with redis-py's TimeoutError, which a request answers as 503 with Retry-After, rather than
+# waiting for a Redis that stopped answering without closing its connections (stopped,
+# partitioned, a host gone). Set here, not left to redis-py: its default is 5 s since 8.0 and
+# none before (pyproject.toml allows 5.0), and 8.0's 5 s cut a WAIT longer than that short.
+REDIS_TIMEOUT = 5.0
 
 
 async def server_time_ms(redis: Redis) -> float:
@@ -27,8 +33,12 @@ async def server_time_ms(redis: Redis) -> float:
     return float(seconds * 1000 + micros / 1000)
 
 
-async def connect(url: str) -> Redis:
+async def connect(url: str, timeout: float = REDIS_TIMEOUT, wait: float = 0.0) -> Redis:
     """A client for ``url``, after checking the server does not evict keys.
+
+    Every command fails after ``timeout`` seconds without an answer (connecting, and each
+    reply), plus ``wait`` for a reply: the longest a command may rightly take (``WAIT``'s
+    timeout). Pub/sub's blocking read is not bounded (redis-py reads it without a deadline).
 
     The pool blocks for a free connection (up to ``POOL_TIMEOUT``) instead of failing when all
     ``MAX_CONNECTIONS`` are busy: a burst of requests queues briefly rather than erroring.
@@ -36,7 +46,7 @@ async def connect(url: str) -> Redis:
     ``redis+sentinel://`` URL finds the primary through Sentinel (:mod:`.sentinel`).
     """
     if is_cluster_url(url):
-        cluster, evicting = await connect_cluster(url)
+        cluster, evicting = await connect_cluster(url, timeout)
         if evicting:
             await cluster.aclose()
             raise UnsafeRedis(
@@ -49,6 +59,8 @@ async def connect(url: str) -> Redis:
         "health_check_interval": 30,
         "max_connections": MAX_CONNECTIONS,
         "timeout": POOL_TIMEOUT,
+        "socket_timeout": timeout + wait,
+        "socket_connect_timeout": timeout,
     }
     if is_sentinel_url(url):
         redis = sentinel_client(url, **options)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import signal
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,8 +16,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError
 
+from gateway.redis_server import ManagedRedis
 from gateway.settings import ApiKey, Settings
-from tests.support import gateway_client
+from tests.support import free_port, gateway_client
 
 ADMIN = "admin-key-0123456789"
 READER = "reader-key-0123456789"
@@ -261,6 +267,41 @@ async def test_endpoint_urls_are_checked(api: httpx.AsyncClient) -> None:
         ("http://user:pw@example.com/", 422),
     ]:
         problem(await api.post("/v1/queues/mail-out/endpoints", json={"url": url}), status)
+
+
+async def test_a_redis_that_stops_answering_is_answered_503_within_redis_timeout(
+    tmp_path: Path,
+) -> None:
+    """A Redis that keeps its connections open but answers nothing (SIGSTOP: as a network
+    partition or a lost host looks) fails the request after ``redis_timeout``, as 503 with
+    Retry-After, instead of holding it for good (redis-py before 8.0 set no read timeout)."""
+    with ManagedRedis(tmp_path, port=free_port(), appendonly=False) as server:
+        settings = Settings(
+            redis_url=server.url,
+            api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
+            redis_timeout=0.5,
+        )
+        process = server.process
+        assert process is not None
+        async with gateway_client(settings, ADMIN) as api:
+            assert (await api.put("/v1/queues/mail", json={})).status_code == 201
+            os.kill(process.pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                # The client's own deadline only turns a hang into this test's failure.
+                r = await asyncio.wait_for(
+                    api.post("/v1/queues/mail/tasks", json={"name": "x"}), 30
+                )
+                waited = time.monotonic() - started
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
+            found = problem(r, 503)
+            assert "cannot reach its Redis" in found["detail"]
+            assert int(r.headers["retry-after"]) > 0
+            # One command's timeout, perhaps two (the answer may be read back), plus slack for
+            # a loaded machine; the point is that it ends.
+            assert waited < 15, waited
+            assert (await api.post("/v1/queues/mail/tasks", json={"name": "x"})).status_code == 201
 
 
 async def test_out_of_memory_answers_503_and_stores_nothing(

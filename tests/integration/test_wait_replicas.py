@@ -119,3 +119,19 @@ async def test_a_refused_enqueue_retried_with_its_id_is_not_stored_twice(
     again = await one_replica_asked.post("/v1/queues/mail/tasks", json=task)
     assert again.status_code == 409, again.text
     assert (await one_replica_asked.get(f"/v1/tasks/{task['id']}")).status_code == 200
+
+
+async def test_a_wait_longer_than_redis_timeout_is_not_cut_short(primary: ManagedRedis) -> None:
+    """The socket timeout leaves WAIT its ``wait_timeout`` on top of ``redis_timeout`` (with
+    only redis-py's, a WAIT past it failed as "cannot reach its Redis")."""
+    settings = Settings(
+        redis_url=primary.url,
+        api_keys=[ApiKey(key=ADMIN, scopes=["admin"])],
+        wait_replicas=1,
+        wait_timeout=1.0,
+        redis_timeout=0.3,
+    )
+    async with gateway_client(settings, ADMIN) as client:
+        assert (await client.put("/v1/queues/mail", json={})).status_code == 201
+        body = refused(await client.post("/v1/queues/mail/tasks", json={"name": "send"}))
+        assert "0 of the 1" in body["detail"]

@@ -3,6 +3,7 @@ connections kept and renewed, and network failures raised as httpx's exceptions.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
@@ -43,7 +44,21 @@ class Server:
         self.connections = 0
         self.closed = 0
         self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._stopped = False
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def _keep(self, conn: socket.socket) -> bool:
+        """Track ``conn`` for :meth:`stop`; False (and ``conn`` closed) once stopped. Every
+        socket is closed here or by ``stop()``, in this test, never left to be collected:
+        a socket dropped by a server thread late (an accept that returned as ``stop()``
+        ran) warned as unclosed in whatever test ran then."""
+        with self._lock:
+            if not self._stopped:
+                self._open.append(conn)
+                return True
+        conn.close()
+        return False
 
     def _accept(self) -> None:
         while True:
@@ -51,27 +66,40 @@ class Server:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
+            if not self._keep(conn):
+                return
             self.connections += 1
-            self._open.append(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        buffer, answered = b"", 0
-        if self.tls is not None:
-            conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
-            self._open.append(conn)
+        if self.tls is not None:  # the wrapped socket takes over the connection
             try:
-                conn.do_handshake()
-            except OSError:  # the client refused our certificate
+                conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+            except OSError:  # stopped meanwhile
                 conn.close()
                 return
+            if not self._keep(conn):
+                return
+        hung_up = False
+        try:
+            if self.tls is not None:
+                conn.do_handshake()  # OSError when the client refuses our certificate
+            hung_up = self._answer(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        if hung_up:
+            self.closed += 1
+
+    def _answer(self, conn: socket.socket) -> bool:
+        """Answer the requests on ``conn`` until the client leaves (False) or ``close_after``
+        answers were sent (True: the caller closes the connection)."""
+        buffer, answered = b"", 0
         while True:
-            try:
-                data = conn.recv(65536)
-            except OSError:
-                return
+            data = conn.recv(65536)
             if not data:
-                return
+                return False
             buffer += data
             while b"\r\n\r\n" in buffer:
                 head, _, rest = buffer.partition(b"\r\n\r\n")
@@ -95,17 +123,20 @@ class Server:
                 )
                 answered += 1
                 if self.close_after and answered >= self.close_after:
-                    conn.close()
-                    self.closed += 1
-                    return
+                    return True
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            conns, self._open = self._open, []
+        with contextlib.suppress(OSError):  # wakes the accept (a close alone does not)
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
-        for conn in self._open:
+        for conn in conns:
             conn.close()
 
 
