@@ -139,12 +139,13 @@ class PoolConnector(aiohttp.TCPConnector):
     the wire. Such a push fails at once with no answer, though the worker never read it;
     :meth:`Pusher._send` sends it once more on a new connection."""
 
-    async def _get(self, key: ConnectionKey, traces: list[Any]) -> Connection | None:
+    async def _get(self, key: ConnectionKey, *args: Any, **kwargs: Any) -> Connection | None:
         # aiohttp's own "a pooled connection for this key, if any" (3.12 and later), which
-        # its connect() asks before it opens a new one.
+        # its connect() asks before it opens a new one; its other arguments are passed on as
+        # they come, so a release that adds one does not break every push.
         if _fresh.get():
             return None
-        connection = await super()._get(key, traces)
+        connection = await super()._get(key, *args, **kwargs)
         if connection is not None:
             _reused.set(True)
         return connection
