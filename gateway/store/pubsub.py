@@ -17,6 +17,13 @@ Messages sent while the connection is broken are lost, so once it is back ``on_r
 called: the gateway then wakes every dispatcher loop, every waiting pull poll and its recoverer
 once.
 
+A connection can also die without a word: a partition, a NAT or load balancer that forgets an
+idle flow, a failover that moves the address. Nothing then arrives, not even an error, and a
+read without a deadline would wait for ever, every wake-up lost. So the reader waits at most
+``ping_every`` seconds for a message; after that much silence it sends a ``PING`` on the
+subscribed connection, and a connection whose ``PONG`` (or any message) has not come within
+``pong_within`` seconds is taken for broken and replaced, as after an error.
+
 After a break the connection is made anew through the client, not retried on the same node: on
 a Redis Cluster the pub/sub connection is on one node (the one serving ``jg:wake``'s slot when it
 connects), and that node may be gone for good (killed, its replica promoted). The first new
@@ -41,6 +48,18 @@ from gateway.store import keys
 
 log = logging.getLogger(__name__)
 
+PING_EVERY = 15.0
+"""Seconds of silence on the pub/sub connection before the reader asks Redis whether it is
+still there (module docstring)."""
+PONG_WITHIN = 5.0
+"""Seconds the answer to that ``PING`` may take before the connection is taken for dead."""
+PING_MESSAGE = "jobgate-pubsub-alive"
+
+
+class SilentConnection(ConnectionError):
+    """The pub/sub connection answered neither a message nor a ``PING`` in time."""
+
+
 CHANNELS = (
     keys.WAKE_CHANNEL,
     keys.DUE_CHANNEL,
@@ -63,8 +82,12 @@ class Notifier:
         on_change: Callable[[str], None] = lambda queue: None,
         origin: str = "",
         on_own_wake: Callable[[str, int | None], None] | None = None,
+        ping_every: float = PING_EVERY,
+        pong_within: float = PONG_WITHIN,
     ) -> None:
         self._redis = redis
+        self._ping_every = ping_every
+        self._pong_within = pong_within
         self._on_wake = on_wake
         self._origin = origin
         self._on_own_wake = on_own_wake or on_wake
@@ -145,14 +168,45 @@ class Notifier:
 
     async def _read(self) -> None:
         tries = 0  # failures in a row
+        loop = asyncio.get_running_loop()
+        heard = loop.time()  # when the connection last said anything
+        pinged: float | None = None  # when the PING not yet answered went out
         while True:
             try:
                 if tries:
                     await self._reopen(tries)
+                    heard, pinged = loop.time(), None
                 assert self._pubsub is not None
-                message: dict[str, Any] | None = await self._pubsub.get_message(timeout=None)
+                if pinged is None:
+                    wait = heard + self._ping_every - loop.time()
+                else:
+                    wait = pinged + self._pong_within - loop.time()
+                # parse_response and handle_message are get_message in two: the raw reply
+                # says that the connection spoke, whatever handle_message makes of it (the
+                # answer to a PING in RESP3 is a plain string it turns into nothing).
+                response = await self._pubsub.parse_response(block=False, timeout=max(wait, 0.0))
+                now = loop.time()
+                if response is not None:
+                    heard, pinged = now, None
+                    message: dict[str, Any] | None = await self._pubsub.handle_message(response)
+                else:
+                    # Nothing within the wait, or a reply redis-py keeps to itself (its own
+                    # health check's PONG): the clock says which.
+                    message = None
+                    if pinged is not None and now - pinged >= self._pong_within:
+                        raise SilentConnection(
+                            f"no answer to PING on the pub/sub connection in {self._pong_within} s"
+                        )
+                    if pinged is None and now - heard >= self._ping_every:
+                        await self._pubsub.ping(PING_MESSAGE)
+                        pinged = now
             except asyncio.CancelledError:
                 raise
+            except SilentConnection as e:
+                log.warning("%s; reconnecting", e)
+                tries += 1
+                await asyncio.sleep(1)
+                continue
             except Exception:
                 log.exception("pub/sub connection failed; reconnecting")
                 tries += 1
@@ -162,7 +216,7 @@ class Notifier:
                 # Back, subscribed again: what was published meanwhile is lost.
                 tries = 0
                 self._on_reconnect()
-            if message is None:
+            if message is None or message["type"] == "pong":
                 continue
             channel = message["channel"]
             if channel == keys.WAKE_CHANNEL:
