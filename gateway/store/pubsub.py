@@ -188,7 +188,9 @@ class Notifier:
                 now = loop.time()
                 if response is not None:
                     heard, pinged = now, None
-                    message: dict[str, Any] | None = await self._pubsub.handle_message(response)
+                    message: dict[str, Any] | None = await self._pubsub.handle_message(  # type: ignore[no-untyped-call]
+                        response
+                    )
                 else:
                     # Nothing within the wait, or a reply redis-py keeps to itself (its own
                     # health check's PONG): the clock says which.
