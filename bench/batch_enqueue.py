@@ -10,9 +10,11 @@ building the requests and reading the answers), the gateway and Redis (their ``/
 stime over the measured batches). One request at a time, the three take turns: the rate is
 about one over the sum of the three; with two at once, they overlap on two cores.
 
-``--minimal`` asks for the minimal answer (``Prefer: return=minimal``: a TaskReceipt per task,
-through ``Client.enqueue_batch_receipts``) in every tree whose SDK has it; a tree without it
-sends the plain batch (each run prints which it sent).
+Batches are sent as a producer that keeps ids calls it: ``Client.enqueue_batch_receipts`` (the
+minimal answer, ``Prefer: return=minimal``: a TaskReceipt per task) in every tree whose SDK has
+it; a tree without it sends the plain batch (each run prints which it sent). ``--whole-tasks``
+times ``Client.enqueue_batch`` instead (a whole Task per task). (``--minimal``, the default
+now, is still taken.)
 
 ``--trees A B …`` runs the gateway and the producer from other source trees (``git archive
 <commit> | tar -x -C …``), alternating A, B, A, B, … for ``--rounds`` rounds, and prints
@@ -68,7 +70,7 @@ print(json.dumps({"wall": wall, "cpu": cpu, "minimal": minimal}), flush=True)
 
 def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[str, float]:
     sizes = [str(args.size), str(args.warmup), str(args.count), str(args.in_flight)]
-    sizes.append("1" if args.minimal else "0")
+    sizes.append("0" if args.whole_tasks else "1")
     with gateway(tree) as (url, pid, redis_pid):
         producer = subprocess.Popen(
             [sys.executable, "-c", PRODUCER, url, QUEUE, KEY, *sizes],
@@ -122,7 +124,10 @@ def main() -> None:
     )
     parser.add_argument("--warmup", type=int, default=5_000)
     parser.add_argument(
-        "--minimal", action="store_true", help="ask for receipts (Prefer: return=minimal)"
+        "--minimal", action="store_true", help="receipts (Prefer: return=minimal): the default"
+    )
+    parser.add_argument(
+        "--whole-tasks", action="store_true", help="Client.enqueue_batch: a whole Task per task"
     )
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's speedscope files")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
