@@ -7,12 +7,15 @@ queue. A producer process (the SDK's blocking ``Client``, keep-alive, one reques
 and then ``--count`` small tasks in batches of ``--size`` (``POST .../tasks/batch``). Printed
 per run: tasks per second, and µs of CPU per task of the producer (its ``time.process_time``,
 building the requests and reading the answers), the gateway and Redis (their ``/proc`` utime +
-stime over the measured batches). One request at a time, the three take turns: the rate is
-about one over the sum of the three; with two at once, they overlap on two cores.
+stime over the measured batches), and the serial bound (one over their sum, tasks/s). One
+request at a time, the three take turns: the rate is about that bound, less the wake-ups
+between them; with two at once, they overlap on two cores.
 
-``--minimal`` asks for the minimal answer (``Prefer: return=minimal``: a TaskReceipt per task,
-through ``Client.enqueue_batch_receipts``) in every tree whose SDK has it; a tree without it
-sends the plain batch (each run prints which it sent).
+Batches are sent as a producer that keeps ids calls it: ``Client.enqueue_batch_receipts`` (the
+minimal answer, ``Prefer: return=minimal``: a TaskReceipt per task) in every tree whose SDK has
+it; a tree without it sends the plain batch (each run prints which it sent). ``--whole-tasks``
+times ``Client.enqueue_batch`` instead (a whole Task per task). (``--minimal``, the default
+now, is still taken.)
 
 ``--trees A B …`` runs the gateway and the producer from other source trees (``git archive
 <commit> | tar -x -C …``), alternating A, B, A, B, … for ``--rounds`` rounds, and prints
@@ -39,7 +42,10 @@ if __package__ in (None, ""):  # run as a script: make the `bench` folder import
 from bench.enqueue_cpu import KEY, QUEUE, ROOT, alternate, gateway
 from bench.proc_stat import cpu_seconds
 
-FIGURES = ("tasks/s", "producer µs/task", "gateway µs/task", "redis µs/task")
+FIGURES = ("tasks/s", "producer µs/task", "gateway µs/task", "redis µs/task", "serial bound")
+"""``serial bound``: one over the three CPU figures' sum, in tasks/s: the rate one request at a
+time allows when each process gets a core as soon as its turn comes. A load that delays the
+turns moves the measured rate, much less this."""
 
 # The producer, run with the tree's own SDK: it sends the batches and prints what it measured.
 PRODUCER = """
@@ -68,7 +74,7 @@ print(json.dumps({"wall": wall, "cpu": cpu, "minimal": minimal}), flush=True)
 
 def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[str, float]:
     sizes = [str(args.size), str(args.warmup), str(args.count), str(args.in_flight)]
-    sizes.append("1" if args.minimal else "0")
+    sizes.append("0" if args.whole_tasks else "1")
     with gateway(tree) as (url, pid, redis_pid):
         producer = subprocess.Popen(
             [sys.executable, "-c", PRODUCER, url, QUEUE, KEY, *sizes],
@@ -103,12 +109,15 @@ def measure(tree: Path, args: argparse.Namespace, profile: Path | None) -> dict[
     count = args.count // args.size * args.size
     answer = "minimal" if found["minimal"] else "full"
     print(f"{tree}: {count / found['wall']:,.0f} tasks/s, {answer} answers", flush=True)
-    return {
+    figures = {
         "tasks/s": count / found["wall"],
         "producer µs/task": found["cpu"] / count * 1e6,
         "gateway µs/task": (after[0] - before[0]) / count * 1e6,
         "redis µs/task": (after[1] - before[1]) / count * 1e6,
     }
+    spent = sum(v for k, v in figures.items() if k.endswith("µs/task"))
+    figures["serial bound"] = 1e6 / spent if spent > 0 else 0.0
+    return figures
 
 
 def main() -> None:
@@ -122,7 +131,10 @@ def main() -> None:
     )
     parser.add_argument("--warmup", type=int, default=5_000)
     parser.add_argument(
-        "--minimal", action="store_true", help="ask for receipts (Prefer: return=minimal)"
+        "--minimal", action="store_true", help="receipts (Prefer: return=minimal): the default"
+    )
+    parser.add_argument(
+        "--whole-tasks", action="store_true", help="Client.enqueue_batch: a whole Task per task"
     )
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's speedscope files")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")

@@ -4,7 +4,7 @@ Starts a managed Redis (AOF, appendfsync everysec), one or more gateway processe
 worker under uvicorn, then measures, each ``--repeat`` times (the median is reported):
 
 - enqueue rate, one task per request: sequential (sync client) and 64 in flight (async client);
-- enqueue rate in batches of 500;
+- enqueue rate in batches of 500, answered with receipts and with whole Tasks;
 - end to end: ``--tasks`` no-op tasks enqueued in batches while dispatch runs, until every one
   has succeeded;
 - latency from "enqueue sent" to "worker started the task" on an idle system, p50 and p99.
@@ -224,12 +224,19 @@ def enqueue_concurrent(
     return asyncio.run(run())
 
 
-def enqueue_batches(urls: list[str], count: int, queue: str, size: int = 500) -> float:
+def enqueue_batches(
+    urls: list[str], count: int, queue: str, size: int = 500, *, receipts: bool = True
+) -> float:
+    """Tasks per second through ``Client.enqueue_batch_receipts`` (what a producer that keeps
+    the ids, not whole Tasks, calls: a TaskReceipt per task), or with ``receipts=False``
+    ``Client.enqueue_batch`` (a whole Task per task, about ten times the answer's bytes)."""
     clients = [Client(url, KEY, timeout=60) for url in urls]
     batch = [TaskCreate(name=NOOP)] * size
     start = time.perf_counter()
     for i in range(0, count, size):
-        clients[(i // size) % len(clients)].enqueue_batch(queue, batch[: min(size, count - i)])
+        client = clients[(i // size) % len(clients)]
+        send = client.enqueue_batch_receipts if receipts else client.enqueue_batch
+        send(queue, batch[: min(size, count - i)])
     elapsed = time.perf_counter() - start
     for c in clients:
         c.close()
@@ -301,7 +308,13 @@ def main() -> None:
             )
             in_batches = fresh_queue(admin, "enqueue-batch")
             record(
-                "enqueue, batches of 500 (tasks/s)", enqueue_batches(urls, args.tasks, in_batches)
+                "enqueue, batches of 500, receipts (tasks/s)",
+                enqueue_batches(urls, args.tasks, in_batches),
+            )
+            whole = fresh_queue(admin, "enqueue-batch-tasks")
+            record(
+                "enqueue, batches of 500, whole Tasks (tasks/s)",
+                enqueue_batches(urls, args.tasks, whole, receipts=False),
             )
 
             def end_to_end_with_cpu(label: str, queue: str, into: dict[str, list[float]]) -> None:

@@ -21,7 +21,8 @@ the CPU per task of each process (Redis, gateways, workers, the service, this pr
 enqueue and drain together, from ``/proc/<pid>/stat``. At the first process count of race (a)
 also: enqueue rates (Jobgate's single enqueues with ``--in-flight`` in flight as the SDK sends
 them by default, coalesced, and one task per request for the CPU
-it costs, and batches of 500; the peers' rate during their drain's enqueue), Redis memory per
+it costs, and batches of 500 answered with receipts, beside whole Tasks; the peers' rate
+during their drain's enqueue), Redis memory per
 queued task, and enqueue to start on the idle system (tasks arriving at ``--rate`` per second
 for ``--seconds``: p50 and p99). Once per run: the import time of each producer's library.
 
@@ -241,13 +242,14 @@ def report(results: Results, options: Options, argv: list[str], load: tuple[floa
 
 def _how(options: Options) -> list[str]:
     """How each system was run and fed, under the names the tables use."""
-    from bench.peers_metrics import BATCHED, ONE
+    from bench.peers_metrics import BATCHED, BATCHES_500_TASKS, ONE
 
     lines = [
         f"- {ONE} / {BATCHED}: (a) N gateway processes, an N-process SDK worker under "
         "uvicorn; (b) N gateway processes pushing one task per request to the service, which "
-        "verifies each push's signature. The drain's tasks go in with `Client.enqueue_batch`, "
-        "500 per request.",
+        "verifies each push's signature. The drain's tasks go in with "
+        "`Client.enqueue_batch_receipts`, 500 per request (a TaskReceipt per task); "
+        f"'{BATCHES_500_TASKS}' times `Client.enqueue_batch` (a whole Task per task).",
         "- The user's service (b): `uvicorn bench.service_app:app --http httptools --loop "
         "uvloop`, one process shared by all systems.",
     ]

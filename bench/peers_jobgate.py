@@ -4,8 +4,9 @@ Python race: N gateway processes and an N-process SDK worker under uvicorn (``e2
 the two queues ``e2e`` registers give the two variants: one task per push, and pushes of up to
 32. HTTP race: N gateway processes pushing one task per request to the user's service
 (``bench/service_app.py``, shared with the peers), which verifies each push's signature. Tasks go in
-through the SDK in batches of 500 (``e2e.enqueue_batches``) while the queue is paused; the drain
-clock starts at the request that resumes it and stops when every task is in the queue's
+through the SDK in batches of 500 (``e2e.enqueue_batches``: ``Client.enqueue_batch_receipts``;
+the full session also times ``Client.enqueue_batch``, whole Tasks) while the queue is paused;
+the drain clock starts at the request that resumes it and stops when every task is in the queue's
 ``done:succeeded`` set. That set is read straight from Redis (one ``ZCARD``, as the peers'
 progress is read), not through the API: a ``GET`` of the queue every 10 ms would spend gateway
 CPU that the peers' drains do not pay.
@@ -30,7 +31,14 @@ from bench.e2e import (
     gateways,
     jobgate,
 )
-from bench.peers_metrics import BATCHED, BATCHES_500, ONE, SINGLE, single_in_flight
+from bench.peers_metrics import (
+    BATCHED,
+    BATCHES_500,
+    BATCHES_500_TASKS,
+    ONE,
+    SINGLE,
+    single_in_flight,
+)
 from bench.peers_options import Options
 from bench.peers_session import (
     Drain,
@@ -68,6 +76,11 @@ def session(stage: Stage, processes: int, race: str, full: bool) -> Session:
             found.drains[label] = drain(queue)
         if full:
             found.enqueue[BATCHES_500] = found.drains[ONE].enqueue_rate
+            # The same batches answered with whole Tasks (Client.enqueue_batch), for the record.
+            whole = fresh_queue(admin, "enqueue-batch-tasks")
+            found.enqueue[BATCHES_500_TASKS] = enqueue_batches(
+                urls, options.tasks, whole, receipts=False
+            )
             count = min(5_000, options.tasks)
             found.enqueue[single_in_flight(options.in_flight)] = enqueue_concurrent(
                 urls, count, fresh_queue(admin, "enqueue-many"), options.in_flight, linger=0.0

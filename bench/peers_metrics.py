@@ -18,7 +18,8 @@ ROLES = ("redis", "gateway", "worker", "service", "producer", "total")
 
 ONE = f"{JOBGATE}, one push each"
 BATCHED = f"{JOBGATE}, pushes of up to {BATCH_SIZE}"
-BATCHES_500 = f"{JOBGATE}, batches of 500"
+BATCHES_500 = f"{JOBGATE}, batches of 500"  # Client.enqueue_batch_receipts
+BATCHES_500_TASKS = f"{JOBGATE}, batches of 500, whole Tasks"  # Client.enqueue_batch
 SINGLE = f"{JOBGATE}, 1 per request"
 COALESCED = f"{JOBGATE}, single enqueues (SDK defaults, coalesced)"
 IMPORT_SDK = f"{JOBGATE}, import sdk"

@@ -68,7 +68,10 @@ class Call(Generic[T]):
 
     ``wait`` is how long the server may hold the request (a long-poll); the client adds it to
     its read timeout. Nulls are left out of the body, except, with ``nulls``, the top-level
-    fields explicitly set to None: a PATCH clears those. ``headers`` go with the client's own.
+    fields explicitly set to None: a PATCH clears those; with ``lean``, so are fields at their
+    default (where the gateway reads a field left out as its default: an enqueue's
+    ``"priority": 0`` and ``"depends_on": []``, a third of a small task's JSON). ``headers``
+    go with the client's own.
     """
 
     method: str
@@ -79,10 +82,13 @@ class Call(Generic[T]):
     wait: float = 0.0
     nulls: bool = False
     headers: Mapping[str, str] | None = None
+    lean: bool = False
 
     def content(self) -> bytes | None:
         if self.body is None:
             return None
+        if self.lean:
+            return self.body.model_dump_json(exclude_none=True, exclude_defaults=True).encode()
         if not self.nulls:
             return self.body.model_dump_json(exclude_none=True).encode()
         data = self.body.model_dump(mode="json", exclude_none=True)
@@ -273,6 +279,7 @@ def enqueue_batch(queue: str, tasks: list[TaskCreate]) -> Call[list[Task]]:
         f"/v1/queues/{segment(queue)}/tasks/batch",
         lambda r: BatchCreated.model_validate_json(r.content).tasks,
         body=BatchCreate(tasks=tasks),
+        lean=True,
     )
 
 
@@ -296,6 +303,7 @@ def enqueue_batch_receipts(queue: str, tasks: list[TaskCreate]) -> Call[list[Tas
         lambda r: BatchReceipt.model_validate_json(r.content).tasks,
         body=BatchCreate(tasks=tasks),
         headers=MINIMAL,
+        lean=True,
     )
 
 

@@ -195,7 +195,7 @@ def plain_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy) 
     return orjson.Fragment(written)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: every task of a batch makes one (2.0 -> 0.4 µs)
 class Created:
     """One task of an enqueue's answer: a task stored now (``earlier`` and ``flowed`` None),
     whose Task is made only when asked for; the earlier task its dedup or singleton key
@@ -258,6 +258,9 @@ class Created:
         without making that Task. The one place a receipt is built: a field added to
         TaskReceipt (an outcome that tells enqueues apart) is added here, and a test holding
         this equal to the full answer's fields fails until it is."""
+        new = self.new
+        if self.earlier is None and self.flowed is None and new.debounce is None:
+            return {"id": new.id, "state": self.state.value, "deduplicated": False, "flow": None}
         shown = self.shown
         if shown is not None:
             flow = None if shown.flow is None else shown.flow.model_dump(mode="json")

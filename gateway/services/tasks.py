@@ -131,17 +131,24 @@ def _concurrency_key(spec: TaskCreate, limit: KeyConcurrency | None) -> str | No
 
 
 _PLAIN = frozenset({"id", "name", "payload", "priority"})
+_DEFAULTS = {
+    name: info.get_default(call_default_factory=True)
+    for name, info in TaskCreate.model_fields.items()
+}
 
 
 def _plain(spec: TaskCreate, policy: QueuePolicy) -> bool:
     """Whether the task gives nothing but its id, name, payload and priority (what most
     enqueues send) to a queue without keys read from payloads (per-key rate limits or
-    concurrency): :func:`_new_plain_task`'s."""
-    return (
-        policy.key_rate_limit is None
-        and policy.key_concurrency is None
-        and spec.model_fields_set <= _PLAIN
-    )
+    concurrency): :func:`_new_plain_task`'s. A field sent at its default (``"depends_on":
+    []``, ``"max_attempts": null``: what a client that writes every field sends) is as good
+    as not sent: :func:`_new_task` reads values, never which fields were given."""
+    if policy.key_rate_limit is not None or policy.key_concurrency is not None:
+        return False
+    given = spec.model_fields_set
+    if given <= _PLAIN:
+        return True
+    return all(getattr(spec, name) == _DEFAULTS[name] for name in given - _PLAIN)
 
 
 def _new_plain_task(

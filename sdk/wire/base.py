@@ -26,7 +26,6 @@ from pydantic import (
     JsonValue,
     ValidationInfo,
     WithJsonSchema,
-    model_validator,
 )
 
 HEADER_LEASE = "jobgate-lease"
@@ -194,22 +193,32 @@ class InputModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
-    @model_validator(mode="before")
     @classmethod
-    def _whole_numbers(cls, data: Any) -> Any:
-        """JSON Schema counts ``3.0`` as an integer: an integer field takes it as 3 (but
-        never ``true`` or ``"3"``)."""
-        if not isinstance(data, dict):
-            return data
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """JSON Schema counts ``3.0`` as an integer: an integer field takes it as 3 (but never
+        ``true`` or ``"3"``). Checked on the field's own value before its validation: a check
+        of the whole input (a model validator, before) made pydantic build every object of
+        a body as a Python dict first, about half of a batch's validation (bench/RESULTS.md,
+        "Batch enqueue (issue 20, 2026-11-27)")."""
+        super().__pydantic_init_subclass__(**kwargs)
         fields = _integer_fields(cls)
-        # Most bodies have none: look at the integer fields only, and copy only when one is due
-        # (every task of a batch comes here: the common case is a set operation, no loop).
-        if fields.isdisjoint(data) or not any(isinstance(data.get(k), float) for k in fields):
-            return data
-        return {
-            k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v
-            for k, v in data.items()
-        }
+        for name in fields:
+            metadata = cls.model_fields[name].metadata
+            if _WHOLE not in metadata:
+                metadata.append(_WHOLE)
+        if fields and cls.__pydantic_complete__:  # built already (not deferred): again
+            cls.model_rebuild(force=True)
+
+
+def _whole(value: Any) -> Any:
+    """A float with no fraction as the int it is; anything else as it is (for the field's
+    own validation to take or refuse)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+_WHOLE = BeforeValidator(_whole)
 
 
 class OutputModel(BaseModel):

@@ -195,14 +195,21 @@ def test_enqueue_sends_a_task_create(gw: respx.MockRouter, client: Client) -> No
 
 def test_enqueue_batch_posts_all_tasks(gw: respx.MockRouter, client: Client) -> None:
     route = gw.post("/v1/queues/emails/tasks/batch").respond(
-        201, json={"tasks": [task_json(), task_json()]}
+        201, json={"tasks": [task_json(), task_json(), task_json()]}
     )
-    tasks = client.enqueue_batch("emails", [TaskCreate(name="a"), TaskCreate(name="b", payload=1)])
-    assert len(tasks) == 2
+    batch = [
+        TaskCreate(name="a"),
+        TaskCreate(name="b", payload=1, priority=0, depends_on=[]),
+        TaskCreate(name="c", payload=0, priority=-1, depends_on=[TASK_ID]),
+    ]
+    tasks = client.enqueue_batch("emails", batch)
+    assert len(tasks) == 3
+    # Fields at their default are left out, given or not: the gateway reads them as such.
     assert sent(route) == {
         "tasks": [
-            {"name": "a", "priority": 0, "depends_on": []},
-            {"name": "b", "payload": 1, "priority": 0, "depends_on": []},
+            {"name": "a"},
+            {"name": "b", "payload": 1},
+            {"name": "c", "payload": 0, "priority": -1, "depends_on": [TASK_ID]},
         ]
     }
 

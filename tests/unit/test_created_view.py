@@ -207,3 +207,106 @@ def test_a_debounced_task_answers_as_stored() -> None:
     record.update(state="scheduled", att=0, dbn=1)  # the enqueue script numbers the burst
     read_back = task_from_record("q", new.id, record, policy, payload=new.payload_json)
     assert _created_view("q", spec, new, TaskState.SCHEDULED, policy) == read_back
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"name": "noop", "depends_on": []},
+        {"name": "noop", "payload": {"n": 1}, "priority": 0, "depends_on": [], "owner": None},
+        {"name": "noop", "max_attempts": None, "traceparent": None, "debounce": None},
+    ],
+)
+def test_a_task_giving_options_at_their_default_is_plain(fields: dict[str, Any]) -> None:
+    """What a client that writes every field sends (an older SDK: ``"priority": 0,
+    "depends_on": []``) takes the plain path, and makes the same task as the general one."""
+    spec = TaskCreate.model_validate_json(json.dumps(fields), strict=True)
+    assert spec.model_fields_set == set(fields)
+    assert _plain(spec, QueuePolicy())
+    made = _new_plain_task(spec, NOW, None, DEP)
+    assert made == _new_task(spec, NOW, {}, "q", QueuePolicy(), None, DEP)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"name": "noop", "depends_on": [DEP]},
+        {"name": "noop", "pass_results": False},
+        {"name": "noop", "delay": 0},
+        {"name": "noop", "max_attempts": 3},
+    ],
+)
+def test_a_task_giving_an_option_off_its_default_is_not_plain(fields: dict[str, Any]) -> None:
+    spec = TaskCreate.model_validate_json(json.dumps(fields), strict=True)
+    assert not _plain(spec, QueuePolicy())
+
+
+RECORD_KEYS = {  # NewTask field → its key in the record (lua/prelude.lua)
+    "max_attempts": "max_att",
+    "lease_ms": "lease_ms",
+    "run_ms": "run_ms",
+    "traceparent": "tp",
+    "tracestate": "ts",
+    "dedup_key": "dk",
+    "singleton_key": "sk",
+    "depends_on": "deps",
+    "cross_deps": "xdeps",
+    "results_from": "rs",
+    "group": "grp",
+    "after_group": "ag",
+    "capability": "cap",
+    "owner": "own",
+    "version": "ver",
+    "heartbeat_ms": "hbi",
+    "notify": "nfy",
+    "rate_key": "rk",
+    "concurrency_key": "ck",
+}
+
+
+def _record_as_before(new: NewTask) -> dict[str, Any]:
+    """The record as ``NewTask.record`` wrote it before it tested each option in turn."""
+    record: dict[str, Any] = {
+        "name": new.name,
+        "prio": new.priority,
+        "created": new.created_ms,
+        "run_at": new.run_at_ms,
+    }
+    for field, key in RECORD_KEYS.items():
+        value = getattr(new, field)
+        if isinstance(value, tuple):
+            value = [list(v) if isinstance(v, tuple) else v for v in value] or None
+        if value is not None:
+            record[key] = value
+    if new.debounce is not None:
+        record["dbk"], window, most = new.debounce
+        record["fl"] = ["d", window, most]
+    elif new.throttle is not None:
+        _, window, limit, delay = new.throttle
+        record["fl"] = ["t", window, limit, delay]
+    return record
+
+
+@pytest.mark.parametrize(
+    "field",
+    [f for f in dataclasses.fields(NewTask) if f.default is not dataclasses.MISSING],
+    ids=lambda f: f.name,
+)
+def test_each_option_goes_into_the_record_under_its_key(field: dataclasses.Field[Any]) -> None:
+    plain = _new_plain_task(TaskCreate(name="noop", payload={"n": 1}), NOW, None, DEP)
+    assert (
+        plain.record()
+        == _record_as_before(plain)
+        == {
+            "name": "noop",
+            "prio": 0,
+            "created": NOW,
+            "run_at": NOW,
+        }
+    )
+    optioned = dataclasses.replace(plain, **{field.name: SAMPLE_VALUES[str(field.type)]})
+    record = optioned.record()
+    assert record == _record_as_before(optioned)
+    assert list(record) == list(_record_as_before(optioned))  # the same JSON, key for key
+    assert optioned.record_json() == dump_json(record)
+    assert len(record) > 4
