@@ -18,7 +18,9 @@ from starlette.routing import Route
 
 from gateway.clock import ManualClock
 from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.pusher import Pusher
 from gateway.errors import QueueNotFound
+from gateway.services.created import Created
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
 from gateway.store.records import load_record
@@ -276,6 +278,42 @@ async def test_a_lone_enqueue_is_pushed_without_a_dispatcher_cycle(
         assert claims == []  # the loop never claimed
         # Nor was it woken by the end: the finish said no other task waits.
         assert woken == []
+
+
+async def test_a_lone_enqueues_push_is_sent_before_its_answer_is_built(
+    redis_url: str,
+    dispatchers: list[Dispatcher],
+    worker: tuple[Worker, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The push of what the enqueue's claim took goes out at the handler's yield, before the
+    enqueue's answer is built: the push does not wait a turn of the loop behind that answer
+    (a task of its own for the one push would have)."""
+    scripted, url = worker
+    order: list[str] = []
+    send = Pusher._send
+
+    async def sent(self: Pusher, *args: Any, **kwargs: Any) -> Any:
+        order.append("push")
+        return await send(self, *args, **kwargs)
+
+    built = Created.json_value
+
+    def answer(self: Created) -> Any:
+        order.append("answer")
+        return built(self)
+
+    monkeypatch.setattr(Pusher, "_send", sent)
+    monkeypatch.setattr(Created, "json_value", answer)
+    async with live_gateway(redis_url, ADMIN) as (_, api):
+        (dispatcher,) = dispatchers
+        await _queue_with_endpoint(api, scripted, url)
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+        order.clear()
+        r = await api.post("/v1/queues/q/tasks", json={"name": "hello", "payload": 1})
+        assert r.status_code == 201, r.text
+        await until(lambda: scripted.pushes(r.json()["id"]), what="the push")
+        assert order[:2] == ["push", "answer"]
 
 
 async def test_a_claim_that_leaves_tasks_ready_wakes_the_loop(
