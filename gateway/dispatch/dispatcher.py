@@ -289,7 +289,12 @@ class Dispatcher:
             else:
                 chunks = (leases[i : i + size] for i in range(0, len(leases), size))
                 pushes = [self._push_batch(chunk, endpoint, view) for chunk in chunks]
-            await asyncio.gather(*pushes)
+            if len(pushes) == 1:
+                # In this task: gather would make a task of it, whose first step waits a turn
+                # of the loop behind whatever was scheduled meanwhile (a lone enqueue's answer).
+                await pushes[0]
+            else:
+                await asyncio.gather(*pushes)
         except asyncio.CancelledError:
             raise
         except Exception:

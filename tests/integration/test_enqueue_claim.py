@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiohttp.http_writer import StreamWriter
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.applications import Starlette
@@ -19,6 +20,7 @@ from starlette.routing import Route
 from gateway.clock import ManualClock
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.errors import QueueNotFound
+from gateway.services.created import Created
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
 from gateway.store.records import load_record
@@ -276,6 +278,52 @@ async def test_a_lone_enqueue_is_pushed_without_a_dispatcher_cycle(
         assert claims == []  # the loop never claimed
         # Nor was it woken by the end: the finish said no other task waits.
         assert woken == []
+
+
+async def test_a_lone_enqueues_push_is_written_before_its_answer_is_built(
+    redis_url: str,
+    dispatchers: list[Dispatcher],
+    worker: tuple[Worker, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The push of what the enqueue's claim took is written to its connection at the
+    handler's yield, before the enqueue's answer is built: the push does not wait behind that
+    answer (a task of its own for the one push, or aiohttp's body writer on Python < 3.12,
+    would have)."""
+    scripted, url = worker
+    order: list[str] = []
+    write, writelines = StreamWriter._write, StreamWriter._writelines
+
+    def written(self: StreamWriter, chunk: Any) -> None:
+        order.append("push written")
+        write(self, chunk)
+
+    def lines_written(self: StreamWriter, chunks: Any) -> None:
+        order.append("push written")
+        writelines(self, chunks)
+
+    built = Created.json_value
+
+    def answer(self: Created) -> Any:
+        order.append("answer")
+        return built(self)
+
+    monkeypatch.setattr(StreamWriter, "_write", written)
+    monkeypatch.setattr(StreamWriter, "_writelines", lines_written)
+    monkeypatch.setattr(Created, "json_value", answer)
+    async with live_gateway(redis_url, ADMIN) as (_, api):
+        (dispatcher,) = dispatchers
+        await _queue_with_endpoint(api, scripted, url)
+        for payload in (1, 2):  # the first opens the connection the second is pushed on
+            await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+            order.clear()
+            r = await api.post("/v1/queues/q/tasks", json={"name": "hello", "payload": payload})
+            assert r.status_code == 201, r.text
+            task_id = r.json()["id"]
+            finished = await api.get(f"/v1/tasks/{task_id}", params={"wait": 10})
+            assert finished.json()["state"] == "succeeded"
+            await until(lambda: not dispatcher._finishes._writers, what="the finish's answer")
+        assert order[:2] == ["push written", "answer"]
 
 
 async def test_a_claim_that_leaves_tasks_ready_wakes_the_loop(
