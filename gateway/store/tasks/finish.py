@@ -224,9 +224,7 @@ class Finishing(StoreBase):
                     (reply,) = await self._sharing.run([finish])
                     claimed = None
                 else:
-                    reply, claimed = await self._sharing.run(
-                        [finish, order.command(self._scripts)]
-                    )
+                    reply, claimed = await self._sharing.run([finish, order.command(self._scripts)])
             except (RedisConnectionError, RedisTimeoutError):
                 order.unanswered()
                 return await self._scripts.call("finish", script_keys, args)
