@@ -36,7 +36,7 @@ from gateway.store.tasks.finish import _finish_args, _finish_keys, _finished
 from gateway.store.tasks.leases import claim_args, claim_keys, read_claim
 from sdk.outcomes import Outcome, success
 from sdk.pushes import Push, read_push
-from sdk.wire import HEADER_BATCH, AttemptOutcome, QueuePolicy
+from sdk.wire import HEADER_BATCH, AttemptOutcome, BatchAnswer, QueuePolicy
 
 SIZE = 32
 SECRET = "whsec_" + base64.b64encode(os.urandom(24)).decode()
@@ -102,8 +102,10 @@ def main() -> None:
     leases = read_claim("q", claimed, now).leases
     pusher = Pusher(None, "http://127.0.0.1:8080")  # type: ignore[arg-type]
     ids = [lease.task_id for lease in leases]
-    results = ",".join(f'{{"id":"{i}","status":200,"result":null}}' for i in ids)
-    answer = Answer(200, f'{{"results":[{results}]}}'.encode(), "application/json")
+    results = [{"id": i, "status": 200, "result": None} for i in ids]
+    # As the SDK worker writes it: every field of each result.
+    written = BatchAnswer.model_validate({"results": results}).model_dump_json()
+    answer = Answer(200, written.encode(), "application/json")
     verdicts = [judge(a) for a in batch_answers(answer, ids)]
     script_keys = _finish_keys(QueueKeys.of("q"))
 
