@@ -215,9 +215,11 @@ class Runner:
         admitted: list[Attempt | Refusal] = []
         for delivery in deliveries:
             self.metrics.delivered(delivery.push)
-            started: Attempt | Refusal = busy(self.busy_retry_after, closing=self._closing)
+            started: Attempt | Refusal
             if free > 0:
                 started = self._start(delivery)
+            else:
+                started = busy(self.busy_retry_after, closing=self._closing)
             if isinstance(started, Attempt):
                 free -= 1
             else:
@@ -282,12 +284,13 @@ class Runner:
         except TypeError as e:
             return Refusal(422, "Arguments do not fit the task", str(e))
         attempt.start(args, kwargs)
-        began = time.perf_counter()
-        attempt.settled.add_done_callback(
-            lambda _: self.metrics.ended(
-                push, attempt.verdict(), attempt.stopped, (time.perf_counter() - began) * 1000
+        if not isinstance(self.metrics, NoMetrics):  # recording nothing, it needs no callback
+            began = time.perf_counter()
+            attempt.settled.add_done_callback(
+                lambda _: self.metrics.ended(
+                    push, attempt.verdict(), attempt.stopped, (time.perf_counter() - began) * 1000
+                )
             )
-        )
         self._attempts.add(attempt)
         self._idle.clear()
         return attempt

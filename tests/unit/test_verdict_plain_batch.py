@@ -1,5 +1,6 @@
-"""The shortcut that reads a batch answer of plain successes with orjson alone gives each task
-the answer, and so the verdict, that the ``BatchAnswer`` model's reading gives."""
+"""The shortcuts of a batch push's plain successes: the gateway reads a batch answer of them with
+orjson alone and gives each task the answer, and so the verdict, that the ``BatchAnswer`` model's
+reading gives; the SDK worker writes them as the model would."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 
 from gateway.dispatch import verdict
 from gateway.dispatch.verdict import Answer, batch_answers, judge
-from sdk.outcomes import ACCEPTED, Outcome, Refusal, busy, success
+from sdk.outcomes import ACCEPTED, Outcome, Refusal, Verdict, busy, success
 from sdk.pushes import Delivery, Push, batch_result
-from sdk.wire import BatchAnswer, PushBody
+from sdk.warnings import Warn
+from sdk.wire import BatchAnswer, PushBody, ResultIn
 
 JSON = "application/json"
 IDS = ["a", "b", "c"]
@@ -139,3 +141,10 @@ def test_the_worker_writes_each_result_as_the_batch_answer_model_does() -> None:
     model = BatchAnswer(results=[batch_result(push.id, o) for o in given]).model_dump_json()
     assert json.loads(written) == json.loads(model)
     assert BatchAnswer.model_validate_json(written) == BatchAnswer.model_validate_json(model)
+
+
+def test_a_task_returning_nothing_shares_one_verdict_equal_to_a_built_one() -> None:
+    assert success(None) is success(None)
+    assert success(None) == Verdict(200, ResultIn(result=None))
+    assert success(None).body == b"null"
+    assert success(Warn("careful")).final == ResultIn(result=None, warning="careful")
