@@ -119,12 +119,17 @@ def _finish_args(f: Finish) -> list[str | int]:
     ]
 
 
+# Lookups by value rather than the enums' calls (each end of a finish reads both).
+_FENCES: dict[str, Fence] = {fence.value: fence for fence in Fence}
+_STATES: dict[str, TaskState] = {state.value: state for state in TaskState}
+
+
 def _finished(reply: list[Any]) -> Finished:
-    fence = Fence(reply[0])
+    fence = _FENCES.get(reply[0]) or Fence(reply[0])
     if fence is Fence.OK:
         return Finished(
             fence,
-            TaskState(reply[1]),
+            _STATES.get(reply[1]) or TaskState(reply[1]),
             int(reply[2]) if reply[2] else None,
             name=reply[3],
             version=reply[4],
