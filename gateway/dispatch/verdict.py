@@ -103,6 +103,12 @@ def _result_json(answer: Answer) -> str:
         return "null"
     if answer.body == b"null":  # a task returning nothing: the common answer
         return "null"
+    try:  # a fraction of json's cost; what it reads, json reads too (finite numbers only)
+        orjson.loads(answer.body)
+    except orjson.JSONDecodeError:
+        pass  # json decides (it reads some bodies orjson does not: a BOM, UTF-16, surrogates)
+    else:
+        return answer.body.decode()
     try:
         json.dumps(json.loads(answer.body, parse_constant=_no_constants), allow_nan=False)
     except ValueError:

@@ -148,3 +148,40 @@ def test_a_task_returning_nothing_shares_one_verdict_equal_to_a_built_one() -> N
     assert success(None) == Verdict(200, ResultIn(result=None))
     assert success(None).body == b"null"
     assert success(Warn("careful")).final == ResultIn(result=None, warning="careful")
+
+
+def _result_json_by_json(body: bytes) -> str:
+    """How a success's result was read before orjson looked first (json alone)."""
+
+    def no_constants(word: str) -> None:
+        raise ValueError(word)
+
+    if not body.strip() or body == b"null":
+        return "null"
+    try:
+        json.dumps(json.loads(body, parse_constant=no_constants), allow_nan=False)
+    except ValueError:
+        return json.dumps(body.decode("utf-8", "replace"))
+    return body.decode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": [1, 2.5, "x"]}',
+        b" 7 ",
+        b'"\xc3\xa9"',
+        b"18446744073709551616",
+        b"1e400",
+        b"NaN",
+        b"[Infinity]",
+        b'"\\ud800"',
+        b"\xef\xbb\xbf1",
+        b"not json",
+        b"[1,]",
+        b"   ",
+        b"",
+    ],
+)
+def test_a_success_result_reads_as_json_alone_read_it(body: bytes) -> None:
+    assert judge(Answer(200, body, JSON)).text == _result_json_by_json(body)
