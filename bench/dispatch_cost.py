@@ -10,6 +10,10 @@ what one gateway's event loop spends per task, less the HTTP client and the serv
 parts. Redis runs in its own process and is not counted. On a shared machine this moves far
 less than a drain's rate (CPU time, not wall time).
 
+``--shared``: two more subscribers of the wake channel, as other gateways' would be, so each
+finish goes alone and the queue's loop claims (the drain with two gateways); without it, this
+gateway is alone and its finishes carry the next claim.
+
 Run: ``.venv/bin/python -m bench.dispatch_cost --batch 32`` (``--repeat``: runs, median).
 """
 
@@ -32,6 +36,7 @@ from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.redis_server import ManagedRedis
+from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.queues import QueueStore
 from gateway.store.records import EndpointRecord, NewTask
@@ -64,10 +69,14 @@ class AnsweringPusher(Pusher):
 
 
 async def run(
-    redis_url: str, tasks: int, concurrency: int, batch: int, metrics: bool
+    redis_url: str, tasks: int, concurrency: int, batch: int, metrics: bool, shared: bool = False
 ) -> tuple[float, float]:
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.flushall()
+    # As if other gateways listened: their finishes then carry no claim (``Ended.alone``).
+    listeners = [redis.pubsub() for _ in range(2 if shared else 0)]
+    for listener in listeners:
+        await listener.subscribe(keys.WAKE_CHANNEL)
     scripts = Scripts(redis)
     await scripts.load()
     store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), WallClock()
@@ -127,6 +136,8 @@ async def run(
     assert await redis.zcard(QueueKeys.of("q").succeeded) == tasks
     calls = await _script_calls(redis) - calls
     await dispatcher.stop()
+    for listener in listeners:
+        await listener.aclose()
     await session.close()
     await redis.aclose()
     if export:
@@ -146,13 +157,25 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-metrics", action="store_true")
+    parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="as one of several gateways: finishes carry no claim, the loop claims",
+    )
     args = parser.parse_args()
     found = []
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as managed:
         for _ in range(args.repeat):
             found.append(
                 asyncio.run(
-                    run(managed.url, args.tasks, args.concurrency, args.batch, not args.no_metrics)
+                    run(
+                        managed.url,
+                        args.tasks,
+                        args.concurrency,
+                        args.batch,
+                        not args.no_metrics,
+                        args.shared,
+                    )
                 )
             )
     print(

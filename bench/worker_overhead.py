@@ -110,13 +110,14 @@ async def measure(worker: Worker, requests: list[tuple[bytes, list[tuple[bytes, 
     return elapsed
 
 
-async def run(pushes: int, size: int) -> None:
+async def run(pushes: int, size: int, singles: bool = True) -> None:
     worker = Worker(tasks=[noop], secret=SECRET)
     async with worker.lifespan():
         await measure(worker, [single() for _ in range(200)])  # warm up
-        one = await measure(worker, [single() for _ in range(pushes)])
+        if singles:
+            one = await measure(worker, [single() for _ in range(pushes)])
+            print(f"single push: {one / pushes * 1e6:.1f} µs per push")
         many = await measure(worker, [batch(size) for _ in range(pushes // size)])
-    print(f"single push: {one / pushes * 1e6:.1f} µs per push")
     print(f"batches of {size}: {many / (pushes // size * size) * 1e6:.1f} µs per task")
 
 
@@ -124,8 +125,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pushes", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batches-only", action="store_true", help="skip the single pushes")
     args = parser.parse_args()
-    uvloop.run(run(args.pushes, args.batch))
+    uvloop.run(run(args.pushes, args.batch, not args.batches_only))
 
 
 if __name__ == "__main__":

@@ -105,21 +105,28 @@ class Attempt:
     def start(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """Start the function with arguments laid out by ``fn.signature.layout``, under its
         span (:class:`~sdk.telemetry.tracing.ProcessSpan`), whose context the callbacks carry."""
-        fn = self.fn.fn
         span = ProcessSpan(self.push, self._trace)
         self.channel.trace_headers = span.headers
-        with span.current():
-            if self.fn.is_generator:
-                self._future = asyncio.ensure_future(self._progress(fn(*args, **kwargs)))
-            elif self.fn.is_async:
-                self._future = asyncio.ensure_future(fn(*args, **kwargs))
-            else:
-                self._future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
-        self._future.add_done_callback(span.end)
+        if span.span is None:  # not tracing (the common case): no span to make current or end
+            self._future = self._run(args, kwargs)
+        else:
+            with span.current():
+                self._future = self._run(args, kwargs)
+            self._future.add_done_callback(span.end)
         loop = asyncio.get_running_loop()
         self._settled = loop.create_future()
         self._first_beat = loop.call_later(self._interval(), self._start_heartbeats)
         self._future.add_done_callback(lambda _: self.abandon())  # settled; no heartbeat after
+
+    def _run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+        """The function's run: an ``async def`` as a task, a plain function in a thread."""
+        fn = self.fn.fn
+        if self.fn.is_generator:
+            return asyncio.ensure_future(self._progress(fn(*args, **kwargs)))
+        if self.fn.is_async:
+            running: asyncio.Future[Any] = asyncio.ensure_future(fn(*args, **kwargs))
+            return running
+        return asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
 
     async def _progress(self, values: AsyncGenerator[Any, None]) -> Any:
         """Run an async-generator task: each value it yields is sent as progress in a heartbeat

@@ -206,6 +206,9 @@ def _finite_float(value: Any) -> bool:
     return type(value) is float and math.isfinite(value)
 
 
+_NONE = Verdict(200, ResultIn.model_construct(result=None, warning=None))
+
+
 def success(value: Any) -> Verdict:
     """A returned value as the result (a :class:`~sdk.warnings.Warn`: its result, with its
     warning); one JSON cannot hold (an object, NaN, Infinity) fails the task instead of
@@ -214,7 +217,9 @@ def success(value: Any) -> Verdict:
     if isinstance(value, Warn):
         warning = value.message[:MAX_WARNING] or None
         value = value.result
-    if warning is None and (value is None or type(value) in _PLAIN or _finite_float(value)):
+    if value is None and warning is None:
+        return _NONE  # a task returning nothing: the common verdict, made once
+    if warning is None and (type(value) in _PLAIN or _finite_float(value)):
         # JSON already, nothing to check (the common no-op and scalar results).
         return Verdict(200, ResultIn.model_construct(result=value, warning=None))
     try:

@@ -26,12 +26,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as quoted
 from urllib.parse import quote
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from sdk.asgi import Response
-from sdk.outcomes import Accepted, Outcome, Refusal, field_errors
+from sdk.outcomes import Accepted, Outcome, Refusal, Verdict, field_errors
 from sdk.telemetry.tracing import trace_headers
 from sdk.wire import (
     HEADER_BATCH,
@@ -42,7 +44,6 @@ from sdk.wire import (
     HEADER_TRACESTATE,
     HEADER_WARNING,
     PROBLEM_CONTENT_TYPE,
-    BatchAnswer,
     BatchResult,
     PushBatch,
     PushBody,
@@ -79,11 +80,14 @@ class Push:
         if not self.batch:
             [outcome] = outcomes
             return response_of(outcome)
-        results = [
-            batch_result(delivery.push.id, outcome)
-            for delivery, outcome in zip(self.deliveries, outcomes, strict=True)
-        ]
-        return Response(200, BatchAnswer(results=results).model_dump_json(), media_type=JSON)
+        lines = []
+        for delivery, outcome in zip(self.deliveries, outcomes, strict=True):
+            line = _plain_line(delivery.push.id, outcome)
+            if line is None:
+                line = batch_result(delivery.push.id, outcome).model_dump_json()
+            lines.append(line)
+        # What BatchAnswer(results=...).model_dump_json() writes, one result at a time.
+        return Response(200, f'{{"results":[{",".join(lines)}]}}', media_type=JSON)
 
 
 def read_push(body: bytes, headers: Mapping[str, str]) -> Push | Refusal:
@@ -140,6 +144,29 @@ def response_of(outcome: Outcome) -> Response:
     if outcome.task_failure:
         headers[HEADER_TASK_FAILURE] = "1"
     return Response(outcome.status, outcome.body, headers, media_type=JSON)
+
+
+_SCALARS = frozenset({type(None), bool, int, str})
+
+
+def _plain_line(task_id: str, outcome: Outcome) -> str | None:
+    """A success's line of a batch answer, when its result is null, a boolean, an integer or a
+    string and it has no warning (every task returning None, the common answer), written
+    directly: the JSON :func:`batch_result`'s model would write (and validate: any such result
+    is valid), without building it. None for any other outcome."""
+    if not isinstance(outcome, Verdict) or not 100 <= outcome.status <= 599:
+        return None
+    final = outcome.final
+    if type(final) is not ResultIn or final.warning is not None:
+        return None
+    result = final.result
+    if type(result) not in _SCALARS:
+        return None
+    return (
+        f'{{"id":{quoted(task_id)},"status":{outcome.status},'
+        f'"result":{"null" if result is None else to_json(result).decode()},'
+        '"warning":null,"error":null,"retry_after":null,"task_failure":false}'
+    )
 
 
 def batch_result(task_id: str, outcome: Outcome) -> BatchResult:

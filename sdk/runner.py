@@ -215,9 +215,11 @@ class Runner:
         admitted: list[Attempt | Refusal] = []
         for delivery in deliveries:
             self.metrics.delivered(delivery.push)
-            started: Attempt | Refusal = busy(self.busy_retry_after, closing=self._closing)
+            started: Attempt | Refusal
             if free > 0:
                 started = self._start(delivery)
+            else:
+                started = busy(self.busy_retry_after, closing=self._closing)
             if isinstance(started, Attempt):
                 free -= 1
             else:
@@ -257,11 +259,16 @@ class Runner:
         fn = self.tasks.get(push.name)
         if fn is None:
             return Refusal(404, "Unknown task", f"this worker has no task named {push.name!r}")
-        try:
-            call = TaskArgs.model_validate(push.payload if push.payload is not None else {})
-        except ValidationError as e:
-            detail = 'the payload must be {"args": [...], "kwargs": {...}}'
-            return Refusal(422, "Invalid payload", detail, field_errors(e, "payload"))
+        plain = _plain_call(push.payload)
+        if plain is not None:
+            given, named, results_as = *plain, None
+        else:
+            try:
+                call = TaskArgs.model_validate(push.payload)
+            except ValidationError as e:
+                detail = 'the payload must be {"args": [...], "kwargs": {...}}'
+                return Refusal(422, "Invalid payload", detail, field_errors(e, "payload"))
+            given, named, results_as = call.args, call.kwargs, call.results_as
         attempt = Attempt(
             fn,
             push,
@@ -272,22 +279,22 @@ class Runner:
         )
         try:
             ctx = attempt.context() if fn.signature.takes_context else None
-            given = call.args
-            if call.results_as is not None:  # a chain's link or a chord's callback
-                passed = passed_argument(push, call.results_as)
+            if results_as is not None:  # a chain's link or a chord's callback
+                passed = passed_argument(push, results_as)
                 if isinstance(passed, Refusal):
                     return passed
                 given = [passed, *given]
-            args, kwargs = fn.signature.layout(given, call.kwargs, ctx)
+            args, kwargs = fn.signature.layout(given, named, ctx)
         except TypeError as e:
             return Refusal(422, "Arguments do not fit the task", str(e))
         attempt.start(args, kwargs)
-        began = time.perf_counter()
-        attempt.settled.add_done_callback(
-            lambda _: self.metrics.ended(
-                push, attempt.verdict(), attempt.stopped, (time.perf_counter() - began) * 1000
+        if not isinstance(self.metrics, NoMetrics):  # recording nothing, it needs no callback
+            began = time.perf_counter()
+            attempt.settled.add_done_callback(
+                lambda _: self.metrics.ended(
+                    push, attempt.verdict(), attempt.stopped, (time.perf_counter() - began) * 1000
+                )
             )
-        )
         self._attempts.add(attempt)
         self._idle.clear()
         return attempt
@@ -365,6 +372,32 @@ class Runner:
 
             self._http = open_session(self._transport)
         return self._http
+
+
+_CALL_FIELDS = frozenset({"args", "kwargs"})
+_SCALARS = frozenset({type(None), bool, int, str})
+
+
+def _plain(value: object) -> bool:
+    return type(value) in _SCALARS or (type(value) is float and math.isfinite(value))
+
+
+def _plain_call(payload: object) -> tuple[list[Any], dict[str, Any]] | None:
+    """The arguments a payload asks for, taken without validating it when it is plainly valid
+    (no payload; or ``args`` and ``kwargs`` alone, a list and an object of nulls, booleans,
+    finite numbers and strings): what :class:`TaskArgs` would make of it, with no
+    ``results_as``. None for any other payload, which the model then reads (and may refuse)."""
+    if payload is None:
+        return [], {}
+    if type(payload) is not dict or not _CALL_FIELDS.issuperset(payload):
+        return None
+    args = payload.get("args", [])
+    kwargs = payload.get("kwargs", {})
+    if type(args) is not list or type(kwargs) is not dict:
+        return None
+    if not all(_plain(v) for v in args) or not all(_plain(v) for v in kwargs.values()):
+        return None
+    return args, kwargs
 
 
 _SESSIONS = "sdk.sessions"

@@ -49,8 +49,8 @@ def push_body(lease: Lease, extra: str = "") -> str:
         f'{{"id":{quoted(lease.task_id)},"queue":{quoted(lease.queue)},'
         f'"name":{quoted(lease.name)},"payload":{lease.payload_json},'
         f'"attempt":{lease.attempt},"checkpoint":{lease.checkpoint_json or "null"},'
-        f'"lease_expires_at":"{to_datetime(lease.expires_ms).isoformat()}",'
-        f'"deadline":"{to_datetime(lease.deadline_ms).isoformat()}"'
+        f'"lease_expires_at":"{iso_time(lease.expires_ms)}",'
+        f'"deadline":"{iso_time(lease.deadline_ms)}"'
         f"{_ready_at(lease)}{_steps(lease)}{_results(lease)}{extra}}}"
     )
 
@@ -71,7 +71,14 @@ def _ready_at(lease: Lease) -> str:
     """The optional ``ready_at`` field: when the task became due, if the lease knows it."""
     if not lease.ready_ms:
         return ""
-    return f',"ready_at":"{to_datetime(lease.ready_ms).isoformat()}"'
+    return f',"ready_at":"{iso_time(lease.ready_ms)}"'
+
+
+@functools.lru_cache(maxsize=1024)
+def iso_time(ms: int) -> str:
+    """``ms`` since the epoch as the RFC 3339 text of a push body; cached, as the leases of one
+    claim share their expiry and the tasks of one batch enqueue their times."""
+    return to_datetime(ms).isoformat()
 
 
 def callback_url(base: str, lease: Lease) -> str:

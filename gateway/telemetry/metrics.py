@@ -170,13 +170,21 @@ class GatewayMetrics(Metrics):
             self._enqueued.add(count, key, self._a(*key))
 
     def selected(self, leases: Sequence[Lease]) -> None:
+        # A claim's tasks mostly share a name: labelled and counted once per name.
         task = self._labels.task
+        record = self._time_in_queue.record
+        named: dict[tuple[str, str], tuple[tuple[str, ...], Attributes]] = {}
+        counts: dict[tuple[str, ...], int] = {}
         for lease in leases:
-            key = ("tqr", task(lease.queue, lease.name), lease.queue, ROLE)
-            self._count(self._selected, *key)
-            self._time_in_queue.record(
-                max(0, lease.started_ms - lease.ready_ms), key, self._a(*key)
-            )
+            found = named.get((lease.queue, lease.name))
+            if found is None:
+                made: tuple[str, ...] = ("tqr", task(lease.queue, lease.name), lease.queue, ROLE)
+                found = named[lease.queue, lease.name] = (made, self._a(*made))
+            key, attributes = found
+            counts[key] = counts.get(key, 0) + 1
+            record(max(0, lease.started_ms - lease.ready_ms), key, attributes)
+        for counted, count in counts.items():
+            self._selected.add(count, counted, self._a(*counted))
 
     def pushed(self, queue: str, endpoint: str, answer: str, ms: float) -> None:
         key = ("qea", queue, endpoint, answer)
@@ -185,13 +193,18 @@ class GatewayMetrics(Metrics):
     def finished(
         self, queue: str, finishes: Sequence[Finish], done: Sequence[Finished], now_ms: int
     ) -> None:
+        # A finish's ends mostly share a name and a status: labelled and counted once each.
+        tasks: dict[str, str] = {}
+        processed: dict[tuple[str, ...], int] = {}
         for finish, end in zip(finishes, done, strict=True):
             if end.fence is not Fence.OK or end.state is None:
                 continue  # stale or refused: nothing ended
-            task = self._labels.task(queue, end.name)
+            task = tasks.get(end.name)
+            if task is None:
+                task = tasks[end.name] = self._labels.task(queue, end.name)
             status = attempt_status(finish, end)
-            key = ("tqs", task, queue, status)
-            self._count(self._processed, *key)
+            key: tuple[str, ...] = ("tqs", task, queue, status)
+            processed[key] = processed.get(key, 0) + 1
             self._execution.record(max(0, now_ms - end.started_ms), key, self._a(*key))
             state = end.state
             if state in FINAL_STATES:
@@ -205,6 +218,8 @@ class GatewayMetrics(Metrics):
                 self._count(self._retried, "tvq", task, version, queue)
             if end.circuit:
                 self._count(self._circuits, "qes", queue, end.endpoint_id, end.circuit)
+        for counted, count in processed.items():
+            self._processed.add(count, counted, self._a(*counted))
 
 
 KINDS: dict[str, tuple[str, ...]] = {
