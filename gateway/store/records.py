@@ -62,9 +62,9 @@ def load_record(raw: str | bytes) -> dict[str, Any]:
     each claimed task's record is read once on the hot path.
 
     The scripts store a record without the fields at their default (``att`` and ``hist`` 0,
-    ``prio`` 0, ``created`` equal to ``run_at``, ``state`` queued: ``task_json`` in
-    ``lua/prelude.lua``); they are put back here, so every reader sees the whole record, as
-    from records stored before."""
+    ``prio`` 0, ``created`` equal to ``run_at``, ``state`` queued, ``started`` equal to
+    ``first``: ``task_json`` in ``lua/prelude.lua``); they are put back here, so every reader
+    sees the whole record, as from records stored before."""
     record: dict[str, Any] = orjson.loads(raw)
     if "att" not in record:
         record["att"] = 0
@@ -76,6 +76,8 @@ def load_record(raw: str | bytes) -> dict[str, Any]:
         record["state"] = "queued"
     if "created" not in record and "run_at" in record:
         record["created"] = record["run_at"]
+    if "started" not in record and "first" in record:
+        record["started"] = record["first"]
     return record
 
 

@@ -493,3 +493,48 @@ async def test_scripts_refuse_a_task_whose_queue_policy_is_gone(stores: Stores) 
     assert cancelled is CancelResult.NOQUEUE
     after = {k: await stores.redis.dump(k) for k in sorted(await stores.redis.keys("*"))}
     assert after == before
+
+
+async def test_a_first_attempt_stores_its_start_once_and_older_records_still_finish(
+    stores: Stores,
+) -> None:
+    """A claimed record leaves out ``started`` while it equals ``first`` (the first attempt);
+    a retry's record keeps both. Records stored with both (before that) claim, retry and finish
+    as before, and every reader sees ``started``."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    old, fresh = new_task(now), new_task(now)
+    await stores.tasks.enqueue("q", [old, fresh], now)
+    k = QueueKeys.of("q")
+    claim = await stores.tasks.claim("q", 2, seed(), now)
+    assert [lease.started_ms for lease in claim.leases] == [now, now]
+    for lease in claim.leases:
+        stored = json.loads(await stores.redis.hget(k.meta, lease.task_id))
+        assert (stored["first"], "started" in stored) == (now, False)
+    # The old task's record as an earlier version stored it: started beside first.
+    stored = json.loads(await stores.redis.hget(k.meta, old.id))
+    await stores.redis.hset(k.meta, old.id, json.dumps({**stored, "started": now}))
+    found = await stores.tasks.read("q", fresh.id)
+    assert found is not None
+    assert found[0]["started"] == now
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.ERROR, 500, "boom", delay_ms=1000)
+        for lease in claim.leases
+    ]
+    assert [d.started_ms for d in await stores.tasks.finish_many("q", ends, now)] == [now, now]
+    assert await stores.tasks.promote("q", now + 1000, 10) == 2
+    claim = await stores.tasks.claim("q", 2, seed(), now + 1000)
+    for lease in claim.leases:
+        stored = json.loads(await stores.redis.hget(k.meta, lease.task_id))
+        assert (stored["first"], stored["started"]) == (now, now + 1000)
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "1")
+        for lease in claim.leases
+    ]
+    done = await stores.tasks.finish_many("q", ends, now + 1000)
+    assert {(d.state, d.started_ms) for d in done} == {(TaskState.SUCCEEDED, now + 1000)}
+    for task in (old, fresh):
+        found = await stores.tasks.read("q", task.id)
+        assert found is not None
+        assert (found[0]["first"], found[0]["started"], found[0]["att"]) == (now, now + 1000, 2)
+
