@@ -538,3 +538,23 @@ async def test_a_first_attempt_stores_its_start_once_and_older_records_still_fin
         assert found is not None
         assert (found[0]["first"], found[0]["started"], found[0]["att"]) == (now, now + 1000, 2)
 
+async def test_a_claim_reads_members_in_chunks_and_skips_those_without_a_record(
+    stores: Stores,
+) -> None:
+    """The claim reads the ready set and the records a chunk at a time: a member whose record
+    is gone is dropped, the claim takes the next ones in order, across more than one chunk."""
+    await setup_queue(stores, concurrency=20)
+    now = stores.clock.now_ms()
+    tasks = [new_task(now) for _ in range(12)]
+    await stores.tasks.enqueue("q", tasks, now)
+    k = QueueKeys.of("q")
+    await stores.redis.hdel(k.meta, tasks[1].id, tasks[4].id)
+    first = await stores.tasks.claim("q", 4, seed(), now)
+    assert [lease.task_id for lease in first.leases] == [
+        t.id for t in (tasks[0], *tasks[2:4], tasks[5])
+    ]
+    assert not first.settled
+    rest = await stores.tasks.claim("q", 20, seed(), now)
+    assert [lease.task_id for lease in rest.leases] == [t.id for t in tasks[6:]]
+    assert rest.settled
+    assert await stores.redis.zcard(k.ready) == 0
