@@ -122,7 +122,16 @@ class NewTask:
     throttle: tuple[str, int, int, bool] | None = None
 
     def record_json(self) -> str:
-        return dump_json(self.record())
+        """The record for the enqueue script's ARGV, as it is stored: without ``prio`` at 0
+        or ``created`` equal to ``run_at`` (``load_record`` puts them back), so the script can
+        store a plain task's JSON as it came, its sequence number added, without encoding it
+        again (``lua/enqueue.lua``)."""
+        record = self.record()
+        if not self.priority:
+            del record["prio"]
+        if self.created_ms == self.run_at_ms:
+            del record["created"]
+        return dump_json(record)
 
     def record(self) -> dict[str, Any]:
         """The task record as the enqueue script receives it (see lua/prelude.lua)."""

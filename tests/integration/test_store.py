@@ -538,6 +538,46 @@ async def test_a_first_attempt_stores_its_start_once_and_older_records_still_fin
         assert found is not None
         assert (found[0]["first"], found[0]["started"], found[0]["att"]) == (now, now + 1000, 2)
 
+
+async def test_a_plain_task_is_stored_as_sent_and_an_older_gateways_record_reads_the_same(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The enqueue stores a plain task's record JSON as the gateway sent it (prio 0 and created
+    equal to run_at left out), with its sequence number or scheduled state added. A record sent
+    whole, as a gateway before that sends it, is stored and runs the same."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    queued, later = new_task(now), new_task(now, run_at=now + 5_000)
+    await stores.tasks.enqueue("q", [queued, later], now)
+    k = QueueKeys.of("q")
+    assert await stores.redis.hget(k.meta, queued.id) == (f'{{"name":"t","run_at":{now},"sq":1}}')
+    assert await stores.redis.hget(k.meta, later.id) == (
+        f'{{"name":"t","created":{now},"run_at":{now + 5_000},"state":"scheduled"}}'
+    )
+    monkeypatch.setattr(NewTask, "record_json", lambda self: json.dumps(self.record()))
+    whole = new_task(now, priority=0)
+    await stores.tasks.enqueue("q", [whole], now)
+    assert json.loads(await stores.redis.hget(k.meta, whole.id)) == {
+        "name": "t",
+        "prio": 0,
+        "created": now,
+        "run_at": now,
+        "sq": 2,
+    }
+    claim = await stores.tasks.claim("q", 5, seed(), now)
+    assert [lease.task_id for lease in claim.leases] == [queued.id, whole.id]
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "1")
+        for lease in claim.leases
+    ]
+    assert [d.state for d in await stores.tasks.finish_many("q", ends, now)] == [
+        TaskState.SUCCEEDED
+    ] * 2
+    found = await stores.tasks.read("q", whole.id)
+    assert found is not None
+    assert (found[0]["prio"], found[0]["created"], found[0]["state"]) == (0, now, "succeeded")
+
+
 async def test_a_claim_reads_members_in_chunks_and_skips_those_without_a_record(
     stores: Stores,
 ) -> None:
