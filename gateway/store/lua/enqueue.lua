@@ -29,20 +29,10 @@ end
 local now = tonumber(ARGV[1])
 local queue = ARGV[2]
 local count = (#ARGV - 5) / 3
--- (One HMGET per 1,000 ids rather than an HEXISTS per task.)
-do
-  local ids = {}
-  for i = 0, count - 1 do
-    ids[i + 1] = ARGV[5 + i * 3]
-  end
-  for from = 1, count, 1000 do
-    local upto = math.min(from + 999, count)
-    local found = redis.call('HMGET', KEYS[2], unpack(ids, from, upto))
-    for j = from, upto do
-      if found[j - from + 1] then
-        return {'EXISTS', ids[j]}
-      end
-    end
+for i = 0, count - 1 do
+  local id = ARGV[5 + i * 3]
+  if redis.call('HEXISTS', KEYS[2], id) == 1 then
+    return {'EXISTS', id}
   end
 end
 local Q = {
@@ -172,66 +162,13 @@ local ended = {}
 local matched = {}  -- a member's id -> the earlier task its dedup or singleton key matched
 local delayed = nil  -- a member's id -> true when its throttle moved it to a later window
 local flows = 19  -- the last KEYS entry a debounce or throttle option has taken
-
--- The first pass's writes of plain tasks (records, payloads, ready-set members) are gathered
--- and made by flush_writes, a command per key rather than per task: before any task whose
--- handling reads what an earlier one wrote (a dedup, singleton, debounce or throttle key, or a
--- per-key concurrency limit) and after the pass. The ready tasks' sequence numbers are taken
--- there too, in one INCRBY, in the batch's order, so they order as if taken one by one.
-local pending_records, pending_payloads, pending_ready = {}, {}, {}
-local function hset_all(key, pairs_list)
-  for from = 1, #pairs_list, 2000 do
-    redis.call('HSET', key, unpack(pairs_list, from, math.min(from + 1999, #pairs_list)))
-  end
-end
-local function flush_writes()
-  local n = #pending_ready
-  if n > 0 then
-    local seq = redis.call('INCRBY', KEYS[6], n) - n
-    local members = {}
-    for j, e in ipairs(pending_ready) do
-      local t = e[2]
-      t.m = nil
-      t.sq = seq + j
-      members[#members + 1] = 0
-      members[#members + 1] = member_of(e[1], t, seq + j)
-    end
-    for from = 1, #members, 2000 do
-      redis.call('ZADD', KEYS[4], unpack(members, from, math.min(from + 1999, #members)))
-    end
-    pending_ready = {}
-  end
-  if #pending_records > 0 then
-    local records = {}
-    for _, e in ipairs(pending_records) do
-      records[#records + 1] = e[1]
-      local raw, t = e[3], e[2]
-      if raw and t.state == 'queued' and t.sq then
-        records[#records + 1] = string.sub(raw, 1, -2) .. ',"sq":' .. int(t.sq) .. '}'
-      elseif raw and t.state == 'scheduled' then
-        records[#records + 1] = string.sub(raw, 1, -2) .. ',"state":"scheduled"}'
-      else
-        records[#records + 1] = task_json(t)
-      end
-    end
-    hset_all(KEYS[2], records)
-    pending_records = {}
-  end
-  if #pending_payloads > 0 then
-    hset_all(KEYS[3], pending_payloads)
-    pending_payloads = {}
-  end
-end
 -- First pass: store each task, or find its duplicate.
 for i = 0, count - 1 do
   local id = ARGV[5 + i * 3]
   local t = batch[id]
   local dup = nil
   local flow = nil  -- a debounce or throttle entry that stands for this task
-  local as_sent = not t.fl and not t.ck  -- (see pending_records below)
-  if t.dk or t.sk or t.fl or t.ck then
-    flush_writes()
-  end
+  local as_sent = not t.fl and not t.ck  -- (see the record's HSET below)
   if t.dk then
     local first = redis.call('HGET', KEYS[13], t.dk)
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[14], t.dk) or '0')
@@ -308,33 +245,28 @@ for i = 0, count - 1 do
       t.state = 'scheduled'
       redis.call('ZADD', KEYS[5], int(t.run_at), id)
       due_at(t.run_at)
-    elseif t.ck then
-      admit_ready(Q, id, t)
     else
-      t.state = 'queued'  -- (its member and sequence number: flush_writes)
-      pending_ready[#pending_ready + 1] = {id, t}
+      admit_ready(Q, id, t)
     end
-    local payload = ARGV[7 + i * 3]
-    if payload ~= 'null' then  -- (as save_payload)
-      pending_payloads[#pending_payloads + 1] = id
-      pending_payloads[#pending_payloads + 1] = payload
-    end
-    -- A task whose record only gained its state or sequence number stores the JSON it came
-    -- as, with that added (the record as task_json would write it, less an encode: the caller
-    -- leaves out prio 0 and created equal to run_at, and nothing else here is at a default).
+    save_payload(KEYS[3], id, ARGV[7 + i * 3])
+    -- A task whose record only gained its sequence number or state here is stored as the JSON
+    -- it came as, that added: the record task_json would write, less an encode (the caller
+    -- leaves out prio 0 and created equal to run_at; nothing else here is at a default).
     -- Debounce and throttle change the record (fl, dbn, run_at), and so may a per-key
-    -- concurrency limit's admission: encoded whole.
-    local raw = nil
-    if as_sent and string.sub(ARGV[6 + i * 3], -1) == '}' then
-      raw = ARGV[6 + i * 3]
+    -- concurrency limit's admission: encoded whole. A record sent whole (by an older
+    -- gateway) is stored whole, and reads the same.
+    local raw = ARGV[6 + i * 3]
+    if as_sent and t.state == 'queued' and t.sq and string.sub(raw, -1) == '}' then
+      redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"sq":' .. int(t.sq) .. '}')
+    elseif as_sent and t.state == 'scheduled' and string.sub(raw, -1) == '}' then
+      redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"state":"scheduled"}')
+    else
+      save_task(KEYS[2], id, t)
     end
-    pending_records[#pending_records + 1] = {id, t, raw}
     stored[#stored + 1] = {#out + 1, id}
     out[#out + 1] = t.state
   end
 end
-
-flush_writes()
 
 -- Second pass: tie waiting tasks to their dependencies in this queue (the batch included).
 -- (Each record is still the one in ``batch``: nothing else wrote it since the first pass.)
