@@ -173,13 +173,25 @@ local function refresh(prefix, after, k)
   bufs[prefix] = {m = m, i = 2, k = k}
   heads[prefix] = m[1]
 end
+-- How many the claim may still take: no more than it wants, nor than its endpoints have room
+-- for (a full endpoint's claim of one must not read 64 members and records).
+local ep_room = 0
+for _, e in ipairs(endpoints) do
+  ep_room = ep_room + math.max(0, e.limit - e.busy)
+end
+local function chunk(taken)
+  return math.max(1, math.min(wanted, ep_room) - taken)
+end
 for prefix in pairs(caps) do
-  refresh(prefix, nil, wanted)
+  refresh(prefix, nil, chunk(0))
 end
 
 -- The record of ``id``, the head of ``prefix``'s part.
 local function record_of(prefix, id)
   local b = bufs[prefix]
+  if not b.r and b.i > #b.m then  -- the head is the last member read: one HGET, no tables
+    return load_task(KEYS[2], id)
+  end
   if not b.r then
     local ids = {}
     for j = b.i - 1, #b.m do
@@ -331,7 +343,7 @@ while n < wanted do
   local member = heads[best_prefix]
   local id = member_id(member)
   local t = record_of(best_prefix, id)
-  refresh(best_prefix, member, math.max(1, wanted - n - 1))
+  refresh(best_prefix, member, chunk(n + 1))
   if t and (by_name or by_key) and not admit(t) then
     skipped = skipped + 1
     if skipped >= skip_cap then

@@ -114,7 +114,7 @@ local endpoint_of = {}
 -- a record it changed is in ``changed``, and key_left (which may write other tasks' records)
 -- empties it.
 local prefetched = {}
-do
+if #ARGV >= 6 + 9 then  -- (one task: its HGET, no tables)
   local ids = {}
   for i = 6, #ARGV, 9 do
     ids[#ids + 1] = ARGV[i]
