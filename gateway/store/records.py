@@ -62,9 +62,9 @@ def load_record(raw: str | bytes) -> dict[str, Any]:
     each claimed task's record is read once on the hot path.
 
     The scripts store a record without the fields at their default (``att`` and ``hist`` 0,
-    ``prio`` 0, ``created`` equal to ``run_at``, ``state`` queued: ``task_json`` in
-    ``lua/prelude.lua``); they are put back here, so every reader sees the whole record, as
-    from records stored before."""
+    ``prio`` 0, ``created`` equal to ``run_at``, ``state`` queued, ``started`` equal to
+    ``first``: ``task_json`` in ``lua/prelude.lua``); they are put back here, so every reader
+    sees the whole record, as from records stored before."""
     record: dict[str, Any] = orjson.loads(raw)
     if "att" not in record:
         record["att"] = 0
@@ -76,6 +76,8 @@ def load_record(raw: str | bytes) -> dict[str, Any]:
         record["state"] = "queued"
     if "created" not in record and "run_at" in record:
         record["created"] = record["run_at"]
+    if "started" not in record and "first" in record:
+        record["started"] = record["first"]
     return record
 
 
@@ -123,7 +125,16 @@ class NewTask:
     throttle: tuple[str, int, int, bool] | None = None
 
     def record_json(self) -> str:
-        return dump_json(self.record())
+        """The record for the enqueue script's ARGV, as it is stored: without ``prio`` at 0
+        or ``created`` equal to ``run_at`` (``load_record`` puts them back), so the script can
+        store a plain task's JSON as it came, its sequence number added, without encoding it
+        again (``lua/enqueue.lua``)."""
+        record = self.record()
+        if not self.priority:
+            del record["prio"]
+        if self.created_ms == self.run_at_ms:
+            del record["created"]
+        return dump_json(record)
 
     def record(self) -> dict[str, Any]:
         """The task record as the enqueue script receives it (see lua/prelude.lua)."""

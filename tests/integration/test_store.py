@@ -493,3 +493,108 @@ async def test_scripts_refuse_a_task_whose_queue_policy_is_gone(stores: Stores) 
     assert cancelled is CancelResult.NOQUEUE
     after = {k: await stores.redis.dump(k) for k in sorted(await stores.redis.keys("*"))}
     assert after == before
+
+
+async def test_a_first_attempt_stores_its_start_once_and_older_records_still_finish(
+    stores: Stores,
+) -> None:
+    """A claimed record leaves out ``started`` while it equals ``first`` (the first attempt);
+    a retry's record keeps both. Records stored with both (before that) claim, retry and finish
+    as before, and every reader sees ``started``."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    old, fresh = new_task(now), new_task(now)
+    await stores.tasks.enqueue("q", [old, fresh], now)
+    k = QueueKeys.of("q")
+    claim = await stores.tasks.claim("q", 2, seed(), now)
+    assert [lease.started_ms for lease in claim.leases] == [now, now]
+    for lease in claim.leases:
+        stored = json.loads(await stores.redis.hget(k.meta, lease.task_id))
+        assert (stored["first"], "started" in stored) == (now, False)
+    # The old task's record as an earlier version stored it: started beside first.
+    stored = json.loads(await stores.redis.hget(k.meta, old.id))
+    await stores.redis.hset(k.meta, old.id, json.dumps({**stored, "started": now}))
+    found = await stores.tasks.read("q", fresh.id)
+    assert found is not None
+    assert found[0]["started"] == now
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.ERROR, 500, "boom", delay_ms=1000)
+        for lease in claim.leases
+    ]
+    assert [d.started_ms for d in await stores.tasks.finish_many("q", ends, now)] == [now, now]
+    assert await stores.tasks.promote("q", now + 1000, 10) == 2
+    claim = await stores.tasks.claim("q", 2, seed(), now + 1000)
+    for lease in claim.leases:
+        stored = json.loads(await stores.redis.hget(k.meta, lease.task_id))
+        assert (stored["first"], stored["started"]) == (now, now + 1000)
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "1")
+        for lease in claim.leases
+    ]
+    done = await stores.tasks.finish_many("q", ends, now + 1000)
+    assert {(d.state, d.started_ms) for d in done} == {(TaskState.SUCCEEDED, now + 1000)}
+    for task in (old, fresh):
+        found = await stores.tasks.read("q", task.id)
+        assert found is not None
+        assert (found[0]["first"], found[0]["started"], found[0]["att"]) == (now, now + 1000, 2)
+
+
+async def test_a_plain_task_is_stored_as_sent_and_an_older_gateways_record_reads_the_same(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The enqueue stores a plain task's record JSON as the gateway sent it (prio 0 and created
+    equal to run_at left out), with its sequence number or scheduled state added. A record sent
+    whole, as a gateway before that sends it, is stored and runs the same."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    queued, later = new_task(now), new_task(now, run_at=now + 5_000)
+    await stores.tasks.enqueue("q", [queued, later], now)
+    k = QueueKeys.of("q")
+    assert await stores.redis.hget(k.meta, queued.id) == (f'{{"name":"t","run_at":{now},"sq":1}}')
+    assert await stores.redis.hget(k.meta, later.id) == (
+        f'{{"name":"t","created":{now},"run_at":{now + 5_000},"state":"scheduled"}}'
+    )
+    monkeypatch.setattr(NewTask, "record_json", lambda self: json.dumps(self.record()))
+    whole = new_task(now, priority=0)
+    await stores.tasks.enqueue("q", [whole], now)
+    assert json.loads(await stores.redis.hget(k.meta, whole.id)) == {
+        "name": "t",
+        "prio": 0,
+        "created": now,
+        "run_at": now,
+        "sq": 2,
+    }
+    claim = await stores.tasks.claim("q", 5, seed(), now)
+    assert [lease.task_id for lease in claim.leases] == [queued.id, whole.id]
+    ends = [
+        Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200, "1")
+        for lease in claim.leases
+    ]
+    assert [d.state for d in await stores.tasks.finish_many("q", ends, now)] == [
+        TaskState.SUCCEEDED
+    ] * 2
+    found = await stores.tasks.read("q", whole.id)
+    assert found is not None
+    assert (found[0]["prio"], found[0]["created"], found[0]["state"]) == (0, now, "succeeded")
+
+
+async def test_a_claim_reads_members_in_chunks_and_skips_those_without_a_record(
+    stores: Stores,
+) -> None:
+    """The claim reads the ready set and the records a chunk at a time: a member whose record
+    is gone is dropped, the claim takes the next ones in order, across more than one chunk."""
+    await setup_queue(stores, concurrency=20)
+    now = stores.clock.now_ms()
+    tasks = [new_task(now) for _ in range(12)]
+    await stores.tasks.enqueue("q", tasks, now)
+    k = QueueKeys.of("q")
+    await stores.redis.hdel(k.meta, tasks[1].id, tasks[4].id)
+    first = await stores.tasks.claim("q", 4, seed(), now)
+    assert [lease.task_id for lease in first.leases] == [
+        t.id for t in (tasks[0], *tasks[2:4], tasks[5])
+    ]
+    assert not first.settled
+    rest = await stores.tasks.claim("q", 20, seed(), now)
+    assert [lease.task_id for lease in rest.leases] == [t.id for t in tasks[6:]]
+    assert rest.settled
+    assert await stores.redis.zcard(k.ready) == 0

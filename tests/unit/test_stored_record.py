@@ -32,3 +32,12 @@ def test_a_record_stored_whole_reads_unchanged() -> None:
         "state": "succeeded",
     }
     assert load_record(json.dumps(whole)) == whole
+
+
+def test_a_first_attempts_start_reads_from_first() -> None:
+    compact = {"name": "t", "run_at": 5, "att": 1, "state": "running", "first": 7}
+    assert load_record(json.dumps(compact))["started"] == 7
+    retried = {**compact, "att": 2, "started": 9}
+    assert load_record(json.dumps(retried))["started"] == 9
+    resubmitted = {"name": "t", "run_at": 5, "started": 9}  # (resubmit.lua drops first)
+    assert "first" not in load_record(json.dumps(resubmitted))

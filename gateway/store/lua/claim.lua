@@ -149,17 +149,65 @@ end
 -- The head of each capability's part of the ready set that some endpoint can take.
 -- ``after``: the member just taken or skipped; the head moves past it, so a skipped task keeps
 -- its place in the ready set without being looked at twice.
+-- The members are read ``k`` at a time (as many as the claim may still take) into ``bufs``,
+-- and their records in one HMGET when the first of them is looked at: nothing in the loop
+-- below writes the ready set or a record (a member with no record is removed, behind the head),
+-- so what was read stays true until the loop ends, and a claim of 32 costs two commands where
+-- it cost 64.
 local heads = {}
-local function refresh(prefix, after)
-  local cap = string.sub(prefix, 1, -2)
-  if after then
-    heads[prefix] = redis.call('ZRANGEBYLEX', KEYS[8], '(' .. after, '(' .. cap .. '0', 'LIMIT', 0, 1)[1]
-  else
-    heads[prefix] = ready_head(KEYS[8], cap ~= '' and cap or nil)
+local bufs = {}  -- prefix -> {m = members read, i = the next one, k = how many asked, r = records}
+local function refresh(prefix, after, k)
+  local b = bufs[prefix]
+  if b and b.i <= #b.m then
+    heads[prefix] = b.m[b.i]
+    b.i = b.i + 1
+    return
   end
+  if b and #b.m < b.k then  -- the last read reached the end of this capability's part
+    heads[prefix] = nil
+    return
+  end
+  local cap = string.sub(prefix, 1, -2)
+  local from = after and ('(' .. after) or ('[' .. prefix)
+  local m = redis.call('ZRANGEBYLEX', KEYS[8], from, '(' .. cap .. '0', 'LIMIT', 0, k)
+  bufs[prefix] = {m = m, i = 2, k = k}
+  heads[prefix] = m[1]
+end
+-- How many the claim may still take: no more than it wants, nor than its endpoints have room
+-- for (a full endpoint's claim of one must not read 64 members and records).
+local ep_room = 0
+for _, e in ipairs(endpoints) do
+  ep_room = ep_room + math.max(0, e.limit - e.busy)
+end
+local function chunk(taken)
+  return math.max(1, math.min(wanted, ep_room) - taken)
 end
 for prefix in pairs(caps) do
-  refresh(prefix)
+  refresh(prefix, nil, chunk(0))
+end
+
+-- The record of ``id``, the head of ``prefix``'s part.
+local function record_of(prefix, id)
+  local b = bufs[prefix]
+  if not b.r and b.i > #b.m then  -- the head is the last member read: one HGET, no tables
+    return load_task(KEYS[2], id)
+  end
+  if not b.r then
+    local ids = {}
+    for j = b.i - 1, #b.m do
+      ids[#ids + 1] = member_id(b.m[j])
+    end
+    local raw = redis.call('HMGET', KEYS[2], unpack(ids))
+    b.r = {}
+    for j, rid in ipairs(ids) do
+      b.r[rid] = raw[j]
+    end
+  end
+  local raw = b.r[id]
+  if raw == nil then
+    return load_task(KEYS[2], id)
+  end
+  return decode_task(raw)
 end
 
 local lease_default = ms(policy.lease_timeout)
@@ -293,9 +341,9 @@ while n < wanted do
     break
   end
   local member = heads[best_prefix]
-  refresh(best_prefix, member)
   local id = member_id(member)
-  local t = load_task(KEYS[2], id)
+  local t = record_of(best_prefix, id)
+  refresh(best_prefix, member, chunk(n + 1))
   if t and (by_name or by_key) and not admit(t) then
     skipped = skipped + 1
     if skipped >= skip_cap then

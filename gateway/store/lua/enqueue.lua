@@ -48,6 +48,8 @@ local batch = {}
 local group_size = {}
 for i = 0, count - 1 do
   local t = cjson.decode(ARGV[6 + i * 3])
+  t.prio = t.prio or 0  -- (left out at their default, as in a stored record: decode_task)
+  t.created = t.created or t.run_at
   batch[ARGV[5 + i * 3]] = t
   if t.grp then
     group_size[t.grp] = (group_size[t.grp] or 0) + 1
@@ -166,6 +168,7 @@ for i = 0, count - 1 do
   local t = batch[id]
   local dup = nil
   local flow = nil  -- a debounce or throttle entry that stands for this task
+  local as_sent = not t.fl and not t.ck  -- (see the record's HSET below)
   if t.dk then
     local first = redis.call('HGET', KEYS[13], t.dk)
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[14], t.dk) or '0')
@@ -246,7 +249,20 @@ for i = 0, count - 1 do
       admit_ready(Q, id, t)
     end
     save_payload(KEYS[3], id, ARGV[7 + i * 3])
-    save_task(KEYS[2], id, t)
+    -- A task whose record only gained its sequence number or state here is stored as the JSON
+    -- it came as, that added: the record task_json would write, less an encode (the caller
+    -- leaves out prio 0 and created equal to run_at; nothing else here is at a default).
+    -- Debounce and throttle change the record (fl, dbn, run_at), and so may a per-key
+    -- concurrency limit's admission: encoded whole. A record sent whole (by an older
+    -- gateway) is stored whole, and reads the same.
+    local raw = ARGV[6 + i * 3]
+    if as_sent and t.state == 'queued' and t.sq and string.sub(raw, -1) == '}' then
+      redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"sq":' .. int(t.sq) .. '}')
+    elseif as_sent and t.state == 'scheduled' and string.sub(raw, -1) == '}' then
+      redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"state":"scheduled"}')
+    else
+      save_task(KEYS[2], id, t)
+    end
     stored[#stored + 1] = {#out + 1, id}
     out[#out + 1] = t.state
   end

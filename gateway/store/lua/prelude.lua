@@ -1,7 +1,7 @@
 -- Shared helpers, prepended to every script by gateway/store/scripts.py.
 -- A task record (the JSON in the queue's meta hash) has these fields:
 --   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept)
---   (these five left out at their default: see load_task),
+--   (these five, and started, left out at their default: see decode_task),
 --   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional), ts (tracestate),
 --   sq (its sequence number in the ready set while queued; records stored before it have m,
 --   the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
@@ -30,10 +30,11 @@ local function ms(seconds)
 end
 
 -- A stored record leaves out the fields that hold their default (task_json): att and hist 0,
--- prio 0, created equal to run_at, state 'queued'. Records written before that carry them all,
--- and read the same.
-local function load_task(meta_key, id)
-  local raw = redis.call('HGET', meta_key, id)
+-- prio 0, created equal to run_at, state 'queued', started equal to first (an attempt's start
+-- is the first one's until a retry: resubmit.lua clears first and keeps started, so a record
+-- with first and without started can only be this). Records written before that carry them
+-- all, and read the same. ``raw`` is the stored record (or nil / false for none).
+local function decode_task(raw)
   if not raw then
     return nil
   end
@@ -43,13 +44,19 @@ local function load_task(meta_key, id)
   t.prio = t.prio or 0
   t.created = t.created or t.run_at
   t.state = t.state or 'queued'
+  t.started = t.started or t.first
   return t
 end
 
--- The JSON stored for record ``t``: without the fields at their default (see load_task), so a
--- queued no-op task's record fits a smaller allocation. ``t`` itself is left whole.
+local function load_task(meta_key, id)
+  return decode_task(redis.call('HGET', meta_key, id))
+end
+
+-- The JSON stored for record ``t``: without the fields at their default (see decode_task), so
+-- a queued no-op task's record fits a smaller allocation, and a claimed or finished one formats
+-- one time fewer. ``t`` itself is left whole.
 local function task_json(t)
-  local att, hist, prio, created, state = t.att, t.hist, t.prio, t.created, t.state
+  local att, hist, prio, created, state, started = t.att, t.hist, t.prio, t.created, t.state, t.started
   if att == 0 then
     t.att = nil
   end
@@ -65,8 +72,11 @@ local function task_json(t)
   if state == 'queued' then
     t.state = nil
   end
+  if started ~= nil and started == t.first then
+    t.started = nil
+  end
   local encoded = cjson.encode(t)
-  t.att, t.hist, t.prio, t.created, t.state = att, hist, prio, created, state
+  t.att, t.hist, t.prio, t.created, t.state, t.started = att, hist, prio, created, state, started
   return encoded
 end
 
@@ -281,6 +291,9 @@ end
 -- Work list of ended tasks whose dependents and groups must hear of it: {id, ok, reason}.
 local function settle_all(Q, ended)
   local i = 1
+  -- Only enqueue.lua adds dependents: when the hash is empty now, no source below has any, and
+  -- each ended task skips its HGET (a finish of tasks nobody waits for pays one EXISTS a call).
+  local dependents = #ended > 0 and redis.call('EXISTS', Q.dependents) == 1
   while i <= #ended do
     local id, ok, reason, grp = ended[i][1], ended[i][2], ended[i][3], ended[i][4]
     i = i + 1
@@ -305,7 +318,7 @@ local function settle_all(Q, ended)
     end
     for _, s in ipairs(sources) do
       local source, sok, sreason = s[1], s[2], s[3]
-      local raw = redis.call('HGET', Q.dependents, source)
+      local raw = dependents and redis.call('HGET', Q.dependents, source)
       if raw then
         redis.call('HDEL', Q.dependents, source)
         for _, entry in ipairs(cjson.decode(raw)) do
