@@ -193,9 +193,12 @@ class NewTask:
         return record
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Lease:
-    """A task claimed for one attempt: what the dispatcher needs to push it."""
+    """A task claimed for one attempt: what the dispatcher needs to push it. Never changed once
+    made (:func:`dataclasses.replace` makes another), but not ``frozen``, as :class:`NewTask`:
+    every task a claim leases is made here, 0.7 µs against 2.9 for the 20 fields set through
+    ``object.__setattr__`` (timeit)."""
 
     queue: str
     task_id: str
