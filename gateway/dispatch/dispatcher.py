@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 import random
 import secrets
@@ -43,6 +42,7 @@ from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
 from gateway.directory import Directory, QueueView
 from gateway.dispatch.batching import Coalescer
+from gateway.dispatch.deadlines import Cut, Deadlines
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
@@ -80,85 +80,54 @@ def lease_budget(expires_ms: int, now_ms: int) -> float:
     return max(0.0, left - min(LEASE_MARGIN, left / 5))
 
 
-class Watched:
-    """A push under the lease watch: the task it runs in and its leases."""
+class Watched(Cut):
+    """A push under the lease watch: its task and its leases."""
 
-    __slots__ = ("cut", "ended", "failed", "leases", "task")
+    __slots__ = ("at_ms", "failed", "leases")
 
-    def __init__(self, task: asyncio.Task[object], leases: list[Lease]) -> None:
-        self.task = task
+    def __init__(self, leases: list[Lease]) -> None:
+        super().__init__()
         self.leases = leases
-        self.cut = False  # the watch cancelled the task: the leases ran out
+        self.at_ms = 0  # the lease end it is watched until
         self.failed: Exception | None = None  # reading the current expiries failed
-        self.ended = False  # the push is over: the watch must leave its task alone
 
 
 class LeaseWatch:
-    """The end of every push's lease, for one dispatcher: one heap of deadlines under one timer,
-    instead of a timer, a timeout scope and closures per push (pushes end long before their
-    leases, so an entry is dropped lazily, and the heap is compacted when mostly ended ones).
+    """The end of every push's lease, for one dispatcher, under one timer (:class:`Deadlines`).
 
     At a push's deadline (its lease's end less a margin: :func:`lease_budget`) the current
     expiries of its leases are read (a heartbeat may have extended them): if one ran out, the
-    push's task is cancelled (:attr:`Watched.cut`), otherwise the push is watched again until
-    the new end. A failed read cuts the push too, with the error (:attr:`Watched.failed`)."""
+    push's task is cancelled (:meth:`Cut.now`), otherwise the push is watched again until the
+    new end. A failed read cuts the push too, with the error (:attr:`Watched.failed`)."""
 
     def __init__(self, tasks: TaskStore, clock: Clock) -> None:
         self._tasks = tasks
         self._clock = clock
-        self._heap: list[tuple[float, int, int, Watched]] = []  # (loop time, seq, at_ms, push)
-        self._seq = 0
-        self._live = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._due = 0.0  # when the timer fires
+        self._deadlines = Deadlines[Watched](self._check_soon)
         self._checks: set[asyncio.Task[None]] = set()
 
     def add(self, watched: Watched, at_ms: int) -> None:
-        """Watch a push whose leases end at ``at_ms`` (the earliest of them)."""
-        loop = asyncio.get_running_loop()
-        when = loop.time() + lease_budget(at_ms, self._clock.now_ms())
-        self._seq += 1
-        self._live += 1
-        heapq.heappush(self._heap, (when, self._seq, at_ms, watched))
-        if self._timer is None or when < self._due:
-            self._arm(loop, when)
+        """Watch a push whose leases end at ``at_ms`` (the earliest of them); then
+        :meth:`ended` once the push is over."""
+        budget = lease_budget(at_ms, self._clock.now_ms())
+        watched.at_ms = at_ms
+        self._deadlines.add(asyncio.get_running_loop().time() + budget, watched)
 
-    def ended(self) -> None:
-        """A watched push ended (its entry stays until due or compacted)."""
-        self._live -= 1
-        heap = self._heap
-        if len(heap) > 2 * self._live + 256:
-            self._heap = [entry for entry in heap if not entry[3].ended]
-            heapq.heapify(self._heap)
+    def ended(self, watched: Watched) -> None:
+        watched.ended = True
+        self._deadlines.ended()
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadlines.close()
         for check in self._checks:
             check.cancel()
 
-    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._due = when
-        self._timer = loop.call_at(when, self._fire)
+    def _check_soon(self, watched: Watched) -> None:
+        check = asyncio.get_running_loop().create_task(self._check(watched))
+        self._checks.add(check)
+        check.add_done_callback(self._checks.discard)
 
-    def _fire(self) -> None:
-        self._timer = None
-        loop = asyncio.get_running_loop()
-        heap = self._heap
-        now = loop.time()
-        while heap and (heap[0][3].ended or heap[0][0] <= now):
-            _, _, at_ms, watched = heapq.heappop(heap)
-            if not watched.ended:
-                check = loop.create_task(self._check(watched, at_ms))
-                self._checks.add(check)
-                check.add_done_callback(self._checks.discard)
-        if heap:
-            self._arm(loop, heap[0][0])
-
-    async def _check(self, watched: Watched, at_ms: int) -> None:
+    async def _check(self, watched: Watched) -> None:
         leases = watched.leases
         keys = [(lease.task_id, lease.token) for lease in leases]
         try:
@@ -166,21 +135,16 @@ class LeaseWatch:
         except Exception as e:  # the push is cut, and ends with this error
             if not watched.ended:
                 watched.failed = e
-                self._cut(watched)
+                watched.now()
             return
         if watched.ended:  # the push ended while this read ran
             return
         current = [at for at in found if at]
-        if not current or min(current) <= at_ms:
-            self._cut(watched)
-        else:  # extended by a heartbeat: watched again until the new end (counted once)
-            self._live -= 1
+        if not current or min(current) <= watched.at_ms:
+            watched.now()
+        else:  # extended by a heartbeat: watched again until the new end
+            self._deadlines.ended()  # the entry that came due
             self.add(watched, min(current))
-
-    @staticmethod
-    def _cut(watched: Watched) -> None:
-        watched.cut = True
-        watched.task.cancel()
 
 
 class Dispatcher:
@@ -435,22 +399,18 @@ class Dispatcher:
         the task, and that cancellation is told apart from any other as ``asyncio.timeout``
         does (``Task.uncancel``).
         """
-        task = asyncio.current_task()
-        assert task is not None
-        cancelling = task.cancelling()
-        watched = Watched(task, leases)
+        watched = Watched(leases)
         self._watch.add(watched, min(lease.expires_ms for lease in leases))
         try:
             return await push
         except asyncio.CancelledError:
-            if not watched.cut or task.uncancel() > cancelling:
+            if not watched.was_cut():
                 raise  # not (only) the watch's cancellation
             if watched.failed is not None:
                 raise watched.failed from None
             return None
         finally:
-            watched.ended = True
-            self._watch.ended()
+            self._watch.ended(watched)
 
     async def _settle(
         self, leases: Sequence[Lease], answers: Sequence[Answer], view: QueueView

@@ -1,5 +1,6 @@
-"""The dispatcher's one lease watch (gateway/dispatch/dispatcher.py, ``LeaseWatch``): a heap of
-push deadlines under one timer instead of a timer and a timeout scope per push. What a real
+"""The dispatcher's one lease watch (gateway/dispatch/dispatcher.py, ``LeaseWatch``, over
+gateway/dispatch/deadlines.py): a heap of push deadlines under one timer instead of a timer and
+a timeout scope per push. What a real
 lease running out does is tested against Redis in tests/integration/test_endpoint_health.py;
 here, what the watch must not do: take another cancellation for a lease's end, or grow with the
 pushes that ended long before their leases."""
@@ -46,7 +47,7 @@ async def test_a_push_answered_in_time_is_left_alone_and_the_heap_stays_small() 
         answer.set_result("answer")
         assert await watching._within_lease(answer, [lease(NOW_MS + 60_000)]) == "answer"
     # Ended pushes are dropped lazily, and the heap is compacted: it does not hold them all.
-    assert len(watching._watch._heap) <= 300
+    assert len(watching._watch._deadlines) <= 300
     assert store.reads == 0
     watching._watch.close()
 
@@ -100,8 +101,8 @@ async def test_a_cancellation_that_comes_with_the_lease_end_still_cancels() -> N
     never = asyncio.get_running_loop().create_future()
     push = asyncio.create_task(watching._within_lease(never, [lease(NOW_MS + 50)]))
     await asyncio.sleep(0)
-    (_, _, _, watched) = watching._watch._heap[0]
-    watching._watch._cut(watched)
+    (_, _, watched) = watching._watch._deadlines._heap[0]
+    watched.now()
     push.cancel()
     with pytest.raises(asyncio.CancelledError):
         await push
