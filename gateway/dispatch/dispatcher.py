@@ -510,9 +510,9 @@ class Dispatcher:
         """Leave the room a finish freed to the other gateways that heard its wake message: their
         loops claim it, and this one's is not woken for it. Each gateway then claims the room the
         others free, which shares it evenly, and one claim per finish is made instead of one per
-        gateway (all but the first hearing FULL). Should no wake-up reach this queue's loop
-        within ``LEFT_TO_OTHERS`` (a gateway that heard may be stopping, or stuck), it is woken
-        then."""
+        gateway (all but the first finding no room: NOENDPOINT or FULL). Should no wake-up
+        reach this queue's loop within ``LEFT_TO_OTHERS`` (a gateway that heard may be
+        stopping, or stuck), it is woken then."""
         if queue in self._left or self._stopping:
             return
         self._left[queue] = asyncio.get_running_loop().call_later(
