@@ -39,16 +39,19 @@ class Deadlines(Generic[E]):
         self._live = 0
         self._timer: asyncio.TimerHandle | None = None
         self._at = 0.0  # when the timer fires
+        self._loop: asyncio.AbstractEventLoop | None = None  # the timer's
 
-    def add(self, when: float, entry: E) -> None:
-        """Watch ``entry`` until ``when``. Each call is matched by one call of :meth:`ended`,
-        once the wait is over or came due (the entry's ``ended`` set first, if it may still
-        be held)."""
+    def add(self, delay: float, entry: E) -> None:
+        """Watch ``entry`` for ``delay`` seconds. Each call is matched by one call of
+        :meth:`ended`, once the wait is over or came due (the entry's ``ended`` set first, if
+        it may still be held)."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
         self._seq += 1
         self._live += 1
         heapq.heappush(self._heap, (when, self._seq, entry))
-        if self._timer is None or when < self._at:
-            self._arm(when)
+        if self._timer is None or when < self._at or loop is not self._loop:
+            self._arm(loop, when)
 
     def ended(self) -> None:
         """One entry added here ended or came due (see :meth:`add`)."""
@@ -66,23 +69,25 @@ class Deadlines(Generic[E]):
             self._timer.cancel()
             self._timer = None
 
-    def _arm(self, when: float) -> None:
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
         self._at = when
-        self._timer = asyncio.get_running_loop().call_at(when, self._fire)
+        self._loop = loop
+        self._timer = loop.call_at(when, self._fire)
 
     def _fire(self) -> None:
         self._timer = None
         heap = self._heap
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         due: list[E] = []
         while heap and (heap[0][2].ended or heap[0][0] <= now):
             _, _, entry = heapq.heappop(heap)
             if not entry.ended:
                 due.append(entry)
         if heap:
-            self._arm(heap[0][0])
+            self._arm(loop, heap[0][0])
         for entry in due:
             self._due(entry)
 

@@ -111,7 +111,7 @@ class LeaseWatch:
         :meth:`ended` once the push is over."""
         budget = lease_budget(at_ms, self._clock.now_ms())
         watched.at_ms = at_ms
-        self._deadlines.add(asyncio.get_running_loop().time() + budget, watched)
+        self._deadlines.add(budget, watched)
 
     def ended(self, watched: Watched) -> None:
         watched.ended = True

@@ -292,7 +292,7 @@ class Pusher:
         answered = False
         timeout = Cut()
         deadlines = self._deadlines
-        deadlines.add(asyncio.get_running_loop().time() + push_timeout, timeout)
+        deadlines.add(push_timeout, timeout)
         try:
             try:
                 async with self._session.post(

@@ -12,6 +12,7 @@ import asyncio
 import pytest
 
 from gateway.clock import ManualClock
+from gateway.dispatch.deadlines import Deadlines
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.store.records import Lease
 
@@ -107,3 +108,24 @@ async def test_a_cancellation_that_comes_with_the_lease_end_still_cancels() -> N
     with pytest.raises(asyncio.CancelledError):
         await push
     watching._watch.close()
+
+
+def test_deadlines_fire_on_the_loop_that_runs_now() -> None:
+    """A timer left on a loop that ended does not hold up the deadlines of the next one."""
+    fired: list[str] = []
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+            self.ended = False
+
+    deadlines = Deadlines[Named](lambda entry: fired.append(entry.name))
+
+    async def wait(name: str, delay: float, linger: float) -> None:
+        deadlines.add(delay, Named(name))
+        await asyncio.sleep(linger)
+
+    asyncio.run(wait("first", 0.005, 0))  # its timer is left on a closed loop, unfired
+    assert fired == []
+    asyncio.run(wait("second", 0.02, 0.2))  # due after the first: not earlier, yet armed
+    assert "second" in fired
