@@ -208,14 +208,15 @@ class Pusher:
         }
 
     def headers(self, lease: Lease, body: bytes) -> dict[str, str]:
-        """Headers of a single push; ``webhook-id`` is the task id, the same on every attempt."""
-        return {
-            **self.signed(lease.task_id, lease.secrets, body),
-            HEADER_ATTEMPT: str(lease.attempt),
-            HEADER_LEASE: lease.token,
-            HEADER_CALLBACK: self.callback(lease),
-            **carrier(lease.traceparent, lease.tracestate),
-        }
+        """Headers of a single push; ``webhook-id`` is the task id, the same on every attempt.
+        (One dict, added to: this is per push.)"""
+        headers = self.signed(lease.task_id, lease.secrets, body)
+        headers[HEADER_ATTEMPT] = str(lease.attempt)
+        headers[HEADER_LEASE] = lease.token
+        headers[HEADER_CALLBACK] = callback_url(self._callback_base, lease)
+        if lease.traceparent:
+            headers.update(carrier(lease.traceparent, lease.tracestate))
+        return headers
 
     async def push(self, lease: Lease, endpoint: EndpointRecord, push_timeout: float) -> Answer:
         """One task, one POST; traced when tracing is on and the task's trace is sampled (the
