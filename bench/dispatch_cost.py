@@ -14,6 +14,13 @@ less than a drain's rate (CPU time, not wall time).
 finish goes alone and the queue's loop claims (the drain with two gateways); without it, this
 gateway is alone and its finishes carry the next claim.
 
+``--http``: the real pusher instead, posting every push over aiohttp to a bare keep-alive HTTP
+server in another process (it answers each request at once, ``null``, or a ``BatchAnswer`` of
+200s; its CPU is not counted), on uvloop as the gateway runs: the gateway's CPU per task with
+its push client, without the worker's. ``--grow N``: N dispatchers on the same queue (as N
+gateways on one Redis would be, minus their pub/sub: each finish wakes every dispatcher here),
+so claims race as they do between gateways.
+
 Run: ``.venv/bin/python -m bench.dispatch_cost --batch 32`` (``--repeat``: runs, median).
 """
 
@@ -23,11 +30,15 @@ import argparse
 import asyncio
 import base64
 import os
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import uvloop
 from redis.asyncio import Redis
 from ulid import ULID
 
@@ -35,7 +46,7 @@ from gateway.clock import Clock
 from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
-from gateway.redis_server import ManagedRedis
+from gateway.redis_server import ManagedRedis, free_port
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.queues import QueueStore
@@ -55,6 +66,38 @@ class WallClock(Clock):
         return int(time.time() * 1000)
 
 
+SERVER = r"""
+import asyncio, sys, uvloop
+SINGLE = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 4\r\n\r\nnull"
+class Answering(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.buffer = transport, b""
+    def data_received(self, data):
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head = self.buffer[:end].lower()
+            at = head.find(b"content-length:")
+            length = int(head[at + 15:].split(b"\r\n", 1)[0]) if at >= 0 else 0
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4:end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length:]
+            if b"jobgate-batch" not in head:
+                self.transport.write(SINGLE)
+                continue
+            ids = [p.split(b'"', 1)[0] for p in body.split(b'{"id":"')[1:]]
+            answer = b'{"results":[' + b",".join(
+                b'{"id":"' + i + b'","status":200,"result":null}' for i in ids) + b"]}"
+            self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n" % len(answer) + answer)
+async def main():
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Answering, "127.0.0.1", int(sys.argv[1]))
+    await server.serve_forever()
+uvloop.run(main())
+"""
+
+
 class AnsweringPusher(Pusher):
     """Builds and signs every push like :class:`Pusher`, and answers it at once."""
 
@@ -69,7 +112,13 @@ class AnsweringPusher(Pusher):
 
 
 async def run(
-    redis_url: str, tasks: int, concurrency: int, batch: int, metrics: bool, shared: bool = False
+    redis_url: str,
+    tasks: int,
+    concurrency: int,
+    batch: int,
+    metrics: bool,
+    port: int | None,
+    shared: bool = False,
 ) -> tuple[float, float]:
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.flushall()
@@ -85,7 +134,7 @@ async def run(
     endpoint = EndpointRecord(
         id="ep0",
         queue="q",
-        url="http://127.0.0.1:9/",
+        url=f"http://127.0.0.1:{port or 9}/",
         concurrency=concurrency,
         capabilities=[],
         secrets=[SECRET],
@@ -115,7 +164,8 @@ async def run(
         else None
     )
     session = new_session(allow_private=True)
-    pusher = AnsweringPusher(session, "http://127.0.0.1:8080", metrics=recorder)
+    kind = Pusher if port else AnsweringPusher
+    pusher = kind(session, "http://127.0.0.1:8080", metrics=recorder)
     ended = 0
     all_done = asyncio.Event()
 
@@ -150,6 +200,16 @@ async def _script_calls(redis: Redis) -> int:
     return sum(int(stats[k]["calls"]) for k in ("cmdstat_evalsha", "cmdstat_eval") if k in stats)
 
 
+def wait_port(port: int) -> None:
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
@@ -162,22 +222,32 @@ def main() -> None:
         action="store_true",
         help="as one of several gateways: finishes carry no claim, the loop claims",
     )
+    parser.add_argument("--http", action="store_true", help="push over HTTP, on uvloop")
     args = parser.parse_args()
     found = []
-    with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as managed:
-        for _ in range(args.repeat):
-            found.append(
-                asyncio.run(
-                    run(
-                        managed.url,
-                        args.tasks,
-                        args.concurrency,
-                        args.batch,
-                        not args.no_metrics,
-                        args.shared,
-                    )
+    server = None
+    port = None
+    if args.http:
+        port = free_port()
+        server = subprocess.Popen([sys.executable, "-c", SERVER, str(port)])
+        wait_port(port)
+    try:
+        with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as managed:
+            for _ in range(args.repeat):
+                drain = run(
+                    managed.url,
+                    args.tasks,
+                    args.concurrency,
+                    args.batch,
+                    not args.no_metrics,
+                    port,
+                    args.shared,
                 )
-            )
+                found.append(uvloop.run(drain) if args.http else asyncio.run(drain))
+    finally:
+        if server:
+            server.terminate()
+            server.wait()
     print(
         f"concurrency {args.concurrency}, batch {args.batch}: gateway CPU per task "
         f"{statistics.median(v for v, _ in found):.1f} µs "

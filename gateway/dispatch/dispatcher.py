@@ -42,6 +42,7 @@ from gateway.backoff import retry_delay_ms
 from gateway.clock import Clock
 from gateway.directory import Directory, QueueView
 from gateway.dispatch.batching import Coalescer
+from gateway.dispatch.deadlines import Cut, Deadlines
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.store.records import EndpointRecord, Lease
@@ -63,6 +64,9 @@ T = TypeVar("T")
 LEASE_OVER = Answer(None, failure="no answer before the lease ran out", kind=FailureKind.TIMEOUT)
 
 IDLE_TICK = 5.0
+# Seconds after a finish left the room it freed to the other gateways that this one claims it
+# itself, if no wake-up came meanwhile (another gateway that heard may be stopping, or stuck).
+LEFT_TO_OTHERS = 0.1
 RETRIED_WITH_BACKOFF = frozenset({AttemptOutcome.ERROR, AttemptOutcome.BUSY})
 LEASE_MARGIN = 0.5  # seconds before its lease ends that a push gives up, at most
 
@@ -74,6 +78,73 @@ def lease_budget(expires_ms: int, now_ms: int) -> float:
     (which, unanswered, would count for nothing and be retried at once)."""
     left = (expires_ms - now_ms) / 1000
     return max(0.0, left - min(LEASE_MARGIN, left / 5))
+
+
+class Watched(Cut):
+    """A push under the lease watch: its task and its leases."""
+
+    __slots__ = ("at_ms", "failed", "leases")
+
+    def __init__(self, leases: list[Lease]) -> None:
+        super().__init__()
+        self.leases = leases
+        self.at_ms = 0  # the lease end it is watched until
+        self.failed: Exception | None = None  # reading the current expiries failed
+
+
+class LeaseWatch:
+    """The end of every push's lease, for one dispatcher, under one timer (:class:`Deadlines`).
+
+    At a push's deadline (its lease's end less a margin: :func:`lease_budget`) the current
+    expiries of its leases are read (a heartbeat may have extended them): if one ran out, the
+    push's task is cancelled (:meth:`Cut.now`), otherwise the push is watched again until the
+    new end. A failed read cuts the push too, with the error (:attr:`Watched.failed`)."""
+
+    def __init__(self, tasks: TaskStore, clock: Clock) -> None:
+        self._tasks = tasks
+        self._clock = clock
+        self._deadlines = Deadlines[Watched](self._check_soon)
+        self._checks: set[asyncio.Task[None]] = set()
+
+    def add(self, watched: Watched, at_ms: int) -> None:
+        """Watch a push whose leases end at ``at_ms`` (the earliest of them); then
+        :meth:`ended` once the push is over."""
+        budget = lease_budget(at_ms, self._clock.now_ms())
+        watched.at_ms = at_ms
+        self._deadlines.add(budget, watched)
+
+    def ended(self, watched: Watched) -> None:
+        watched.ended = True
+        self._deadlines.ended()
+
+    def close(self) -> None:
+        self._deadlines.close()
+        for check in self._checks:
+            check.cancel()
+
+    def _check_soon(self, watched: Watched) -> None:
+        check = asyncio.get_running_loop().create_task(self._check(watched))
+        self._checks.add(check)
+        check.add_done_callback(self._checks.discard)
+
+    async def _check(self, watched: Watched) -> None:
+        leases = watched.leases
+        keys = [(lease.task_id, lease.token) for lease in leases]
+        try:
+            found = await self._tasks.lease_expiries(leases[0].queue, keys)
+        except Exception as e:  # the push is cut, and ends with this error
+            if not watched.ended:
+                watched.failed = e
+                watched.now()
+            return
+        if watched.ended:  # the push ended while this read ran
+            return
+        current = [at for at in found if at]
+        if not current or min(current) <= watched.at_ms:
+            watched.now()
+        else:  # extended by a heartbeat: watched again until the new end
+            self._deadlines.ended()  # the entry that came due
+            self.add(watched, min(current))
 
 
 class Dispatcher:
@@ -105,7 +176,12 @@ class Dispatcher:
         self._carried: set[str] = set()  # queues with an enqueue's or finish's claim under way
         # Queues whose last finish here said that ready tasks wait, and no other gateway heard.
         self._alone: set[str] = set()
+        # Wake-ups per queue so far, and the queues whose freed room was left to other gateways
+        # with a check due (:meth:`_leave`).
+        self._wakes: dict[str, int] = {}
+        self._left: dict[str, asyncio.TimerHandle] = {}
         self._pushes: set[asyncio.Task[None]] = set()
+        self._watch = LeaseWatch(tasks, clock)
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
         self._stopping = False
@@ -168,6 +244,7 @@ class Dispatcher:
         if self._stopping:
             return
         work, changes = self._events.setdefault(queue, (asyncio.Event(), asyncio.Event()))
+        self._wakes[queue] = self._wakes.get(queue, 0) + 1
         work.set()
         if change:
             changes.set()
@@ -256,6 +333,9 @@ class Dispatcher:
         """Stop claiming; let pushes in flight finish for up to ``grace`` seconds. A push cut
         off is not lost: its lease expires and the recoverer retries it."""
         self._stopping = True
+        for check in self._left.values():
+            check.cancel()
+        self._left.clear()
         # Wake every loop as well as cancelling it: on Python 3.11, a cancellation that lands
         # as wait_for's event fires is lost, and the loop, re-checking ``_stopping`` after its
         # wait, must then find its way out by itself.
@@ -270,6 +350,7 @@ class Dispatcher:
             for push in cut:
                 push.cancel()
             await asyncio.gather(*cut, return_exceptions=True)
+        self._watch.close()
 
     # --- pushing -------------------------------------------------------------------------
 
@@ -318,58 +399,23 @@ class Dispatcher:
         The push keeps its own timeout (the queue's ``push_timeout``). At the end of the lease
         (less a margin) the current expiries are read once: heartbeats may have extended them,
         and the wait goes on to the new end; otherwise the push is given up. The push runs in
-        the calling task, watched by a timer (no task of its own: this is the hot path); a
-        lease found over cuts it through ``asyncio.timeout``, which tells that cancellation
-        apart from any other.
+        the calling task, watched by the dispatcher's one lease watch (:class:`LeaseWatch`: no
+        task, timer or closure of its own: this is the hot path); a lease found over cancels
+        the task, and that cancellation is told apart from any other as ``asyncio.timeout``
+        does (``Task.uncancel``).
         """
-        loop = asyncio.get_running_loop()
-        expires = min(lease.expires_ms for lease in leases)
-        checks: list[asyncio.Task[None]] = []
-        failed: list[Exception] = []
-        timer: asyncio.TimerHandle | None = None
-        ended = False  # the push is over: a check still running must leave the timeout alone
-
-        def arm(at_ms: int, deadline: asyncio.Timeout) -> None:
-            nonlocal timer
-            budget = lease_budget(at_ms, self._clock.now_ms())
-            timer = loop.call_later(
-                budget, lambda: checks.append(loop.create_task(check(at_ms, deadline)))
-            )
-
-        async def check(at_ms: int, deadline: asyncio.Timeout) -> None:
-            keys = [(lease.task_id, lease.token) for lease in leases]
-            try:
-                found = await self._tasks.lease_expiries(leases[0].queue, keys)
-            except Exception as e:  # the push is cut, and ends with this error
-                if not ended:
-                    failed.append(e)
-                    deadline.reschedule(loop.time())
-                return
-            if ended:  # the push ended while this read ran (a cancellation Redis absorbed)
-                return
-            current = [at for at in found if at]
-            if not current or min(current) <= at_ms:
-                deadline.reschedule(loop.time())  # cuts the push now
-            else:
-                arm(min(current), deadline)
-
+        watched = Watched(leases)
+        self._watch.add(watched, min(lease.expires_ms for lease in leases))
         try:
-            async with asyncio.timeout(None) as deadline:
-                arm(expires, deadline)
-                try:
-                    return await push
-                finally:
-                    ended = True
-                    if timer is not None:
-                        timer.cancel()
-                    for task in checks:
-                        task.cancel()
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            if failed:
-                raise failed[0] from None
+            return await push
+        except asyncio.CancelledError:
+            if not watched.was_cut():
+                raise  # not (only) the watch's cancellation
+            if watched.failed is not None:
+                raise watched.failed from None
             return None
+        finally:
+            self._watch.ended(watched)
 
     async def _settle(
         self, leases: Sequence[Lease], answers: Sequence[Answer], view: QueueView
@@ -447,8 +493,9 @@ class Dispatcher:
         When the last finish said that tasks wait and that no other gateway heard so (this one
         is the queue's only dispatcher), this one carries the claim of the room it frees (an
         idle loop's: :meth:`offer`), saving the loop's wake-up and the claim's round trip.
-        With other gateways the loops claim as before: a claim riding behind the finish would
-        always come first, and the gateway that held the room would keep all of it."""
+        When other gateways heard, the room is left to their loops (:meth:`_leave`): a claim
+        riding behind the finish would always come first, and the gateway that held the room
+        would keep all of it."""
         now_ms = self._clock.now_ms()
         order = self.offer(queue) if queue in self._alone else None
         ended = await self._tasks.finish_batch(queue, finishes, now_ms, claim=order)
@@ -458,8 +505,29 @@ class Dispatcher:
         else:
             self._alone.discard(queue)
         if ended.ready and order is None:
-            self.wake(queue)
+            if ended.shared:
+                self._leave(queue)
+            else:
+                self.wake(queue)
         return ended.done
+
+    def _leave(self, queue: str) -> None:
+        """Leave the room a finish freed to the other gateways that heard its wake message: their
+        loops claim it, and this one's is not woken for it. Each gateway then claims the room the
+        others free, which shares it evenly, and one claim per finish is made instead of one per
+        gateway (all but the first finding no room: NOENDPOINT or FULL). Should no wake-up
+        reach this queue's loop within ``LEFT_TO_OTHERS`` (a gateway that heard may be
+        stopping, or stuck), it is woken then."""
+        if queue in self._left or self._stopping:
+            return
+        self._left[queue] = asyncio.get_running_loop().call_later(
+            LEFT_TO_OTHERS, self._left_over, queue, self._wakes.get(queue, 0)
+        )
+
+    def _left_over(self, queue: str, wakes: int) -> None:
+        del self._left[queue]
+        if self._wakes.get(queue, 0) == wakes:
+            self.wake(queue)
 
     async def _accept_many(self, queue: str, accepted: list[tuple[str, str]]) -> list[Fence]:
         return await self._tasks.accept_many(queue, accepted, self._clock.now_ms())

@@ -6,6 +6,7 @@ ready tasks wait, and says whether they do, so a lone task's end costs no claim.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from gateway.clock import ManualClock
+from gateway.dispatch import dispatcher as dispatcher_module
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.errors import QueueNotFound
 from gateway.services.created import Created
@@ -177,7 +179,7 @@ async def test_a_gateway_tells_its_dispatchers_finish_wake_message_apart(stores:
             ended.append(await finish("q", [done], now))
         await until(lambda: len(heard) == 3, what="three wake-ups")
         # One gateway listens: the dispatcher's finish may carry the next claim itself.
-        assert (ended[0].ready, ended[0].alone) == (True, True)
+        assert (ended[0].ready, ended[0].alone, ended[0].shared) == (True, True, False)
     finally:
         await notifier.stop()
     # The enqueue's (from no gateway here), the dispatcher's finish, another finish.
@@ -185,7 +187,7 @@ async def test_a_gateway_tells_its_dispatchers_finish_wake_message_apart(stores:
 
 
 async def test_a_finish_heard_by_another_gateway_is_not_alone(stores: Stores) -> None:
-    """Another gateway listens: its loop races for the room, so no finish here claims it."""
+    """Another gateway listens: the room is left to its loop, so no finish here claims it."""
     await setup_queue(stores, concurrency=1)
     notifiers = [Notifier(stores.redis, on_wake=lambda q, r: None, origin=o) for o in "ab"]
     for notifier in notifiers:
@@ -200,7 +202,7 @@ async def test_a_finish_heard_by_another_gateway_is_not_alone(stores: Stores) ->
     finally:
         for notifier in notifiers:
             await notifier.stop()
-    assert (ended.ready, ended.alone) == (True, False)
+    assert (ended.ready, ended.alone, ended.shared) == (True, False, True)
 
 
 # --- the dispatcher -------------------------------------------------------------------------
@@ -514,3 +516,46 @@ async def test_a_callbacks_end_wakes_the_loop_only_through_the_finish_script(
         await call_back(base, lease)
         await until(lambda: not dispatcher._pushes, what="the pushes to end")
         assert len(claims) == claimed  # the lone end woke no loop: nothing waited
+
+
+async def test_room_left_to_a_gateway_that_claims_nothing_is_claimed_here_after_a_moment(
+    redis_url: str,
+    dispatchers: list[Dispatcher],
+    worker: tuple[Worker, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another gateway hears every finish's wake message but claims nothing (it is stopping,
+    say). Each finish leaves the room it frees to that gateway and does not wake its own loop;
+    when no wake-up came within ``LEFT_TO_OTHERS``, the loop claims the room itself: the queue
+    drains, a moment slower."""
+    monkeypatch.setattr(dispatcher_module, "LEFT_TO_OTHERS", 0.05)
+    scripted, url = worker
+    other = Redis.from_url(redis_url, decode_responses=True)
+    silent = Notifier(other, on_wake=lambda queue, ready: None, origin="stopping")
+    async with live_gateway(redis_url, ADMIN) as (_, api):
+        (dispatcher,) = dispatchers
+        await _queue_with_endpoint(api, scripted, url, concurrency=2)
+        await until(lambda: "q" in dispatcher._idle, what="the queue's loop to be idle")
+        await silent.start()
+        left: list[str] = []
+        leave = dispatcher._leave
+
+        def counted(queue: str) -> None:
+            left.append(queue)
+            leave(queue)
+
+        monkeypatch.setattr(dispatcher, "_leave", counted)
+        claims = _loop_claims(dispatcher, monkeypatch)
+        tasks = [{"name": "hello", "payload": i} for i in range(8)]
+        started = time.monotonic()
+        r = await api.post("/v1/queues/q/tasks/batch", json={"tasks": tasks})
+        assert r.status_code == 201, r.text
+        for task in r.json()["tasks"]:
+            finished = await api.get(f"/v1/tasks/{task['id']}", params={"wait": 10})
+            assert finished.json()["state"] == "succeeded"
+        # Not on the loop's 5 s safety tick: three rounds of room would take 15 s.
+        assert time.monotonic() - started < 4
+        await silent.stop()
+    await other.aclose()
+    assert left  # the finishes left the room they freed to the other gateway
+    assert claims  # which claimed nothing: this gateway's loop did, after a moment

@@ -63,11 +63,14 @@ class Ended:
     wait for room it freed (``ready``: a claim now may take some; otherwise none of these ends
     gives a claim anything new), and then whether no other gateway heard so (``alone``: at most
     one subscriber of the wake channel, this gateway's own; never said on a Redis Cluster,
-    whose PUBLISH counts the subscribers of one node only)."""
+    whose PUBLISH counts the subscribers of one node only), or whether another gateway surely
+    heard (``shared``: two subscribers or more heard, so at least one was not this gateway;
+    said on a cluster too, where the count is a lower bound)."""
 
     done: list[Finished]
     ready: bool = False
     alone: bool = False
+    shared: bool = False
 
 
 class CancelResult(StrEnum):
@@ -196,15 +199,17 @@ class Finishing(StoreBase):
             replies = await self._finish_shared(script_keys, args, order)
         finally:
             order.unanswered()
-        ready = alone = False
+        ready = alone = shared = False
         while len(replies) > len(finishes):  # markers after the ends
             marker = replies.pop()
             if marker[0] == "NOTICE":  # a completion callback notice was recorded
                 await mark_noticed(self._redis, queue, now_ms)
             elif marker[0] == "READY":
                 ready = True
-                alone = self._sharing is not None and int(marker[1]) <= 1  # not on a cluster
-        return Ended([_finished(reply) for reply in replies], ready, alone)
+                heard = int(marker[1])
+                alone = self._sharing is not None and heard <= 1  # not on a cluster
+                shared = heard >= 2
+        return Ended([_finished(reply) for reply in replies], ready, alone, shared)
 
     async def _finish_shared(
         self, script_keys: list[str], args: list[str | int], order: Carried
