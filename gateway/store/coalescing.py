@@ -67,16 +67,19 @@ class Coalescer:
         replicas must confirm. Raises what the connection raised when it failed."""
         loop = asyncio.get_running_loop()
         if not self._waiting:
-            loop.call_soon(self._flush)
+            # The write's task at once: its first step, a turn of the loop from now, takes the
+            # callers that came until then. (A callback that then made the task took a second
+            # turn, for the same callers: the task's first step waited behind the whole turn.)
+            task = loop.create_task(self._flush())
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
         future: asyncio.Future[list[Any]] = loop.create_future()
         self._waiting.append((commands, future))
         return await future
 
-    def _flush(self) -> None:
+    async def _flush(self) -> None:
         batch, self._waiting = self._waiting, []
-        task = asyncio.ensure_future(self._send(batch))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        await self._send(batch)
 
     async def _send(self, batch: Batch) -> None:
         try:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 from ulid import ULID
 
@@ -47,6 +47,29 @@ async def test_callers_of_one_moment_share_one_connection_and_get_their_own_repl
     # A caller alone goes alone, at once, on the same connection.
     assert await coalescer.run([("GET", "k7")]) == ["14"]
     assert connections(redis) == 1
+
+
+async def test_a_lone_callers_write_goes_one_turn_of_the_loop_after_its_call(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write's task is made by the first caller, not by a callback a turn later (which put
+    the write two turns behind the call: bench/RESULTS.md, "Enqueue to start, round 2")."""
+    coalescer = Coalescer(redis)
+    assert await coalescer.run([("PING",)]) == ["PONG"]  # the connection is made
+    sent: list[bytes] = []
+    send = Connection.send_packed_command
+
+    async def recorded(self: Connection, command: bytes, check_health: bool = True) -> None:
+        sent.append(command)
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(Connection, "send_packed_command", recorded)
+    caller = asyncio.ensure_future(coalescer.run([("ECHO", "one")]))
+    await asyncio.sleep(0)  # the caller runs: the write's task is made
+    assert sent == []  # callers of this turn may still join
+    await asyncio.sleep(0)  # the write's task runs
+    assert sent == [b"*2\r\n$4\r\nECHO\r\n$3\r\none\r\n"]
+    assert await caller == ["one"]
 
 
 async def test_an_error_reply_is_that_callers_reply_only(redis: Redis) -> None:
