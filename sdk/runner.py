@@ -322,6 +322,8 @@ class Runner:
         if not waited or self.inline_window <= 0:
             return
         try:
+            # A turn of the loop first: the functions start now, ahead of the wait's set-up.
+            await asyncio.sleep(0)
             await asyncio.wait(waited, timeout=self.inline_window)
         except asyncio.CancelledError:  # the push went away: carry on, report by callback
             for attempt in attempts:
