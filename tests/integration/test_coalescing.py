@@ -108,6 +108,26 @@ async def test_a_dropped_connection_fails_its_round_trip_and_the_next_call_recon
     assert await coalescer.run([("PING",)]) == ["PONG"]
 
 
+async def test_the_connection_kept_between_round_trips_is_checked_before_it_is_used(
+    redis: Redis,
+) -> None:
+    """The coalescer keeps its last connection instead of giving it back to the pool; like the
+    pool, it connects again when the server has closed it since (or left data unread)."""
+    coalescer = Coalescer(redis)
+    (own,) = await coalescer.run([("CLIENT", "ID")])
+    assert (await coalescer.run([("CLIENT", "ID")]))[0] == own  # the same connection, kept
+    assert connections(redis) == 1
+    kept = coalescer._kept
+    assert kept is not None
+    await redis.execute_command("CLIENT", "KILL", "ID", own)  # another connection of the pool
+    deadline = asyncio.get_running_loop().time() + 5
+    while not await kept.can_read():  # the loop has seen the close
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.001)
+    (again,) = await coalescer.run([("CLIENT", "ID")])
+    assert again != own  # connected again, not failed
+
+
 async def test_replies_later_than_the_socket_timeout_fail_as_a_redis_timeout(
     redis_url: str,
 ) -> None:
