@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -61,27 +62,33 @@ class Coalescer:
         self._durability = durability
         self._waiting: Batch = []
         self._sending: set[asyncio.Task[None]] = set()
+        self._kept: Any = None  # the last round trip's connection, for the next (_connection)
+        # Not under Sentinel: its pool disconnects the idle connections when the primary
+        # changes, which a kept one (lent) would miss.
+        self._keeps = not isinstance(redis.connection_pool, SentinelConnectionPool)
 
     async def run(self, commands: Sequence[Command]) -> list[Any]:
         """The replies to ``commands`` (errors as exceptions), and WAIT's answer last when
         replicas must confirm. Raises what the connection raised when it failed."""
         loop = asyncio.get_running_loop()
         if not self._waiting:
-            loop.call_soon(self._flush)
+            # The write's task at once: its first step, a turn of the loop from now, takes the
+            # callers that came until then. (A callback that then made the task took a second
+            # turn, for the same callers: the task's first step waited behind the whole turn.)
+            task = loop.create_task(self._flush())
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
         future: asyncio.Future[list[Any]] = loop.create_future()
         self._waiting.append((commands, future))
         return await future
 
-    def _flush(self) -> None:
+    async def _flush(self) -> None:
         batch, self._waiting = self._waiting, []
-        task = asyncio.ensure_future(self._send(batch))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        await self._send(batch)
 
     async def _send(self, batch: Batch) -> None:
         try:
-            pool = self._redis.connection_pool
-            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+            connection = await self._connection()
         except BaseException as e:
             _fail(batch, e)
             if not isinstance(e, Exception):
@@ -112,6 +119,37 @@ class Coalescer:
                 if not future.done():  # else the caller was cancelled: its replies are dropped
                     future.set_result(each)
         finally:
+            await self._done_with(connection)
+
+    async def _connection(self) -> Any:
+        """The connection of a round trip: the one kept from the last, checked as the pool
+        checks those it lends (unread data or a close from the server: connected again, by
+        ``send_packed_command``), else one from the pool. Lending and taking back one through
+        the pool cost about 46 µs (its lock, a timeout, its wait, its telemetry hooks):
+        bench/RESULTS.md, "Enqueue to start, round 2"."""
+        connection, self._kept = self._kept, None
+        if connection is None:
+            pool = self._redis.connection_pool
+            return await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            dirty = connection.is_connected and await connection.can_read()
+        except Exception:  # the socket failed (it is disconnected): connected again too
+            dirty = True
+        if dirty:
+            await connection.disconnect(nowait=True)
+        return connection
+
+    async def _done_with(self, connection: Any) -> None:
+        """Keep one connection for the next round trip (it stays lent: the pool's ``aclose``
+        disconnects it with the rest); give the others back. A broken one goes back."""
+        if (
+            self._keeps
+            and self._kept is None
+            and connection.is_connected
+            and not connection.should_reconnect()
+        ):
+            self._kept = connection
+        else:
             await self._redis.connection_pool.release(connection)
 
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 from ulid import ULID
 
@@ -49,6 +49,29 @@ async def test_callers_of_one_moment_share_one_connection_and_get_their_own_repl
     assert connections(redis) == 1
 
 
+async def test_a_lone_callers_write_goes_one_turn_of_the_loop_after_its_call(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write's task is made by the first caller, not by a callback a turn later (which put
+    the write two turns behind the call: bench/RESULTS.md, "Enqueue to start, round 2")."""
+    coalescer = Coalescer(redis)
+    assert await coalescer.run([("PING",)]) == ["PONG"]  # the connection is made
+    sent: list[bytes] = []
+    send = Connection.send_packed_command
+
+    async def recorded(self: Connection, command: bytes, check_health: bool = True) -> None:
+        sent.append(command)
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(Connection, "send_packed_command", recorded)
+    caller = asyncio.ensure_future(coalescer.run([("ECHO", "one")]))
+    await asyncio.sleep(0)  # the caller runs: the write's task is made
+    assert sent == []  # callers of this turn may still join
+    await asyncio.sleep(0)  # the write's task runs
+    assert sent == [b"*2\r\n$4\r\nECHO\r\n$3\r\none\r\n"]
+    assert await caller == ["one"]
+
+
 async def test_an_error_reply_is_that_callers_reply_only(redis: Redis) -> None:
     coalescer = Coalescer(redis)
     good, bad = await asyncio.gather(
@@ -83,6 +106,26 @@ async def test_a_dropped_connection_fails_its_round_trip_and_the_next_call_recon
     assert isinstance(killed, ConnectionError)
     assert isinstance(after, ConnectionError)
     assert await coalescer.run([("PING",)]) == ["PONG"]
+
+
+async def test_the_connection_kept_between_round_trips_is_checked_before_it_is_used(
+    redis: Redis,
+) -> None:
+    """The coalescer keeps its last connection instead of giving it back to the pool; like the
+    pool, it connects again when the server has closed it since (or left data unread)."""
+    coalescer = Coalescer(redis)
+    (own,) = await coalescer.run([("CLIENT", "ID")])
+    assert (await coalescer.run([("CLIENT", "ID")]))[0] == own  # the same connection, kept
+    assert connections(redis) == 1
+    kept = coalescer._kept
+    assert kept is not None
+    await redis.execute_command("CLIENT", "KILL", "ID", own)  # another connection of the pool
+    deadline = asyncio.get_running_loop().time() + 5
+    while not await kept.can_read():  # the loop has seen the close
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.001)
+    (again,) = await coalescer.run([("CLIENT", "ID")])
+    assert again != own  # connected again, not failed
 
 
 async def test_replies_later_than_the_socket_timeout_fail_as_a_redis_timeout(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -116,6 +117,40 @@ async def test_async_task_answers_inline_and_null_payload_means_no_arguments(
         empty = await push("nothing", None)
     assert (greeted.status_code, greeted.json()) == (200, {"greeting": "hello ada"})
     assert (empty.status_code, empty.json()) == (200, None)
+
+
+async def test_an_inline_task_starts_before_the_runner_sets_up_its_wait(
+    make_worker: MakeWorker, serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner yields once the push's tasks are started: each function's first step runs
+    ahead of the inline window's ``asyncio.wait`` and its set-up; a function that ended in
+    that step is answered without any wait."""
+    events: list[str] = []
+
+    @task("default", name="first")
+    async def first() -> None:
+        events.append("task")
+        await asyncio.sleep(0.01)
+
+    @task("default", name="at_once")
+    async def at_once() -> int:
+        events.append("at once")
+        return 7
+
+    wait = asyncio.wait
+
+    async def recorded(fs: Any, **options: Any) -> Any:
+        events.append("wait")
+        return await wait(fs, **options)
+
+    monkeypatch.setattr(asyncio, "wait", recorded)
+    async with serve(make_worker([first, at_once])) as push:
+        awaited = await push("first")
+        assert events == ["task", "wait"]
+        events.clear()
+        answered = await push("at_once")
+        assert events == ["at once"]  # settled before the runner looked: no wait
+    assert (awaited.status_code, answered.status_code, answered.json()) == (200, 200, 7)
 
 
 async def test_retry_answers_500_with_retry_after(make_worker: MakeWorker, serve: Serve) -> None:
