@@ -126,7 +126,7 @@ def new_session(
     """The pushes' pooled session. Every connection is checked against SSRF twice: the resolver
     drops refused addresses (``dns`` does the lookups, aiohttp's default resolver unless given),
     and the socket factory refuses to connect to one whatever resolved it (IP-literal URLs
-    bypass the resolver)."""
+    bypass the resolver). Cookies that endpoints set are dropped, never sent back."""
     connector = PoolConnector(
         limit=connections,
         limit_per_host=0,
@@ -134,7 +134,14 @@ def new_session(
         socket_factory=guarded_socket_factory(allow_private),
         keepalive_timeout=60,
     )
-    return aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
+    # No cookie jar: a cookie one endpoint sets must not ride on the pushes and notices to
+    # every other endpoint of the same host (another queue, another team's service).
+    return aiohttp.ClientSession(
+        connector=connector,
+        auto_decompress=True,
+        trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
 
 
 # Whether the request this task sent last went on a connection from the pool (one that had
