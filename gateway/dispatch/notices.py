@@ -8,8 +8,10 @@ notices under a lease (``timeout`` plus a margin: a gateway that stops mid-deliv
 notice to be claimed again when the lease ends), and POSTs each over the pushes' guarded
 session (SSRF rules at every connection, no redirects). A 2xx answer delivers it; anything else
 is tried again after an exponential backoff with full jitter, up to ``max_tries``, and then
-recorded as failed on the task. A receiver may see a notice more than once (a lost answer, a
-lease that ran out); ``webhook-id`` is the same on every try so it can drop repeats.
+recorded as failed on the task. A notice on a pooled keep-alive connection that the receiver
+closed under it, unanswered, goes once more at once on a new connection, as a push does. A
+receiver may see a notice more than once (a lost answer, a lease that ran out, that resend);
+``webhook-id`` is the same on every try so it can drop repeats.
 
 Tests drive :meth:`~NoticeDelivery.step` with a manual clock and :meth:`~NoticeDelivery.drain`
 to wait for the deliveries it started.
@@ -29,6 +31,7 @@ from standardwebhooks import Webhook
 
 from gateway.backoff import compute_backoff
 from gateway.clock import Clock
+from gateway.dispatch.pusher import closed_under_it, fresh_connection, mark_sent
 from gateway.ssrf import AddressRefused
 from gateway.store.notices import ClaimedNotice, NoticeStore
 from gateway.store.records import load_json, to_datetime
@@ -168,20 +171,31 @@ class NoticeDelivery:
                 Webhook(secret).sign(notice.message_id, sent_at, body) for secret in secrets
             ),
         }
+        return await self._send(notice.url, body.encode(), headers)
+
+    async def _send(
+        self, url: str, data: bytes, headers: dict[str, str], again: bool = True
+    ) -> str | None:
+        """One POST, and once more on a new connection when a pooled keep-alive one was closed
+        under it before any answer (the receiver's idle timeout crossing it on the wire: it
+        never read the notice), as a push is (:meth:`Pusher._send`), so that race spends no try
+        and waits no backoff."""
+        mark_sent()
+        answered = False
         try:
             async with self._session.post(
-                notice.url,
-                data=body.encode(),
-                headers=headers,
-                allow_redirects=False,
-                timeout=self._timeout,
+                url, data=data, headers=headers, allow_redirects=False, timeout=self._timeout
             ) as response:
+                answered = True
                 if 200 <= response.status < 300:
                     return None
                 return f"answered {response.status}"
         except TimeoutError:
             return f"no answer within {self._timeout.total:g}s"
         except (aiohttp.ClientError, OSError) as e:
+            if again and not answered and closed_under_it(e):
+                with fresh_connection():
+                    return await self._send(url, data, headers, again=False)
             if isinstance(e, aiohttp.ClientConnectorError) and isinstance(
                 e.os_error, AddressRefused
             ):

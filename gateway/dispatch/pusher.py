@@ -7,11 +7,12 @@ httpx on this path (bench/RESULTS.md); the SDK uses httpx.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from json.encoder import encode_basestring_ascii as quoted
 from typing import Any
 from urllib.parse import unquote
@@ -330,21 +331,38 @@ class Pusher:
                 None, failure=f"no answer within {push_timeout:g}s", kind=FailureKind.TIMEOUT
             )
         except (aiohttp.ClientError, OSError) as e:
-            if (
-                started is not None
-                and not answered
-                and _reused.get()
-                and isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
-                and not isinstance(e, aiohttp.ClientConnectorError)
-            ):
+            if started is not None and not answered and closed_under_it(e):
                 left = push_timeout - (time.perf_counter() - started)
                 if left > 0:
-                    fresh = _fresh.set(True)
-                    try:
+                    with fresh_connection():
                         return await self._send(endpoint, data, headers, left)
-                    finally:
-                        _fresh.reset(fresh)
             return Answer(None, failure=_failure(e), kind=no_answer_kind(e))
+
+
+def mark_sent() -> None:
+    """This task is about to send a request: :func:`closed_under_it` is about that one."""
+    _reused.set(False)
+
+
+def closed_under_it(e: BaseException) -> bool:
+    """Whether the request this task just sent, which got no answer, failed because its pooled
+    keep-alive connection was closed under it (:class:`PoolConnector`): worth sending once more
+    on a new connection, as the receiver most likely never read it."""
+    return (
+        _reused.get()
+        and isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+        and not isinstance(e, aiohttp.ClientConnectorError)
+    )
+
+
+@contextlib.contextmanager
+def fresh_connection() -> Iterator[None]:
+    """This task's requests, inside, go on new connections, not pooled ones."""
+    fresh = _fresh.set(True)
+    try:
+        yield
+    finally:
+        _fresh.reset(fresh)
 
 
 def _failure(e: Exception) -> str:

@@ -3,6 +3,7 @@ a time with a manual clock."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -321,3 +322,43 @@ async def test_no_overlap_drops_the_previous_notify_secret_at_once_for_every_clo
     ((headers, body),) = receiver.got
     assert len(headers["webhook-signature"].split(" ")) == 1
     Webhook(rotated.secret).verify(body, headers)
+
+
+async def test_a_notice_on_a_pooled_connection_closed_under_it_goes_again_at_once(
+    stores: Stores, notify: Notify
+) -> None:
+    # A raw HTTP/1.1 receiver (when it closes is exact): it answers the first notice of each
+    # connection and closes the connection when a second one comes on it, unread, as a
+    # receiver's idle timeout crossing the notice on the wire would.
+    heard: list[str] = []
+    connections = 0
+
+    async def serve_raw(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")[1:-2]
+            headers = {k.lower(): v for k, v in (x.split(": ", 1) for x in lines)}
+            await reader.readexactly(int(headers["content-length"]))
+            heard.append(headers["webhook-id"])
+            writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+            await writer.drain()
+            await reader.readuntil(b"\r\n\r\n")  # the next request on this connection: dropped
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve_raw, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/done"
+    async with server:
+        await setup_queue(stores)
+        first = await finished_task(stores, url, AttemptOutcome.SUCCEEDED, "1")
+        assert await step(notify, stores.clock.now_ms()) == 1
+        second = await finished_task(stores, url, AttemptOutcome.SUCCEEDED, "2")
+        assert await step(notify, stores.clock.now_ms()) == 1
+    assert [h.split("_")[0] for h in heard] == [first, second]
+    assert connections == 2
+    assert (await notice_of(stores, second))["st"] == "delivered"
+    assert (await notice_of(stores, second))["n"] == 1  # no try spent on the race
