@@ -156,16 +156,16 @@ _STATES: dict[str, TaskState] = {state.value: state for state in TaskState}
 def _finished(reply: list[Any]) -> Finished:
     fence = _FENCES.get(reply[0]) or Fence(reply[0])
     if fence is Fence.OK:
-        return Finished(
+        return Finished(  # positional, in the fields' order (keywords cost more)
             fence,
             _STATES.get(reply[1]) or TaskState(reply[1]),
-            int(reply[2]) if reply[2] else None,
-            name=reply[3],
-            version=reply[4],
-            started_ms=int(reply[5]),
-            created_ms=int(reply[6]),
-            circuit=reply[7],
-            endpoint_id=reply[8],
+            int(reply[2]) if reply[2] else None,  # due_ms
+            reply[3],  # name
+            reply[4],  # version
+            int(reply[5]),  # started_ms
+            int(reply[6]),  # created_ms
+            reply[7],  # circuit
+            reply[8],  # endpoint_id
         )
     if fence is Fence.STALE:
         return Finished(fence, TaskState(reply[1]))
