@@ -32,7 +32,7 @@ from gateway.store.queues import QueueStore
 from gateway.store.records import EndpointRecord, NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish, TaskStore
-from gateway.store.tasks.finish import _finish_args, _finish_keys, _finished
+from gateway.store.tasks.finish import _finish_keys, _finished
 from gateway.store.tasks.leases import claim_args, claim_keys, read_claim
 from sdk.outcomes import Outcome, success
 from sdk.pushes import Push, read_push
@@ -78,12 +78,31 @@ async def capture(url: str) -> tuple[Any, Any, int]:
         "claim", claim_keys(QueueKeys.of("q")), claim_args(SIZE, "seed", now)
     )
     claim = read_claim("q", claimed, now)
-    args: list[Any] = [now, keys.DONE_CHANNEL_PREFIX, "q", keys.WAKE_CHANNEL, "q"]
-    for lease in claim.leases:
-        args += _finish_args(Finish(lease.task_id, lease.token, AttemptOutcome.SUCCEEDED, 200))
-    finished = await scripts.call("finish", _finish_keys(QueueKeys.of("q")), args)
+    ends = [Finish(x.task_id, x.token, AttemptOutcome.SUCCEEDED, 200) for x in claim.leases]
+    words = coalescing.unpacked(finish_command(scripts.sha("finish"), now, "q", ends))
+    count = int(words[2])
+    script_keys = [str(word) for word in words[3 : 3 + count]]
+    finished = await scripts.call("finish", script_keys, words[3 + count :])
     await redis.aclose()
     return claimed, finished[:SIZE], now
+
+
+def finish_command(sha: str, now: int, wake: str, ends: list[Finish]) -> coalescing.Command:
+    """The finish script's call as this tree packs it (before ``gwbatch2``: each end's
+    arguments a list of words, packed by ``coalescing.pack``)."""
+    head = (now, keys.DONE_CHANNEL_PREFIX, "q", keys.WAKE_CHANNEL, wake)
+    try:
+        from gateway.store.tasks.finish import _finish_words
+    except ImportError:
+        from gateway.store.tasks.finish import _finish_args  # type: ignore[attr-defined]
+
+        args: list[Any] = list(head)
+        for f in ends:
+            args += _finish_args(f)
+        script_keys = _finish_keys(QueueKeys.of("q"))  # type: ignore[arg-type]
+        return ("EVALSHA", sha, len(script_keys), *script_keys, *args)
+    packed_keys = _finish_keys("q")
+    return ("EVALSHA", sha, len(packed_keys.words), packed_keys, *head, _finish_words(ends))
 
 
 def per_task(work: Callable[[], object], rounds: int = 1000) -> float:
@@ -107,7 +126,6 @@ def main() -> None:
     written = BatchAnswer.model_validate({"results": results}).model_dump_json()
     answer = Answer(200, written.encode(), "application/json")
     verdicts = [judge(a) for a in batch_answers(answer, ids)]
-    script_keys = _finish_keys(QueueKeys.of("q"))
 
     def body() -> None:
         content = batch_body(leases, "http://127.0.0.1:8080").encode()
@@ -131,10 +149,7 @@ def main() -> None:
         ]
 
     def packed() -> bytes:
-        args: list[Any] = [now, keys.DONE_CHANNEL_PREFIX, "q", keys.WAKE_CHANNEL, "q  g"]
-        for f in ends():
-            args += _finish_args(f)
-        return coalescing.pack([("EVALSHA", "0" * 40, len(script_keys), *script_keys, *args)])
+        return coalescing.pack([finish_command("0" * 40, now, "q  g", ends())])
 
     pushed = batch_body(leases, "http://127.0.0.1:8080").encode()
     headers = {HEADER_BATCH: str(SIZE)}

@@ -55,11 +55,13 @@ __all__ = ["Delivery", "Push", "read_push", "response_of"]
 JSON = "application/json"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Delivery:
     """One task as the gateway delivered it: its push body, lease token and callback URL.
 
     A single push carries the lease and callback in headers, a batch in each of its items.
+    Never changed once made, but not ``frozen``: one is made per task pushed, 0.2 µs against
+    0.65 for its fields set through ``object.__setattr__`` (timeit).
     """
 
     push: PushBody

@@ -465,7 +465,7 @@ class Dispatcher:
         (cancelling it) cannot lose an answer the worker already gave. Shielded so the write's
         result still arrives."""
         finishes = [
-            Finish(
+            Finish(  # positional, in the fields' order (keywords cost more)
                 lease.task_id,
                 lease.token,
                 verdict.outcome,
@@ -473,9 +473,9 @@ class Dispatcher:
                 verdict.text,
                 verdict.traceback,
                 delay_ms,
-                warning=verdict.warning,
-                failure=verdict.failure,
-                task_failure=verdict.task_failure,
+                verdict.warning,
+                verdict.failure,
+                verdict.task_failure,
             )
             for lease, verdict, delay_ms in ends
             if verdict.outcome is not None

@@ -170,21 +170,21 @@ class GatewayMetrics(Metrics):
             self._enqueued.add(count, key, self._a(*key))
 
     def selected(self, leases: Sequence[Lease]) -> None:
-        # A claim's tasks mostly share a name: labelled and counted once per name.
+        # A claim's tasks mostly share a name: labelled, counted and recorded once per name.
         task = self._labels.task
-        record = self._time_in_queue.record
-        named: dict[tuple[str, str], tuple[tuple[str, ...], Attributes]] = {}
-        counts: dict[tuple[str, ...], int] = {}
+        waited: dict[tuple[str, str], list[int]] = {}
         for lease in leases:
-            found = named.get((lease.queue, lease.name))
+            ms = max(0, lease.started_ms - lease.ready_ms)
+            found = waited.get((lease.queue, lease.name))
             if found is None:
-                made: tuple[str, ...] = ("tqr", task(lease.queue, lease.name), lease.queue, ROLE)
-                found = named[lease.queue, lease.name] = (made, self._a(*made))
-            key, attributes = found
-            counts[key] = counts.get(key, 0) + 1
-            record(max(0, lease.started_ms - lease.ready_ms), key, attributes)
-        for counted, count in counts.items():
-            self._selected.add(count, counted, self._a(*counted))
+                waited[lease.queue, lease.name] = [ms]
+            else:
+                found.append(ms)
+        for (queue, name), values in waited.items():
+            key = ("tqr", task(queue, name), queue, ROLE)
+            attributes = self._a(*key)
+            self._time_in_queue.record_many(values, key, attributes)
+            self._selected.add(len(values), key, attributes)
 
     def pushed(self, queue: str, endpoint: str, answer: str, ms: float) -> None:
         key = ("qea", queue, endpoint, answer)
@@ -193,9 +193,11 @@ class GatewayMetrics(Metrics):
     def finished(
         self, queue: str, finishes: Sequence[Finish], done: Sequence[Finished], now_ms: int
     ) -> None:
-        # A finish's ends mostly share a name and a status: labelled and counted once each.
+        # A finish's ends mostly share a name and a status: labelled, counted and recorded
+        # once each (the execution times of one key are its processed count).
         tasks: dict[str, str] = {}
-        processed: dict[tuple[str, ...], int] = {}
+        executed: dict[tuple[str, ...], list[int]] = {}
+        latencies: dict[tuple[str, ...], list[int]] = {}
         for finish, end in zip(finishes, done, strict=True):
             if end.fence is not Fence.OK or end.state is None:
                 continue  # stale or refused: nothing ended
@@ -204,12 +206,21 @@ class GatewayMetrics(Metrics):
                 task = tasks[end.name] = self._labels.task(queue, end.name)
             status = attempt_status(finish, end)
             key: tuple[str, ...] = ("tqs", task, queue, status)
-            processed[key] = processed.get(key, 0) + 1
-            self._execution.record(max(0, now_ms - end.started_ms), key, self._a(*key))
+            ms = max(0, now_ms - end.started_ms)
+            values = executed.get(key)
+            if values is None:
+                executed[key] = [ms]
+            else:
+                values.append(ms)
             state = end.state
             if state in FINAL_STATES:
                 final = ("tqs", task, queue, final_status(status, state))
-                self._latency.record(max(0, now_ms - end.created_ms), final, self._a(*final))
+                ms = max(0, now_ms - end.created_ms)
+                values = latencies.get(final)
+                if values is None:
+                    latencies[final] = [ms]
+                else:
+                    values.append(ms)
                 if state is TaskState.DEAD:
                     version = self._labels.version(queue, end.version)
                     self._count(self._dead, "tvq", task, version, queue)
@@ -218,8 +229,12 @@ class GatewayMetrics(Metrics):
                 self._count(self._retried, "tvq", task, version, queue)
             if end.circuit:
                 self._count(self._circuits, "qes", queue, end.endpoint_id, end.circuit)
-        for counted, count in processed.items():
-            self._processed.add(count, counted, self._a(*counted))
+        for key, values in executed.items():
+            attributes = self._a(*key)
+            self._execution.record_many(values, key, attributes)
+            self._processed.add(len(values), key, attributes)
+        for key, values in latencies.items():
+            self._latency.record_many(values, key, self._a(*key))
 
 
 KINDS: dict[str, tuple[str, ...]] = {

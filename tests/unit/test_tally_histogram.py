@@ -122,3 +122,46 @@ def test_a_collection_in_another_thread_loses_no_count() -> None:
         collector.join()
     counted.extend(p[0] for p in exported(delta).values())
     assert sum(counted) == 50_000
+
+
+@pytest.mark.parametrize("sdk_path", [False, True])
+def test_record_many_exports_what_recording_each_exports(sdk_path: bool) -> None:
+    """A claim's or a finish's values of one attribute set recorded at once, on the tallied
+    path and on the SDK's, the values out of range (negative, NaN, infinite) dropped as one by
+    one, the tally's min and max carried from the values recorded before."""
+    views: list[View] = []
+    if sdk_path:  # a view the tally does not know: the SDK path
+        views = [View(instrument_name="lat", aggregation=ExponentialBucketHistogramAggregation())]
+    each_reader = reader(AggregationTemporality.CUMULATIVE)
+    many_reader = reader(AggregationTemporality.CUMULATIVE)
+    each = TallyHistogram(
+        MeterProvider(metric_readers=[each_reader], views=views).get_meter("t"), "lat", "d"
+    )
+    many = TallyHistogram(
+        MeterProvider(metric_readers=[many_reader], views=views).get_meter("t"), "lat", "d"
+    )
+    assert each.tallied is many.tallied is not sdk_path
+    for before in (50.0, 2.0):
+        each.record(before, "a", A)
+        many.record(before, "a", A)
+    for value in VALUES:
+        each.record(value, "a", A)
+        each.record(value * 2, "b", B)
+    many.record_many(VALUES, "a", A)
+    many.record_many([v * 2 for v in VALUES], "b", B)
+    many.record_many([], "a", A)
+    got, want = exported_any(many_reader), exported_any(each_reader)
+    assert got == want
+    assert len(got) == 2
+
+
+def exported_any(reader: InMemoryMetricReader) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """Each series' count, sum, min and max, whatever its aggregation."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        tuple(sorted(p.attributes.items())): (p.count, p.sum, p.min, p.max)  # type: ignore[union-attr]
+        for scope in data.resource_metrics[0].scope_metrics
+        for metric in scope.metrics
+        for p in metric.data.data_points
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -12,6 +13,7 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store import keys
+from gateway.store.coalescing import Packed
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
 from gateway.store.scripts import Reply
@@ -20,9 +22,12 @@ from gateway.store.tasks.leases import Carried, ClaimOrder, Fence
 from sdk.wire import AttemptOutcome, FailureKind, TaskState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finish:
-    """One attempt's end, as the dispatcher or a callback reports it."""
+    """One attempt's end, as the dispatcher or a callback reports it. Never changed once made,
+    but not ``frozen``, as :class:`~gateway.store.records.Lease`: the dispatcher makes one per
+    task it pushed, 0.4 µs against 1.4 for the 10 fields set through ``object.__setattr__``
+    (timeit)."""
 
     task_id: str
     token: str
@@ -40,11 +45,12 @@ class Finish:
     task_failure: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finished:
     """What the finish script did with one attempt's end. When the fence held (``OK``) it also
     says, for metrics, which task it was (``name``, ``version``), when the attempt started and
-    the task was created, and how its endpoint's circuit changed (``'open'``, ``'closed'``)."""
+    the task was created, and how its endpoint's circuit changed (``'open'``, ``'closed'``).
+    Never changed once made, but not ``frozen``, as :class:`Finish` (one per task ended)."""
 
     fence: Fence
     state: TaskState | None = None
@@ -81,45 +87,68 @@ class CancelResult(StrEnum):
     NOQUEUE = "NOQUEUE"
 
 
-def _finish_keys(k: QueueKeys) -> list[str]:
-    return [
-        k.policy,
-        k.meta,
-        k.result,
-        k.attempts,
-        k.running,
-        k.inflight,
-        k.ready,
-        k.scheduled,
-        k.seq,
-        k.endpoints,
-        k.succeeded,
-        k.failed,
-        k.dead,
-        k.cancelled,
-        k.waiting,
-        k.dependents,
-        k.groups,
-        k.outbox,
-        k.stalls,
-        k.health,
-        k.notify,
-        k.key_counts,
-    ]
+@functools.lru_cache(maxsize=4096)
+def _finish_keys(queue: str) -> Packed:
+    """The finish script's keys for ``queue``, packed once."""
+    k = QueueKeys.of(queue)
+    return Packed.of(
+        (
+            k.policy,
+            k.meta,
+            k.result,
+            k.attempts,
+            k.running,
+            k.inflight,
+            k.ready,
+            k.scheduled,
+            k.seq,
+            k.endpoints,
+            k.succeeded,
+            k.failed,
+            k.dead,
+            k.cancelled,
+            k.waiting,
+            k.dependents,
+            k.groups,
+            k.outbox,
+            k.stalls,
+            k.health,
+            k.notify,
+            k.key_counts,
+        )
+    )
 
 
-def _finish_args(f: Finish) -> list[str | int]:
-    return [
-        f.task_id,
-        f.token,
-        f.outcome.value,
-        "" if f.http_status is None else f.http_status,
-        f.text,
-        f.warning if f.outcome is AttemptOutcome.SUCCEEDED else f.traceback,
-        f.delay_ms,
-        "" if f.failure is None else f.failure.value,
-        "1" if f.task_failure else "",
-    ]
+_END = b"$%d\r\n%b\r\n" * 9  # an end's nine bulk strings
+
+
+def _finish_words(finishes: Sequence[Finish]) -> Packed:
+    """The finish script's nine arguments per end (lua/finish.lua), packed in RESP here at one
+    format per end: :func:`gateway.store.coalescing.pack` takes a word at a time (a type test,
+    an encode, a format each), 2.3 µs per end of a batch of 32 against 0.9 (timeit)."""
+    words: list[str] = []
+    resp: list[bytes] = []
+    for f in finishes:
+        end = (
+            f.task_id,
+            f.token,
+            f.outcome.value,
+            "" if f.http_status is None else str(f.http_status),
+            f.text,
+            f.warning if f.outcome is AttemptOutcome.SUCCEEDED else f.traceback,
+            str(f.delay_ms),
+            "" if f.failure is None else f.failure.value,
+            "1" if f.task_failure else "",
+        )
+        words += end
+        a, b, c, d, e, g, h, i, j = map(str.encode, end)
+        # fmt: off
+        resp.append(_END % (
+            len(a), a, len(b), b, len(c), c, len(d), d, len(e), e,
+            len(g), g, len(h), h, len(i), i, len(j), j,
+        ))
+        # fmt: on
+    return Packed(tuple(words), b"".join(resp))
 
 
 # Lookups by value rather than the enums' calls (each end of a finish reads both).
@@ -130,16 +159,16 @@ _STATES: dict[str, TaskState] = {state.value: state for state in TaskState}
 def _finished(reply: list[Any]) -> Finished:
     fence = _FENCES.get(reply[0]) or Fence(reply[0])
     if fence is Fence.OK:
-        return Finished(
+        return Finished(  # positional, in the fields' order (keywords cost more)
             fence,
             _STATES.get(reply[1]) or TaskState(reply[1]),
-            int(reply[2]) if reply[2] else None,
-            name=reply[3],
-            version=reply[4],
-            started_ms=int(reply[5]),
-            created_ms=int(reply[6]),
-            circuit=reply[7],
-            endpoint_id=reply[8],
+            int(reply[2]) if reply[2] else None,  # due_ms
+            reply[3],  # name
+            reply[4],  # version
+            int(reply[5]),  # started_ms
+            int(reply[6]),  # created_ms
+            reply[7],  # circuit
+            reply[8],  # endpoint_id
         )
     if fence is Fence.STALE:
         return Finished(fence, TaskState(reply[1]))
@@ -191,12 +220,9 @@ class Finishing(StoreBase):
             if not finishes:
                 return Ended([])
             wake = f"{queue}  {origin}" if origin else queue
-            args: list[str | int] = [now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL]
-            args.append(wake)
-            for f in finishes:
-                args += _finish_args(f)
-            script_keys = _finish_keys(QueueKeys.of(queue))
-            replies = await self._finish_shared(script_keys, args, order)
+            head = (now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL, wake)
+            ends = _finish_words(finishes)
+            replies = await self._finish_shared(_finish_keys(queue), head, ends, order)
         finally:
             order.unanswered()
         ready = alone = shared = False
@@ -212,7 +238,7 @@ class Finishing(StoreBase):
         return Ended([_finished(reply) for reply in replies], ready, alone, shared)
 
     async def _finish_shared(
-        self, script_keys: list[str], args: list[str | int], order: Carried
+        self, script_keys: Packed, head: tuple[int | str, ...], ends: Packed, order: Carried
     ) -> Reply:
         """The finish script, and the claim ``order`` asks for if any, in one round trip shared
         with the finishes of the same moment; the finish's reply, the claim's given to its
@@ -226,8 +252,9 @@ class Finishing(StoreBase):
         STALE)."""
         if self._sharing is None:
             order.unanswered()
-            return await self._scripts.call("finish", script_keys, args)
-        finish = ("EVALSHA", self._scripts.sha("finish"), len(script_keys), *script_keys, *args)
+            return await self._call_alone(script_keys, head, ends)
+        sha = self._scripts.sha("finish")
+        finish = ("EVALSHA", sha, len(script_keys.words), script_keys, *head, ends)
         for _ in range(2):  # again once the scripts are loaded, if Redis had lost them
             try:
                 if order.pending is None:
@@ -237,14 +264,20 @@ class Finishing(StoreBase):
                     reply, claimed = await self._sharing.run([finish, order.command(self._scripts)])
             except (RedisConnectionError, RedisTimeoutError):
                 order.unanswered()
-                return await self._scripts.call("finish", script_keys, args)
+                return await self._call_alone(script_keys, head, ends)
             await order.hand_over(self._scripts, self._redis, claimed)
             if not isinstance(reply, NoScriptError):
                 break
             await self._scripts.load()  # Redis restarted or failed over
         if isinstance(reply, Exception):
             raise reply
-        return await self._scripts.unwrap("finish", script_keys, reply)
+        return await self._scripts.unwrap("finish", script_keys.words, reply)
+
+    async def _call_alone(
+        self, script_keys: Packed, head: tuple[int | str, ...], ends: Packed
+    ) -> Reply:
+        """The finish script through redis-py (which retries a failed connection)."""
+        return await self._scripts.call("finish", script_keys.words, [*head, *ends.words])
 
     async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
         k = QueueKeys.of(queue)

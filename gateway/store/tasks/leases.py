@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+import orjson
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
@@ -133,30 +134,37 @@ def read_claim(queue: str, reply: Reply, now_ms: int) -> Claim:
     if status is not ClaimStatus.OK:
         return Claim(status, [])
     leases = []
-    for task_id, endpoint_id, raw, payload, checkpoint, signing, *steps in reply[2:]:
-        record = load_record(raw)
+    for row in reply[2:]:  # id, endpoint, record, payload, checkpoint, secrets[, steps]
+        # The record as load_record reads it, its defaults (fields the scripts leave out when
+        # at their default) given here by each get.
+        record = orjson.loads(row[2])
+        get = record.get
+        started = get("started")
+        payload = row[3]
+        # Positional, in the fields' order (test_read_claim.py holds it to a lease made by
+        # keywords): 19 keywords took 3.7-4.0 µs per lease against 1.9-3.1 (timeit).
         leases.append(
             Lease(
-                queue=queue,
-                task_id=task_id,
-                endpoint_id=endpoint_id,
-                token=record["lease"],
-                name=record["name"],
-                attempt=record["att"],
-                max_attempts=record.get("max_att"),
-                payload_json=payload if payload is not None else "null",
-                checkpoint_json=checkpoint,
-                expires_ms=int(record["exp"]),
-                deadline_ms=int(record["deadline"]),
-                traceparent=record.get("tp"),
-                tracestate=record.get("ts"),
-                ready_ms=int(max(record.get("run_at", 0), record.get("created", 0))),
-                started_ms=int(record.get("started", 0)),
-                version=record.get("ver") or "",
-                secrets=tuple(signing.split()),
-                steps_json=steps[0] if steps else None,
+                queue,
+                row[0],  # task_id
+                row[1],  # endpoint_id
+                record["lease"],  # token
+                record["name"],
+                get("att", 0),  # attempt
+                get("max_att"),  # max_attempts
+                "null" if payload is None else payload,  # payload_json
+                row[4],  # checkpoint_json
+                int(record["exp"]),  # expires_ms
+                int(record["deadline"]),  # deadline_ms
+                get("tp"),  # traceparent
+                get("ts"),  # tracestate
+                int(max(get("run_at", 0), get("created", 0))),  # ready_ms
+                int(get("first", 0) if started is None else started),  # started_ms
+                row[6] if len(row) > 6 else None,  # steps_json
+                get("ver") or "",  # version
+                tuple(row[5].split()),  # secrets
                 # pass_results: rare, so the common claim pays one lookup
-                results_from=tuple((q, i) for q, i in record["rs"]) if "rs" in record else (),
+                tuple((q, i) for q, i in record["rs"]) if "rs" in record else (),  # results_from
             )
         )
     return Claim(status, leases, settled=reply[1] == "1")
