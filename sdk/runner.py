@@ -331,10 +331,14 @@ class Runner:
         try:
             # Two turns of the loop first: the functions start in the first, ahead of the
             # wait's set-up, and one that ended there (nothing awaited) is settled by the
-            # second (its done callbacks), so nothing is left to wait for.
+            # second (its done callbacks), so nothing is left to wait for but a third turn,
+            # for the settled futures' own callbacks (the task's metrics), which run before
+            # its answer as they do after a wait.
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-            if not all(settled.done() for settled in waited):
+            if all(settled.done() for settled in waited):
+                await asyncio.sleep(0)
+            else:
                 await asyncio.wait(waited, timeout=self.inline_window)
         except asyncio.CancelledError:  # the push went away: carry on, report by callback
             for attempt in attempts:
