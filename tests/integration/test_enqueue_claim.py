@@ -14,6 +14,8 @@ import httpx
 import pytest
 from aiohttp.http_writer import StreamWriter
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -103,8 +105,9 @@ async def test_the_taker_hears_of_a_refused_enqueue_and_of_a_lost_round_trip(
     with pytest.raises(QueueNotFound):
         await stores.tasks.enqueue_batch("nope", [new_task(now)], now, claim=taker.order())
     assert [c.status for c in taker.taken if c] == [ClaimStatus.NOQUEUE]
-    # No answer at all (Redis unreachable): the taker is told so, once.
-    dead = Redis(port=free_port(), decode_responses=True)
+    # No answer at all (Redis unreachable, no retries: they take seconds): the taker is told
+    # so, once.
+    dead = Redis(port=free_port(), decode_responses=True, retry=Retry(NoBackoff(), 0))
     lost = Taker()
     with pytest.raises(RedisConnectionError):
         await TaskStore(dead, Scripts(dead)).enqueue_batch(
@@ -146,8 +149,9 @@ async def test_a_finish_says_whether_ready_tasks_wait_and_carries_a_claim(
     assert (next_lease.task_id, next_lease.started_ms) == (second.id, now + 30)
     last = Finish(second.id, next_lease.token, AttemptOutcome.SUCCEEDED, 200, "null")
     assert not (await stores.tasks.finish_batch("q", [last], now + 40)).ready
-    # No answer at all (Redis unreachable): the taker is told so, once.
-    dead = Redis(port=free_port(), decode_responses=True)
+    # No answer at all (Redis unreachable, no retries: they take seconds): the taker is told
+    # so, once.
+    dead = Redis(port=free_port(), decode_responses=True, retry=Retry(NoBackoff(), 0))
     lost = Taker()
     with pytest.raises(RedisConnectionError):
         await TaskStore(dead, Scripts(dead)).finish_batch("q", [last], now, claim=lost.order())
