@@ -7,6 +7,14 @@ the gateway's own 404 for the task or its queue means it was deleted while it ra
 queue delete): either way :class:`CallbackChannel` raises :class:`~sdk.errors.LeaseLost` and
 sends nothing more. A 404 that is not the gateway's (a proxy's, a wrong callback base) is an
 ordinary error.
+
+A gateway that cannot answer for now -- a 5xx (its Redis restarting: 503), a connection refused
+or reset (the gateway itself restarting) -- is asked again: the final word after each of
+:data:`FINAL_RETRY_DELAYS`, and the callbacks the task waits for (heartbeat, checkpoint, step,
+logs) after :data:`CALL_RETRY_DELAYS` for as long as the lease lasts, since past it the gateway
+gives the task to another attempt anyway. Each of them is safe to send twice: a heartbeat and a
+checkpoint set what they carry, a step already recorded keeps its first result, and at worst a
+log line whose answer was lost is stored twice.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, JsonValue
@@ -37,12 +45,15 @@ from sdk.wire import (
 if TYPE_CHECKING:
     from sdk.sessions import Answer, Session
 
-__all__ = ["FINAL_RETRY_DELAYS", "CallbackChannel"]
+__all__ = ["CALL_RETRY_DELAYS", "FINAL_RETRY_DELAYS", "CallbackChannel"]
 
 log = logging.getLogger(__name__)
 
 FINAL_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 """Pauses between tries of the final callback when the gateway cannot be reached."""
+CALL_RETRY_DELAYS = (0.1, 0.25, 0.5, 1.0)
+"""Pauses between tries of a heartbeat, checkpoint, step or log callback the gateway could not
+answer; the last one repeats until the lease would have ended."""
 DEFAULT_TIMEOUT = 10.0
 """Seconds a callback may wait for a connection, and for each read of the answer."""
 
@@ -62,12 +73,14 @@ class CallbackChannel:
         lease_expires_at: datetime,
         final_retry_delays: Sequence[float] = FINAL_RETRY_DELAYS,
         timeout: float = DEFAULT_TIMEOUT,
+        call_retry_delays: Sequence[float] = CALL_RETRY_DELAYS,
     ) -> None:
         self._http = http
         self.timeout = timeout
         self._base = base_url.rstrip("/")
         self._lease = lease
         self._final_retry_delays = tuple(final_retry_delays)
+        self._call_retry_delays = tuple(call_retry_delays) or (0.0,)
         self.lease_expires_at = lease_expires_at
         self.lost = False
         self.trace_headers: dict[str, str] = {}  # the attempt's span context (traceparent)
@@ -98,20 +111,44 @@ class CallbackChannel:
         return response
 
     async def heartbeat(self, progress: float | None) -> bool:
-        response = await self._post("heartbeat", HeartbeatIn(progress=progress))
+        response = await self._call("heartbeat", HeartbeatIn(progress=progress))
         answer = HeartbeatOut.model_validate_json(response.content)
         self.lease_expires_at = answer.lease_expires_at
         return answer.cancel_requested
 
     async def checkpoint(self, state: JsonValue) -> None:
-        await self._post("checkpoint", CheckpointIn(state=state))
+        await self._call("checkpoint", CheckpointIn(state=state))
 
     async def step(self, name: str, result: JsonValue) -> None:
-        await self._post("step", StepIn(name=name, result=result))
+        await self._call("step", StepIn(name=name, result=result))
 
     async def log(self, message: str, level: str) -> None:
         line = LogLine(message=message[:8192], level=level[:16], at=datetime.now(UTC))
-        await self._post("logs", LogIn(lines=[line]))
+        await self._call("logs", LogIn(lines=[line]))
+
+    async def _call(self, kind: str, body: BaseModel) -> Answer:
+        """A callback the task waits for, asked again while the gateway cannot answer (a 5xx,
+        a network failure) and the lease lasts; the last failure is raised once the next try
+        would come after the lease's end (the gateway's word for it, as last heard)."""
+        import httpx  # here, not at import: a worker that sends no callback never loads it
+
+        tries = 0
+        while True:
+            try:
+                return await self._post(kind, body)
+            except ApiError as e:
+                if e.status < 500:
+                    raise
+                failure: Exception = e
+            except httpx.TransportError as e:
+                failure = e
+            delays = self._call_retry_delays
+            delay = delays[min(tries, len(delays) - 1)]
+            tries += 1
+            if datetime.now(UTC) + timedelta(seconds=delay) >= self.lease_expires_at:
+                raise failure
+            log.warning("%s callback failed (%s), retrying in %gs", kind, failure, delay)
+            await asyncio.sleep(delay)
 
     async def finish(self, final: ResultIn | ErrorIn) -> bool:
         """Send the result or error; True once the gateway has it.

@@ -97,11 +97,12 @@ async def test_409_marks_the_lease_lost_and_nothing_more_is_sent() -> None:
 async def test_heartbeat_reads_cancel_and_moves_the_lease() -> None:
     later = EXPIRES + timedelta(seconds=30)
     answer = {"cancel_requested": True, "lease_expires_at": later.isoformat()}
-    channel, seen = channel_with([httpx.Response(200, json=answer), httpx.Response(500)])
+    refusal = httpx.Response(400, json={"title": "Bad request", "status": 400})
+    channel, seen = channel_with([httpx.Response(200, json=answer), refusal])
     assert await channel.heartbeat(0.25) is True
     assert channel.lease_expires_at == later
     assert json.loads(seen[0].content) == {"progress": 0.25}
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiError):  # a refusal; a 5xx is sent again (below)
         await channel.heartbeat(None)
 
 
@@ -125,3 +126,80 @@ async def test_default_heartbeat_interval_is_a_third_of_the_lease_left() -> None
     assert Attempt(noop, push, channel, 2.5, clock=lambda: now)._interval() == 2.5
     late = now + timedelta(minutes=5)
     assert Attempt(noop, push, channel, clock=lambda: late)._interval() == MIN_HEARTBEAT_INTERVAL
+
+
+def calls_with(
+    answers: list[httpx.Response | Exception], expires: datetime = EXPIRES
+) -> tuple[CallbackChannel, list[httpx.Request]]:
+    """A channel whose callbacks the task waits for are tried again at once."""
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    http = HttpxSession(httpx.MockTransport(handle))
+    return CallbackChannel(http, BASE, "L1", expires, call_retry_delays=(0,)), seen
+
+
+UNAVAILABLE = httpx.Response(
+    503, json={"title": "Service unavailable", "status": 503}, headers={"retry-after": "1"}
+)
+
+
+async def test_a_heartbeat_the_gateway_cannot_answer_yet_is_sent_again() -> None:
+    later = (datetime.now(UTC) + timedelta(seconds=30)).isoformat()
+    channel, seen = calls_with(
+        [
+            UNAVAILABLE,  # its Redis restarting
+            httpx.ConnectError("refused"),  # the gateway itself restarting
+            httpx.Response(200, json={"cancel_requested": False, "lease_expires_at": later}),
+        ]
+    )
+    assert await channel.heartbeat(0.5) is False
+    assert len(seen) == 3
+    assert all(json.loads(request.content) == {"progress": 0.5} for request in seen)
+    assert channel.lease_expires_at == datetime.fromisoformat(later)
+
+
+async def test_a_step_is_recorded_through_a_gateway_restart() -> None:
+    channel, seen = calls_with(
+        [httpx.RemoteProtocolError("closed"), UNAVAILABLE, httpx.Response(200, json={})]
+    )
+    await channel.step("charge", {"ok": True})
+    assert [str(request.url).rsplit("/", 1)[1] for request in seen] == ["step"] * 3
+
+
+async def test_checkpoint_and_logs_are_sent_again_too() -> None:
+    channel, seen = calls_with([UNAVAILABLE, httpx.Response(200, json={})] * 2)
+    await channel.checkpoint({"page": 3})
+    await channel.log("hello", "info")
+    assert [str(request.url).rsplit("/", 1)[1] for request in seen] == [
+        "checkpoint",
+        "checkpoint",
+        "logs",
+        "logs",
+    ]
+
+
+async def test_no_callback_is_retried_past_the_lease() -> None:
+    expired = datetime.now(UTC) - timedelta(seconds=1)
+    channel, seen = calls_with([UNAVAILABLE], expires=expired)
+    with pytest.raises(ApiError) as refused:
+        await channel.step("charge", 1)
+    assert refused.value.status == 503
+    assert len(seen) == 1
+
+
+async def test_a_refusal_is_not_retried() -> None:
+    channel, seen = calls_with([httpx.Response(422, json={"title": "bad", "status": 422})])
+    with pytest.raises(ApiError):
+        await channel.checkpoint({"x": 1})
+    assert len(seen) == 1
+    stale, seen = calls_with([httpx.Response(409, json={"title": "Stale lease", "status": 409})])
+    with pytest.raises(LeaseLost):
+        await stale.heartbeat(None)
+    assert len(seen) == 1
