@@ -18,13 +18,13 @@ from gateway.errors import (
     QueueNotFound,
     TaskFinished,
     TaskNotFound,
-    Throttled,
     ValidationFailed,
 )
 from gateway.ids import IdMaker
 from gateway.rate_keys import rate_key_of
 from gateway.services.catalog import CatalogService
-from gateway.services.created import Created, created_view
+from gateway.services.created import Created
+from gateway.services.enqueue_answers import answers
 from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
@@ -35,10 +35,9 @@ from gateway.store.records import (
     dump_json,
     seconds_to_ms,
     task_from_record,
-    to_datetime,
     to_ms,
 )
-from gateway.store.tasks import CancelResult, ClaimOrder, Stored, TaskStore
+from gateway.store.tasks import CancelResult, ClaimOrder, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
 from sdk.wire import (
@@ -46,7 +45,6 @@ from sdk.wire import (
     QueuePolicy,
     Task,
     TaskCreate,
-    TaskFlow,
     TaskPage,
     TaskState,
 )
@@ -345,55 +343,8 @@ class TaskService:
             # announced the tasks: counting them here as well would wake twice as many. (Then
             # only the dispatcher is left to wake, and a claim that rode along did that.)
             self._on_ready(queue, 0 if enqueued.announced else ready)
-        created = []
-        for spec, n, s in zip(specs, new, stored, strict=True):
-            if s.duplicate_of is not None:
-                first = await self._read(queue, s.duplicate_of)
-                earlier = first.model_copy(update={"deduplicated": True})
-                created.append(Created(queue, spec, n, first.state, view.policy, earlier))
-            elif s.state is None:
-                shown = await self._flow_view(queue, spec, n, s, view.policy)
-                created.append(Created(queue, spec, n, shown.state, view.policy, flowed=shown))
-            elif s.delayed_to is not None:
-                task = created_view(queue, spec, n, s.state, view.policy)
-                update = {
-                    "flow": TaskFlow(throttled="delayed"),
-                    "run_at": to_datetime(s.delayed_to),
-                }
-                shown = task.model_copy(update=update)
-                created.append(Created(queue, spec, n, s.state, view.policy, flowed=shown))
-            else:
-                created.append(Created(queue, spec, n, s.state, view.policy))
-        return created
-
-    async def _flow_view(
-        self, queue: str, spec: TaskCreate, new: NewTask, s: Stored, policy: QueuePolicy
-    ) -> Task:
-        """The answer for an enqueue its debounce merged into a pending task (that task as this
-        enqueue left it: its payload, run_at and number in the burst, whatever later enqueues
-        did since), or its throttle dropped (the last task its window let through)."""
-        if s.replaced is not None:
-            r = s.replaced
-            created = created_view(queue, spec, new, r.state, policy)
-            assert new.debounce is not None
-            flow = TaskFlow(debounce_key=new.debounce[0], debounce_seq=r.seq, replaced=True)
-            update = {
-                "id": r.id,
-                "created_at": to_datetime(r.created_ms),
-                "run_at": to_datetime(r.run_at_ms),
-                "flow": flow,
-            }
-            return created.model_copy(update=update)
-        if s.dropped_for:
-            with contextlib.suppress(TaskNotFound):
-                kept = await self._read(queue, s.dropped_for)
-                flow = (kept.flow or TaskFlow()).model_copy(update={"throttled": "dropped"})
-                return kept.model_copy(update={"flow": flow})
-        raise Throttled(
-            f"throttled: task '{new.name}' with throttle key '{new.throttle and new.throttle[0]}' "
-            "reached its limit for the current window, and the task it let through last no "
-            "longer exists"
-        )
+        linked = {task_id for task_id, _, _ in links}
+        return await answers(queue, specs, new, stored, view.policy, self._read, linked)
 
     async def _check_notify_urls(self, specs: Sequence[TaskCreate]) -> list[FieldProblem]:
         """Completion callback URLs obey the endpoints' address rules (checked again at every
