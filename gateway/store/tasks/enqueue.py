@@ -129,6 +129,13 @@ def _stored(entry: str) -> Stored:
     return Stored(TaskState(state), delayed_to=int(run_at))
 
 
+def _as_found(record: dict[str, Any]) -> Stored:
+    """The outcome of a task found stored: its record (the answer is built from it, as the
+    script may have changed it since), and ``delayed_to`` when its throttle delayed it."""
+    state = TaskState(record["state"])
+    return Stored(state, delayed_to=record["run_at"] if "thd" in record else None, record=record)
+
+
 def _flow_key(queue: str, t: NewTask) -> str:
     """The key of a task's debounce or throttle option (lua/enqueue.lua, KEYS[20..])."""
     k = QueueKeys.of(queue)
@@ -274,10 +281,10 @@ class Enqueuing(StoreBase):
         raws: list[bytes | str | None] = await self._redis.hmget(
             QueueKeys.of(queue).meta, [t.id for t in tasks]
         )
-        found = [raw for raw in raws if raw is not None]
+        found = [load_record(raw) for raw in raws if raw is not None]
         if len(found) < len(tasks):
             return None
-        return [Stored(TaskState(load_record(raw)["state"])) for raw in found]
+        return [_as_found(record) for record in found]
 
     async def _store(
         self,
