@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from sdk import task
+
 from .conftest import Cluster
 
 NAME = "tests.e2e.worker_app.echo"
@@ -179,3 +181,26 @@ def test_batch_members_waiting_on_dependencies_answer_as_stored(api: httpx.Clien
     assert members[3]["error"] == f"dependency {gone['id']} did not succeed: cancelled"
     assert members[5]["waiting_on"] == [earlier["id"], "group:g"]
     assert members[6]["state"] in ("failed", "dead")
+
+
+def test_sdk_answers_and_handles_of_a_debounce_replace_show_the_task_as_stored(
+    cluster: Cluster, api: httpx.Client
+) -> None:
+    client = cluster.client(cluster.gateways[0])
+    debounce = {"key": "doc-9", "window": 600}
+    first = client.enqueue("q", NAME, {"args": [1]}, priority=1, owner="a", debounce=debounce)
+    second = client.enqueue("q", NAME, {"args": [2]}, priority=2, owner="b", debounce=debounce)
+    assert second.id == first.id
+    assert second.flow is not None
+    assert second.flow.replaced
+    assert (second.priority, second.owner, second.payload) == (1, "a", {"args": [2]})
+
+    @task("q", name=NAME, client=client, priority=3, version="v3")
+    def echo(*args: object) -> None:
+        raise AssertionError("not run here")
+
+    handle = echo.apply([3], debounce=debounce)
+    assert (handle.id, handle.replaced, handle.debounce_seq) == (first.id, True, 3)
+    stored = handle.task
+    assert (stored.priority, stored.owner, stored.version) == (1, "a", None)
+    assert stored.payload == {"args": [3], "kwargs": {}}
