@@ -35,6 +35,9 @@ class _Handle:
         """The task's state when last seen: at the enqueue, or the last request about it."""
         self._task = task if isinstance(task, Task) else None
         self.replaced = bool(task.flow and task.flow.replaced)
+        self.debounce_seq = task.flow.debounce_seq if task.flow else None
+        """This enqueue's number in its debounce burst (``task.flow.debounce_seq`` is the
+        task's count when last read, which later enqueues raise)."""
         self.throttled = task.flow.throttled if task.flow else None
 
     def _seen(self, task: Task) -> Task:
@@ -57,8 +60,9 @@ class TaskHandle(_Handle):
 
     ``deduplicated`` is True when the enqueue matched an earlier task by its dedup or singleton
     key: the handle is then that earlier task's, and nothing new was stored. ``replaced`` is
-    True when a debounce merged the enqueue into the pending task the handle names (its
-    ``task.flow.debounce_seq`` is this enqueue's number in the burst); ``throttled`` is
+    True when a debounce merged the enqueue into the pending task the handle names, which
+    keeps its first enqueue's options (only the payload and run_at are this enqueue's);
+    ``debounce_seq`` is this enqueue's number in the burst (None without debounce); ``throttled`` is
     ``"dropped"`` (nothing stored: the handle names the task the window let through) or
     ``"delayed"`` (stored to run in a later window), else None.
     """

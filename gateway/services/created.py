@@ -197,11 +197,12 @@ def plain_json(queue: str, new: NewTask, state: TaskState, policy: QueuePolicy) 
 
 @dataclass(slots=True)  # not frozen: every task of a batch makes one (2.0 -> 0.4 µs)
 class Created:
-    """One task of an enqueue's answer: a task stored now (``earlier`` and ``flowed`` None),
-    whose Task is made only when asked for; the earlier task its dedup or singleton key
-    matched (``earlier``); or the answer its debounce or throttle made (``flowed``: the pending
-    task it replaced the payload of, the task a dropped enqueue's window let through, or a
-    task stored delayed to the next window)."""
+    """One task of an enqueue's answer: a task stored as sent (``earlier`` and ``flowed``
+    None), whose Task is made only when asked for; the earlier task its dedup or singleton key
+    matched (``earlier``); or the Task made from what the store returned (``flowed``: the
+    pending task its debounce replaced the payload of, the task a dropped enqueue's window let
+    through, a task stored delayed to the next window, or one whose dependencies the script
+    or its link decided: :mod:`gateway.services.enqueue_answers`)."""
 
     queue: str
     spec: TaskCreate

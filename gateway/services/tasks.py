@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field
-from ulid import ULID
 
 from gateway.clock import Clock
 from gateway.directory import Directory
@@ -18,35 +17,27 @@ from gateway.errors import (
     QueueNotFound,
     TaskFinished,
     TaskNotFound,
-    Throttled,
     ValidationFailed,
 )
 from gateway.ids import IdMaker
-from gateway.rate_keys import rate_key_of
 from gateway.services.catalog import CatalogService
-from gateway.services.created import Created, created_view
+from gateway.services.created import Created
+from gateway.services.enqueue_answers import answers
+from gateway.services.new_tasks import is_plain, is_ready_now, new_plain_task, new_task
 from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.records import (
-    NewTask,
     attempt_from_record,
-    dump_json,
-    seconds_to_ms,
     task_from_record,
-    to_datetime,
-    to_ms,
 )
-from gateway.store.tasks import CancelResult, ClaimOrder, Stored, TaskStore
+from gateway.store.tasks import CancelResult, ClaimOrder, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
 from sdk.wire import (
-    KeyConcurrency,
-    QueuePolicy,
     Task,
     TaskCreate,
-    TaskFlow,
     TaskPage,
     TaskState,
 )
@@ -55,124 +46,6 @@ MAX_WAIT = 60.0
 OffsetCursor = Annotated[str, Field(pattern=r"^[0-9]{1,9}$")]
 """A task listing's cursor: how many entries of the state's index came before."""
 FILTER_SCAN = 10_000
-
-
-def _new_task(
-    spec: TaskCreate,
-    now_ms: int,
-    located: dict[str, str],
-    queue: str,
-    policy: QueuePolicy,
-    trace: TraceHeaders | None = None,
-    task_id: str | None = None,
-) -> NewTask:
-    debounce = throttle = None
-    if spec.run_at is not None:
-        run_at = to_ms(spec.run_at)
-    elif spec.delay:
-        run_at = now_ms + seconds_to_ms(spec.delay)
-    elif spec.debounce is not None:
-        window = seconds_to_ms(spec.debounce.window)
-        most = 0 if spec.debounce.max_wait is None else seconds_to_ms(spec.debounce.max_wait)
-        debounce = (spec.debounce.key, window, most)
-        run_at = now_ms + window  # (max_wait is at least the window)
-    else:
-        run_at = now_ms
-    if spec.throttle is not None:
-        t = spec.throttle
-        throttle = (t.key, seconds_to_ms(t.window), t.limit, t.mode == "delay")
-    return NewTask(
-        id=spec.id or task_id or str(ULID()),
-        name=spec.name,
-        payload_json=dump_json(spec.payload),
-        priority=spec.priority,
-        created_ms=now_ms,
-        run_at_ms=run_at,
-        max_attempts=spec.max_attempts,
-        lease_ms=None if spec.lease_timeout is None else seconds_to_ms(spec.lease_timeout),
-        run_ms=None if spec.max_run_time is None else seconds_to_ms(spec.max_run_time),
-        traceparent=spec.traceparent or (trace.traceparent if trace else None),
-        tracestate=spec.tracestate if spec.traceparent else (trace.tracestate if trace else None),
-        dedup_key=spec.dedup_key,
-        singleton_key=spec.singleton_key,
-        depends_on=tuple(spec.depends_on),
-        cross_deps=tuple(
-            (located[d], d) for d in spec.depends_on if located.get(d, queue) != queue
-        ),
-        results_from=tuple((located.get(d, queue), d) for d in spec.depends_on)
-        if spec.pass_results
-        else (),
-        group=spec.group,
-        after_group=spec.after_group,
-        capability=spec.capability,
-        owner=spec.owner,
-        version=spec.version,
-        heartbeat_ms=None
-        if spec.max_heartbeat_interval is None
-        else seconds_to_ms(spec.max_heartbeat_interval),
-        notify=spec.notify,
-        rate_key=None
-        if policy.key_rate_limit is None
-        else rate_key_of(spec.payload, policy.key_rate_limit.path),
-        concurrency_key=_concurrency_key(spec, policy.key_concurrency),
-        debounce=debounce,
-        throttle=throttle,
-    )
-
-
-def _concurrency_key(spec: TaskCreate, limit: KeyConcurrency | None) -> str | None:
-    """The task's key under the queue's key_concurrency: its own, else the payload's value at
-    the policy's path (as a rate key is read: gateway.rate_keys)."""
-    if limit is None:
-        return None
-    if spec.concurrency_key is not None:
-        return spec.concurrency_key
-    return None if limit.path is None else rate_key_of(spec.payload, limit.path)
-
-
-_PLAIN = frozenset({"id", "name", "payload", "priority"})
-_DEFAULTS = {
-    name: info.get_default(call_default_factory=True)
-    for name, info in TaskCreate.model_fields.items()
-}
-
-
-def _plain(spec: TaskCreate, policy: QueuePolicy) -> bool:
-    """Whether the task gives nothing but its id, name, payload and priority (what most
-    enqueues send) to a queue without keys read from payloads (per-key rate limits or
-    concurrency): :func:`_new_plain_task`'s. A field sent at its default (``"depends_on":
-    []``, ``"max_attempts": null``: what a client that writes every field sends) is as good
-    as not sent: :func:`_new_task` reads values, never which fields were given."""
-    if policy.key_rate_limit is not None or policy.key_concurrency is not None:
-        return False
-    given = spec.model_fields_set
-    if given <= _PLAIN:
-        return True
-    return all(getattr(spec, name) == _DEFAULTS[name] for name in given - _PLAIN)
-
-
-def _new_plain_task(
-    spec: TaskCreate, now_ms: int, trace: TraceHeaders | None, task_id: str
-) -> NewTask:
-    """:func:`_new_task` for a plain task (:func:`_plain`), skipping the twenty options it does
-    not give: the same NewTask (a test holds them equal) in half the time."""
-    return NewTask(
-        id=spec.id or task_id,
-        name=spec.name,
-        payload_json=dump_json(spec.payload),
-        priority=spec.priority,
-        created_ms=now_ms,
-        run_at_ms=now_ms,
-        traceparent=trace.traceparent if trace else None,
-        tracestate=trace.tracestate if trace else None,
-    )
-
-
-def _ready_now(spec: TaskCreate, now_ms: int) -> bool:
-    """Whether the task goes straight to the ready set (no delay, no dependency)."""
-    if spec.depends_on or spec.after_group or spec.delay or spec.debounce:
-        return False
-    return spec.run_at is None or to_ms(spec.run_at) <= now_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,14 +165,14 @@ class TaskService:
         # An idle dispatcher here has its claim ride in the enqueue's round trip, so a task
         # that can go now is pushed without waiting for a dispatcher cycle. (Asked for right
         # before the round trip: the store hands every order it was given its answer.)
-        ready_now = any(_ready_now(spec, now) for spec in specs)
+        ready_now = any(is_ready_now(spec, now) for spec in specs)
         order = None
         ids = iter(self._ids.take(len(specs) - sum(spec.id is not None for spec in specs)))
         if not self._tracing.enabled:
             new = [
-                _new_plain_task(spec, now, trace, spec.id or next(ids))
-                if _plain(spec, policy)
-                else _new_task(spec, now, located, queue, policy, trace, spec.id or next(ids))
+                new_plain_task(spec, now, trace, spec.id or next(ids))
+                if is_plain(spec, policy)
+                else new_task(spec, now, located, queue, policy, trace, spec.id or next(ids))
                 for spec in specs
             ]
             order = self._claim_for(queue) if ready_now else None
@@ -308,7 +181,7 @@ class TaskService:
             )
         else:
             untraced = [
-                _new_task(spec, now, located, queue, policy, task_id=spec.id or next(ids))
+                new_task(spec, now, located, queue, policy, task_id=spec.id or next(ids))
                 for spec in specs
             ]
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
@@ -345,55 +218,8 @@ class TaskService:
             # announced the tasks: counting them here as well would wake twice as many. (Then
             # only the dispatcher is left to wake, and a claim that rode along did that.)
             self._on_ready(queue, 0 if enqueued.announced else ready)
-        created = []
-        for spec, n, s in zip(specs, new, stored, strict=True):
-            if s.duplicate_of is not None:
-                first = await self._read(queue, s.duplicate_of)
-                earlier = first.model_copy(update={"deduplicated": True})
-                created.append(Created(queue, spec, n, first.state, view.policy, earlier))
-            elif s.state is None:
-                shown = await self._flow_view(queue, spec, n, s, view.policy)
-                created.append(Created(queue, spec, n, shown.state, view.policy, flowed=shown))
-            elif s.delayed_to is not None:
-                task = created_view(queue, spec, n, s.state, view.policy)
-                update = {
-                    "flow": TaskFlow(throttled="delayed"),
-                    "run_at": to_datetime(s.delayed_to),
-                }
-                shown = task.model_copy(update=update)
-                created.append(Created(queue, spec, n, s.state, view.policy, flowed=shown))
-            else:
-                created.append(Created(queue, spec, n, s.state, view.policy))
-        return created
-
-    async def _flow_view(
-        self, queue: str, spec: TaskCreate, new: NewTask, s: Stored, policy: QueuePolicy
-    ) -> Task:
-        """The answer for an enqueue its debounce merged into a pending task (that task as this
-        enqueue left it: its payload, run_at and number in the burst, whatever later enqueues
-        did since), or its throttle dropped (the last task its window let through)."""
-        if s.replaced is not None:
-            r = s.replaced
-            created = created_view(queue, spec, new, r.state, policy)
-            assert new.debounce is not None
-            flow = TaskFlow(debounce_key=new.debounce[0], debounce_seq=r.seq, replaced=True)
-            update = {
-                "id": r.id,
-                "created_at": to_datetime(r.created_ms),
-                "run_at": to_datetime(r.run_at_ms),
-                "flow": flow,
-            }
-            return created.model_copy(update=update)
-        if s.dropped_for:
-            with contextlib.suppress(TaskNotFound):
-                kept = await self._read(queue, s.dropped_for)
-                flow = (kept.flow or TaskFlow()).model_copy(update={"throttled": "dropped"})
-                return kept.model_copy(update={"flow": flow})
-        raise Throttled(
-            f"throttled: task '{new.name}' with throttle key '{new.throttle and new.throttle[0]}' "
-            "reached its limit for the current window, and the task it let through last no "
-            "longer exists"
-        )
+        linked = {task_id for task_id, _, _ in links}
+        return await answers(queue, specs, new, stored, view.policy, self._read, linked)
 
     async def _check_notify_urls(self, specs: Sequence[TaskCreate]) -> list[FieldProblem]:
         """Completion callback URLs obey the endpoints' address rules (checked again at every

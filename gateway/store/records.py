@@ -417,11 +417,7 @@ def task_from_record(
         dedup_key=record.get("dk"),
         singleton_key=record.get("sk"),
         concurrency_key=record.get("ck"),
-        **(
-            {"flow": TaskFlow(debounce_key=record["dbk"], debounce_seq=record.get("dbn"))}
-            if "dbk" in record
-            else {}
-        ),
+        **({"flow": flow_from_record(record)} if "dbk" in record or "thd" in record else {}),
         group=record.get("grp"),
         depends_on=record.get("deps") or [],
         pass_results="rs" in record,
@@ -433,6 +429,15 @@ def task_from_record(
         notify=record.get("nfy"),
         notice=notice_from_record(record.get("ntc")),
     )
+
+
+def flow_from_record(record: dict[str, Any]) -> TaskFlow:
+    """What debounce or throttle did with a stored task: its debounce key and the enqueues
+    merged into it (``dbk``, ``dbn``), or that a throttle delayed it (``thd``): lua/enqueue.lua.
+    """
+    if "thd" in record:
+        return TaskFlow(throttled="delayed")
+    return TaskFlow(debounce_key=record["dbk"], debounce_seq=record.get("dbn"))
 
 
 def notice_from_record(ntc: dict[str, Any] | None) -> NoticeStatus | None:

@@ -194,7 +194,8 @@ class TaskCreate(InputModel):
     debounce: Debounce | None = Field(
         None,
         description="At most one pending task per (name, key): an enqueue inside the window "
-        "replaces the pending task's payload and moves its run_at to the window's end (200, "
+        "replaces the pending task's payload (only: its other fields stay the first enqueue's) "
+        "and moves its run_at to the window's end (200 with that task as stored, "
         "flow.replaced: true). Not with id, delay, run_at, dedup_key, singleton_key, depends_on, "
         "group, after_group or throttle (422).",
     )
@@ -317,14 +318,16 @@ class TaskFlow(OutputModel):
     )
     replaced: bool = Field(
         False,
-        description="This enqueue was debounced into the pending task shown (its payload now, "
-        "its run_at moved); nothing new was stored.",
+        description="In an enqueue's answer: this enqueue was debounced into the pending task "
+        "shown, as stored now (its payload this enqueue's, its run_at moved; everything else "
+        "still the first enqueue's); nothing new was stored.",
     )
     throttled: Literal["dropped", "delayed"] | None = Field(
         None,
-        description="dropped: the throttle stored nothing for this enqueue; the task shown is "
-        "the last one its window let through. delayed: the task was stored to run at the "
-        "start of the next window with room (its run_at).",
+        description="dropped (in an enqueue's answer): the throttle stored nothing for this "
+        "enqueue; the task shown is the last one its window let through. delayed: the task "
+        "was stored to run at the start of the next window with room (its run_at); reads of "
+        "the task show it too.",
     )
 
 

@@ -397,6 +397,23 @@ async def test_an_enqueue_sent_again_after_its_answer_was_lost_answers_what_it_s
         await stores.tasks.enqueue("q", [tasks[0], new_task(now)], now)
 
 
+async def test_a_throttle_delayed_enqueue_sent_again_answers_with_its_record(
+    stores: Stores,
+) -> None:
+    """The answer of an enqueue found stored is built from the records found: a task its
+    throttle delayed answers with the run_at it was delayed to, not the one it was sent with."""
+    await setup_queue(stores)
+    now = stores.clock.now_ms()
+    tasks = [new_task(now, throttle=("k", 60_000, 1, True)) for _ in range(2)]
+    first = await stores.tasks.enqueue("q", tasks, now)
+    again = await stores.tasks.enqueue("q", tasks, now)
+    assert first[1].delayed_to == now + 60_000
+    assert again == first
+    assert [s.record is not None and s.record["run_at"] for s in again] == [now, now + 60_000]
+    assert again[1].record is not None
+    assert again[1].record["thd"] == 1
+
+
 async def test_sweep_and_delete_leave_no_keys(stores: Stores) -> None:
     await setup_queue(stores, QueuePolicy(retention_succeeded=60))
     now = stores.clock.now_ms()

@@ -15,7 +15,9 @@
 --           gateway's dispatcher can tell its own enqueue's message (it claimed already) apart
 -- Returns {'OK', one entry per task...}: the state it was stored in, or 'dup:<id>' when its
 --      dedup or singleton key matched task <id> (nothing stored for it), or one of the debounce
---      and throttle entries below ('rep:', 'thr:', 'dly:'); then 'WOKE' when the
+--      and throttle entries below ('rep:', 'thr:', 'dly:'), or 'rec:<record JSON>' for a task
+--      that came with dependencies (its record as stored: the second pass below decides its
+--      state, wait list and depends_on, and may end it); then 'WOKE' when the
 --      wake channel was told (the ready set was empty), then 'NOTICE' when a completion
 --      callback notice was recorded (a dependency had failed already)
 --   or {'NOQUEUE'} | {'EXISTS', id} | {'NOGROUP', task index, group} | {'NODEP', index, id}
@@ -82,7 +84,9 @@ if #KEYS > 19 then
   -- Debounce: at most one pending (scheduled) task per key. An enqueue whose key's task is still
   -- scheduled and its window not over replaces that task's payload and moves its run_at to
   -- now + window (never past the burst's first enqueue + max wait): returns the entry
-  -- 'rep:<id> <seq> <run_at> <created> <state>', seq counting the burst's enqueues. Otherwise
+  -- 'rep:<id> <record JSON>', the pending task's record as stored now (its ``dbn`` counting
+  -- the burst's enqueues; everything but the payload and run_at is the first enqueue's, so
+  -- the caller answers with this record, not the request). Otherwise
   -- returns nil: ``t`` is stored as a new task (its run_at already the window's end) holding the
   -- key, which expires at its run_at.
   function debounce(key, id, t, payload)
@@ -109,9 +113,7 @@ if #KEYS > 19 then
           redis.call('DEL', key)
           admit_ready(Q, holder, h)
         end
-        save_task(KEYS[2], holder, h)
-        return 'rep:' .. holder .. ' ' .. h.dbn .. ' ' .. int(run_at) .. ' ' .. int(h.created) ..
-          ' ' .. h.state
+        return 'rep:' .. holder .. ' ' .. save_task(KEYS[2], holder, h)
       end
     end
     t.dbn = 1
@@ -122,7 +124,8 @@ if #KEYS > 19 then
   -- Throttle: the key's latest window [start, start + window) lets ``limit`` enqueues through.
   -- Past it, a new window starts now. Over the limit, 'drop' returns 'thr:<last id let through>'
   -- (nothing is stored), and 'delay' moves ``t`` into the next window (its run_at at that
-  -- window's start) and returns true; windows holding delayed tasks follow one another, so at
+  -- window's start; ``thd`` marks its record, so a read shows it delayed as the enqueue's
+  -- answer did) and returns true; windows holding delayed tasks follow one another, so at
   -- most ``limit`` tasks of a key are due per window. Returns nil when ``t`` goes unchanged.
   function throttle(key, id, t)
     local window, limit, delay = t.fl[2], t.fl[3], t.fl[4]
@@ -148,6 +151,7 @@ if #KEYS > 19 then
     redis.call('SET', key, int(start) .. ' ' .. n .. ' ' .. id, 'PX', int(start + window - now))
     if start > t.run_at then
       t.run_at = start
+      t.thd = 1
       return true
     end
     return nil
@@ -282,10 +286,14 @@ for _, s in ipairs(stored) do
     local sources = {}
     for i, dep in ipairs(t.deps or {}) do
       if not cross[dep] then
-        -- A member matched to an earlier task is that task: wait for it, and name it.
+        -- A member matched to an earlier task is that task: wait for it, and name it (once in
+        -- the wait list, when two dependencies are one task).
         local source = matched[dep] or dep
         t.deps[i] = source
-        sources[#sources + 1] = source
+        if not cross[source] then
+          sources[#sources + 1] = source
+          cross[source] = true
+        end
       end
     end
     for _, from in ipairs(t.rs or {}) do  -- pass_results: that task's result, too
@@ -330,18 +338,22 @@ for _, s in ipairs(stored) do
     else
       redis.call('ZADD', KEYS[7], int(now), id)
     end
-    save_task(KEYS[2], id, t)
+    s[3] = save_task(KEYS[2], id, t)
   end
 end
 -- Settling failed dependencies may end tasks of this batch: their records are read again.
 settle_all(Q, ended)
+-- A task the second pass decided answers with its record (read again when settling may have
+-- changed it); the others with their state.
 for _, s in ipairs(stored) do
-  if #ended > 0 then
+  if s[3] then
+    out[s[1]] = 'rec:' .. (#ended > 0 and redis.call('HGET', KEYS[2], s[2]) or s[3])
+  elseif #ended > 0 then
     out[s[1]] = load_task(KEYS[2], s[2]).state
   else
     out[s[1]] = batch[s[2]].state
   end
-  if delayed and delayed[s[2]] then
+  if delayed and delayed[s[2]] and not s[3] then
     out[s[1]] = 'dly:' .. out[s[1]] .. ' ' .. int(batch[s[2]].run_at)
   end
 end

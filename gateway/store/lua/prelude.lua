@@ -14,7 +14,8 @@
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
 --   the task ended: see record_notice), ck (concurrency key: key_limits.lua).
---   Debounced tasks also have dbk (debounce key) and dbn (enqueues merged into it): enqueue.lua.
+--   Debounced tasks also have dbk (debounce key) and dbn (enqueues merged into it);
+--   a task a throttle delayed to a later window has thd (1): enqueue.lua.
 
 -- Redis turns Lua numbers into strings with 14 significant digits; scores need all 16. A whole
 -- number (every time in ms) goes through '%d', about a tenth of the cost of '%.0f' in C.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
@@ -58,13 +58,22 @@ def _enqueue_keys(queue: str) -> Packed:
 @dataclass(frozen=True, slots=True)
 class Replaced:
     """A debounced enqueue merged into the pending task ``id``: it is the burst's ``seq``-th
-    enqueue, and the task (created at ``created_ms``) now runs at ``run_at_ms`` in ``state``."""
+    enqueue, and the task (created at ``created_ms``) now runs at ``run_at_ms`` in ``state``.
+    ``record``: the task's record as the script stored it (``load_record``'s), all but its
+    payload (this enqueue's) and its history (none: it has not run)."""
 
     id: str
     seq: int
     run_at_ms: int
     created_ms: int
     state: TaskState
+    record: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, task_id: str, raw: str) -> Replaced:
+        record = load_record(raw)
+        state = TaskState(record["state"])
+        return cls(task_id, record["dbn"], record["run_at"], record["created"], state, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +84,18 @@ class Stored:
     Debounce and throttle: ``replaced`` when a debounced enqueue merged into a pending task;
     ``dropped_for`` when a throttle dropped it (the last task its window let through, '' when
     none is known; nothing stored); ``delayed_to`` (ms) when a throttle stored it to run in a
-    later window."""
+    later window.
+
+    ``record``: for a task stored with dependencies, its record as the script left it
+    (``load_record``'s): the script decided its state, wait list and depends_on (a member
+    matched to an earlier task names that task), and may have ended it."""
 
     state: TaskState | None
     duplicate_of: str | None = None
     replaced: Replaced | None = None
     dropped_for: str | None = None
     delayed_to: int | None = None
+    record: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +118,22 @@ def _stored(entry: str) -> Stored:
     if kind == "dup":
         return Stored(None, rest)
     if kind == "rep":
-        holder, seq, run_at, created, state = rest.split(" ")
-        return Stored(
-            None, replaced=Replaced(holder, int(seq), int(run_at), int(created), TaskState(state))
-        )
+        holder, _, raw = rest.partition(" ")
+        return Stored(None, replaced=Replaced.of(holder, raw))
+    if kind == "rec":
+        record = load_record(rest)
+        return Stored(TaskState(record["state"]), record=record)
     if kind == "thr":
         return Stored(None, dropped_for=rest)
     state, run_at = rest.split(" ")  # "dly"
     return Stored(TaskState(state), delayed_to=int(run_at))
+
+
+def _as_found(record: dict[str, Any]) -> Stored:
+    """The outcome of a task found stored: its record (the answer is built from it, as the
+    script may have changed it since), and ``delayed_to`` when its throttle delayed it."""
+    state = TaskState(record["state"])
+    return Stored(state, delayed_to=record["run_at"] if "thd" in record else None, record=record)
 
 
 def _flow_key(queue: str, t: NewTask) -> str:
@@ -259,10 +281,10 @@ class Enqueuing(StoreBase):
         raws: list[bytes | str | None] = await self._redis.hmget(
             QueueKeys.of(queue).meta, [t.id for t in tasks]
         )
-        found = [raw for raw in raws if raw is not None]
+        found = [load_record(raw) for raw in raws if raw is not None]
         if len(found) < len(tasks):
             return None
-        return [Stored(TaskState(load_record(raw)["state"])) for raw in found]
+        return [_as_found(record) for record in found]
 
     async def _store(
         self,
