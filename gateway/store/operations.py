@@ -260,10 +260,21 @@ class OperationsStore:
     ) -> int:
         """Delete up to ``limit`` tasks that ended in ``state`` at or before ``finished_by_ms``
         (of one task name and of one owner when given), oldest first; returns how many. Each
-        chunk is one script call; the log lists and index entries of its tasks are deleted
-        after it."""
+        chunk is one script call, which deletes all of its tasks that lies in the queue's slot
+        (their steps too); their log lists and index entries are deleted after it."""
         k = QueueKeys.of(queue)
-        script_keys = [k.meta, k.payload, k.result, k.checkpoint, k.attempts, k.finished(state)]
+        script_keys = [
+            k.meta,
+            k.payload,
+            k.result,
+            k.checkpoint,
+            k.attempts,
+            k.finished(state),
+            k.steps,
+            k.dedup,
+            k.dedup_exp,
+            k.singleton,
+        ]
         deleted = 0
         skip = 0  # entries kept by earlier chunks (another name or owner): they stay first
         while deleted < limit:

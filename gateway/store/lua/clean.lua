@@ -1,14 +1,17 @@
 -- Delete finished tasks of one state now (an operator's clean), oldest first, as sweep.lua does
--- past retention: the record, payload, result, checkpoint, attempt records and index entry.
+-- past retention, in this one script: each task's record, payload, result, checkpoint, attempt
+-- records and durable steps, and its dedup and singleton entries while they still name it.
 -- KEYS[1] meta   KEYS[2] payload   KEYS[3] result   KEYS[4] checkpoint   KEYS[5] attempts
--- KEYS[6] done:<state> (the index of the state being cleaned)
+-- KEYS[6] done:<state> (the index of the state being cleaned)   KEYS[7] steps   KEYS[8] dedup
+-- KEYS[9] dedup expiry   KEYS[10] singleton
 -- ARGV[1] only tasks finished at or before this ms   ARGV[2] only tasks of this name ('' any)
 -- ARGV[3] index entries to pass over first (examined by earlier calls and kept: another name
 -- or owner)
 -- ARGV[4] most index entries to examine   ARGV[5] most tasks to delete
 -- ARGV[6] only tasks of this owner ('' or absent: any)
 -- Returns {entries examined, entries kept, deleted ids...}; the caller deletes the deleted
--- tasks' log lists and index entries.
+-- tasks' log lists (keys of their own, which expire by themselves) and index entries (other
+-- slots).
 local name = ARGV[2]
 local owner = ARGV[6] or ''
 local budget = tonumber(ARGV[5])
@@ -18,6 +21,10 @@ local ids = redis.call(
 local examined = 0
 local kept = 0
 local deleted = {}
+local K = {
+  payload = KEYS[2], result = KEYS[3], checkpoint = KEYS[4], attempts = KEYS[5], steps = KEYS[7],
+  dedup = KEYS[8], dedup_exp = KEYS[9], singleton = KEYS[10],
+}
 for _, id in ipairs(ids) do
   if #deleted >= budget then
     break
@@ -28,13 +35,7 @@ for _, id in ipairs(ids) do
     kept = kept + 1
   else
     if t then
-      for n = 1, t.hist or 0 do
-        redis.call('HDEL', KEYS[5], id .. ':' .. n)
-      end
-      redis.call('HDEL', KEYS[1], id)
-      redis.call('HDEL', KEYS[2], id)
-      redis.call('HDEL', KEYS[3], id)
-      redis.call('HDEL', KEYS[4], id)
+      forget_task(KEYS[1], id, t, K)
       deleted[#deleted + 1] = id
     end
     -- An entry without a record is garbage: drop it, but it counts as no task.

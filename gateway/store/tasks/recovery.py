@@ -70,6 +70,16 @@ class Recovering(StoreBase):
 
     async def sweep(self, queue: str, now_ms: int, limit: int) -> int:
         """Delete finished tasks past their retention; returns how many."""
+        ids = await self.sweep_slot(queue, now_ms, limit)
+        await self.forget(queue, ids)
+        return len(ids)
+
+    async def sweep_slot(self, queue: str, now_ms: int, limit: int) -> list[str]:
+        """The sweep's script alone (up to ``limit`` tasks of each finished state): deletes
+        all that the tasks past retention keep in the queue's slot but their log lists, and
+        returns their ids for :meth:`forget`. What a gateway that stops right after it
+        leaves: log lists, which expire by themselves, and index entries, which the index's
+        repair drops."""
         k = QueueKeys.of(queue)
         ids: list[str] = await self._scripts.call(
             "sweep",
@@ -86,17 +96,21 @@ class Recovering(StoreBase):
                 k.cancelled,
                 k.dedup,
                 k.dedup_exp,
+                k.steps,
+                k.singleton,
             ],
             [now_ms, limit],
         )
-        await self.forget(queue, ids)
-        return len(ids)
+        return ids
 
     async def forget(self, queue: str, task_ids: Sequence[str]) -> None:
-        """Delete the index entries, log lists and durable steps of tasks that are gone: per
-        chunk of 500, one round trip for the queue's keys and the index's entries on a cluster
-        (a command per bucket and per older key), and one ``unindex`` script call for the
-        index's on a single Redis."""
+        """Delete what a script that deleted tasks (the sweep, ``clean``, queue deletion) could
+        not: their log lists (keys of their own, which the script was not given; they expire
+        by themselves) and their id index entries (in other slots; the index's repair,
+        :class:`~gateway.store.index.IndexRepair`, drops those a gateway that died before this
+        left). Per chunk of 500, one round trip for the log lists and, on a cluster, the
+        index's entries (a command per bucket and per older key), and one ``unindex`` script
+        call for the index's on a single Redis."""
         k = QueueKeys.of(queue)
         cluster = isinstance(self._redis, RedisCluster)
         for start in range(0, len(task_ids), 500):
@@ -104,7 +118,6 @@ class Recovering(StoreBase):
             if not chunk:
                 break
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hdel(k.steps, *chunk)
                 pipe.delete(*(k.log(task_id) for task_id in chunk))  # all in the queue's slot
                 if cluster:
                     drop_commands(pipe, chunk)

@@ -1,0 +1,111 @@
+"""Deleting finished tasks (the sweep past retention, an operator's clean) leaves nothing of them
+in Redis: each script deletes everything of a task that lies in its queue's slot (record,
+payload, result, checkpoint, attempt records, durable steps, dedup and singleton entries), so a
+gateway killed right after it leaves only what lies outside the script's reach: the log list (a
+key that expires by itself) and the id index entry (another slot, dropped by the index's
+repair). Steps were once deleted in the round trip after the sweep, with no expiry: a gateway
+killed in between left up to 1 MiB per task for ever."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from redis.asyncio import Redis
+
+from gateway.store.keys import QueueKeys
+from gateway.store.operations import OperationsStore
+from gateway.store.scripts import Scripts
+from gateway.store.tasks import Finish
+from sdk.wire import AttemptOutcome, TaskState
+
+from .conftest import Stores
+from .test_flow_control import queue, task
+
+
+async def traces(redis: Redis, ids: set[str]) -> dict[str, list[str]]:
+    """Every key that names one of ``ids`` in its name, a field, a member, an element or a
+    value: key → what named it."""
+    found: dict[str, list[str]] = {}
+    async for key in redis.scan_iter(count=1000):
+        kind = await redis.type(key)
+        words: list[Any]
+        if kind == "hash":
+            words = [w for pair in (await redis.hgetall(key)).items() for w in pair]
+        elif kind == "zset":
+            words = await redis.zrange(key, 0, -1)
+        elif kind == "set":
+            words = list(await redis.smembers(key))
+        elif kind == "list":
+            words = await redis.lrange(key, 0, -1)
+        else:
+            words = [await redis.get(key)]
+        named = [w for w in [key, *words] if any(i in str(w) for i in ids)]
+        if named:
+            found[key] = [str(w)[:80] for w in named]
+    return found
+
+
+async def durable_flow(s: Stores) -> set[str]:
+    """A full flow on queue ``q``: a task with a dedup and a singleton key that records steps,
+    a checkpoint and logs, then succeeds; a chained task that receives its result, records a
+    step and fails for good; a singleton task cancelled while queued. Returns their ids."""
+    now = s.clock.now_ms()
+    first = task(now, dedup_key="order-7", singleton_key="sync")
+    chained = task(now, depends_on=(first.id,), results_from=(("q", first.id),))
+    await s.tasks.enqueue("q", [first, chained], now)
+    (lease,) = (await s.tasks.claim("q", 10, secrets.token_hex(8), now)).leases
+    assert lease.task_id == first.id
+    for name in ("charge", "mail"):
+        done = await s.tasks.step("q", first.id, lease.token, now, name, '{"ok":1}', 1 << 20)
+        assert done.recorded
+    await s.tasks.heartbeat("q", first.id, lease.token, now, checkpoint_json='{"at":2}')
+    await s.tasks.append_log("q", first.id, lease.token, ['{"message":"hi"}'])
+    await s.tasks.finish(
+        "q", Finish(first.id, lease.token, AttemptOutcome.SUCCEEDED, text="7"), now
+    )
+    (lease,) = (await s.tasks.claim("q", 10, secrets.token_hex(8), now)).leases
+    assert lease.task_id == chained.id
+    assert lease.results_json == f'[{{"id":"{first.id}","result":7}}]'
+    assert (await s.tasks.step("q", chained.id, lease.token, now, "a", "[1]", 1 << 20)).recorded
+    await s.tasks.finish("q", Finish(chained.id, lease.token, AttemptOutcome.FAILED), now)
+    cancelled = task(now, singleton_key="nightly")
+    await s.tasks.enqueue("q", [cancelled], now)
+    await s.tasks.cancel("q", cancelled.id, now)
+    ids = {first.id, chained.id, cancelled.id}
+    assert set(await traces(s.redis, ids)) >= {QueueKeys.of("q").steps, QueueKeys.of("q").singleton}
+    return ids
+
+
+async def test_the_sweep_script_alone_leaves_nothing_but_log_lists_and_index_entries(
+    stores: Stores,
+) -> None:
+    """What a gateway killed right after the sweep's script leaves: only what the script
+    cannot reach (the log list, which expires; the index entries, which the repair drops);
+    then the sweep's second step leaves nothing at all."""
+    await queue(stores, retention_succeeded=60, retention_failed=60)
+    start = stores.clock.now_ms()
+    ids = await durable_flow(stores)
+    assert await stores.tasks.sweep_slot("q", start + 59_999, 100) == []
+    swept = await stores.tasks.sweep_slot("q", start + 60_000, 100)
+    assert set(swept) == ids
+    k = QueueKeys.of("q")
+    left = await traces(stores.redis, ids)
+    (log_key,) = [key for key in left if key.startswith(k.log(""))]
+    assert await stores.redis.pttl(log_key) > 0  # it expires by itself
+    assert all(key == log_key or key.startswith("jg:ix:") for key in left), left
+    await stores.tasks.forget("q", swept)
+    assert await traces(stores.redis, ids) == {}
+
+
+async def test_a_sweep_and_a_clean_leave_nothing_of_their_tasks(stores: Stores) -> None:
+    await queue(stores, retention_succeeded=60, retention_failed=60)
+    start = stores.clock.now_ms()
+    swept = await durable_flow(stores)
+    assert await stores.tasks.sweep("q", start + 60_000, 100) == 3
+    assert await traces(stores.redis, swept) == {}
+    cleaned = await durable_flow(stores)
+    operations = OperationsStore(stores.redis, Scripts(stores.redis), stores.tasks)
+    for state in (TaskState.SUCCEEDED, TaskState.DEAD, TaskState.CANCELLED):
+        assert await operations.clean("q", state, start + 60_000, 100) == 1
+    assert await traces(stores.redis, cleaned) == {}
