@@ -11,10 +11,14 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from redis.asyncio import Redis
 
+from gateway.recoverer import RECKON_EVERY, Recoverer
+from gateway.store.index import IndexRepair
 from gateway.store.keys import QueueKeys
 from gateway.store.operations import OperationsStore
+from gateway.store.orphans import StepsRepair
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish
 from sdk.wire import AttemptOutcome, TaskState
@@ -109,3 +113,38 @@ async def test_a_sweep_and_a_clean_leave_nothing_of_their_tasks(stores: Stores) 
     for state in (TaskState.SUCCEEDED, TaskState.DEAD, TaskState.CANCELLED):
         assert await operations.clean("q", state, start + 60_000, 100) == 1
     assert await traces(stores.redis, cleaned) == {}
+
+
+async def test_the_repair_drops_steps_earlier_versions_left_without_their_task(
+    stores: Stores,
+) -> None:
+    """Steps left by a gateway of an earlier version stopped between its sweep's script and
+    the next round trip: a full rescan's repair turn drops them, and keeps a live task's."""
+    await queue(stores, retention_succeeded=60)
+    await queue(stores, "other")
+    now = stores.clock.now_ms()
+    live = task(now)
+    await stores.tasks.enqueue("q", [live], now)
+    (lease,) = (await stores.tasks.claim("q", 10, secrets.token_hex(8), now)).leases
+    assert (await stores.tasks.step("q", live.id, lease.token, now, "a", "1", 1 << 20)).recorded
+    # As left: more fields than one call reads (a hash table, walked by several calls), in two
+    # queues.
+    left = {q: [task(now).id for _ in range(100)] for q in ("q", "other")}
+    for q, ids in left.items():
+        big = '[{"name":"a","result":"' + "x" * 100 + '","attempt":1,"recorded_ms":1}]'
+        await stores.redis.hset(QueueKeys.of(q).steps, mapping=dict.fromkeys(ids, big))
+    recoverer = Recoverer(
+        stores.tasks,
+        stores.queues,
+        stores.clock,
+        index_repair=IndexRepair(stores.redis, Scripts(stores.redis)),
+        steps_repair=StepsRepair(Scripts(stores.redis)),
+    )
+    recoverer.schedule(AsyncIOScheduler(), rescan_interval=60)
+    for _ in range(RECKON_EVERY - 1):
+        await recoverer.rescan_job()
+    assert await stores.redis.hlen(QueueKeys.of("q").steps) == 101  # not before its turn
+    await recoverer.rescan_job()  # the full one
+    assert await stores.redis.hkeys(QueueKeys.of("q").steps) == [live.id]
+    assert not await stores.redis.exists(QueueKeys.of("other").steps)
+    assert await StepsRepair(Scripts(stores.redis)).repair(["q", "other"]) == 0
