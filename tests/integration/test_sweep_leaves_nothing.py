@@ -9,10 +9,8 @@ killed in between left up to 1 MiB per task for ever."""
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from redis.asyncio import Redis
 
 from gateway.recoverer import RECKON_EVERY, Recoverer
 from gateway.store.index import IndexRepair
@@ -22,35 +20,13 @@ from gateway.store.orphans import StepsRepair
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish
 from sdk.wire import AttemptOutcome, TaskState
+from tests.support import traces
 
 from .conftest import Stores
 from .test_flow_control import queue, task
 
 
-async def traces(redis: Redis, ids: set[str]) -> dict[str, list[str]]:
-    """Every key that names one of ``ids`` in its name, a field, a member, an element or a
-    value: key → what named it."""
-    found: dict[str, list[str]] = {}
-    async for key in redis.scan_iter(count=1000):
-        kind = await redis.type(key)
-        words: list[Any]
-        if kind == "hash":
-            words = [w for pair in (await redis.hgetall(key)).items() for w in pair]
-        elif kind == "zset":
-            words = await redis.zrange(key, 0, -1)
-        elif kind == "set":
-            words = list(await redis.smembers(key))
-        elif kind == "list":
-            words = await redis.lrange(key, 0, -1)
-        else:
-            words = [await redis.get(key)]
-        named = [w for w in [key, *words] if any(i in str(w) for i in ids)]
-        if named:
-            found[key] = [str(w)[:80] for w in named]
-    return found
-
-
-async def durable_flow(s: Stores) -> set[str]:
+async def durable_flow(s: Stores, url: str) -> set[str]:
     """A full flow on queue ``q``: a task with a dedup and a singleton key that records steps,
     a checkpoint and logs, then succeeds; a chained task that receives its result, records a
     step and fails for good; a singleton task cancelled while queued. Returns their ids."""
@@ -77,42 +53,44 @@ async def durable_flow(s: Stores) -> set[str]:
     await s.tasks.enqueue("q", [cancelled], now)
     await s.tasks.cancel("q", cancelled.id, now)
     ids = {first.id, chained.id, cancelled.id}
-    assert set(await traces(s.redis, ids)) >= {QueueKeys.of("q").steps, QueueKeys.of("q").singleton}
+    assert set(traces(url, ids)) >= {QueueKeys.of("q").steps, QueueKeys.of("q").singleton}
     return ids
 
 
 async def test_the_sweep_script_alone_leaves_nothing_but_log_lists_and_index_entries(
-    stores: Stores,
+    stores: Stores, redis_url: str
 ) -> None:
     """What a gateway killed right after the sweep's script leaves: only what the script
     cannot reach (the log list, which expires; the index entries, which the repair drops);
     then the sweep's second step leaves nothing at all."""
     await queue(stores, retention_succeeded=60, retention_failed=60)
     start = stores.clock.now_ms()
-    ids = await durable_flow(stores)
+    ids = await durable_flow(stores, redis_url)
     assert await stores.tasks.sweep_slot("q", start + 59_999, 100) == []
     swept = await stores.tasks.sweep_slot("q", start + 60_000, 100)
     assert set(swept) == ids
     k = QueueKeys.of("q")
-    left = await traces(stores.redis, ids)
+    left = traces(redis_url, ids)
     (log_key,) = [key for key in left if key.startswith(k.log(""))]
     assert await stores.redis.pttl(log_key) > 0  # it expires by itself
     assert all(key == log_key or key.startswith("jg:ix:") for key in left), left
     await stores.tasks.forget("q", swept)
-    assert await traces(stores.redis, ids) == {}
+    assert traces(redis_url, ids) == {}
 
 
-async def test_a_sweep_and_a_clean_leave_nothing_of_their_tasks(stores: Stores) -> None:
+async def test_a_sweep_and_a_clean_leave_nothing_of_their_tasks(
+    stores: Stores, redis_url: str
+) -> None:
     await queue(stores, retention_succeeded=60, retention_failed=60)
     start = stores.clock.now_ms()
-    swept = await durable_flow(stores)
+    swept = await durable_flow(stores, redis_url)
     assert await stores.tasks.sweep("q", start + 60_000, 100) == 3
-    assert await traces(stores.redis, swept) == {}
-    cleaned = await durable_flow(stores)
+    assert traces(redis_url, swept) == {}
+    cleaned = await durable_flow(stores, redis_url)
     operations = OperationsStore(stores.redis, Scripts(stores.redis), stores.tasks)
     for state in (TaskState.SUCCEEDED, TaskState.DEAD, TaskState.CANCELLED):
         assert await operations.clean("q", state, start + 60_000, 100) == 1
-    assert await traces(stores.redis, cleaned) == {}
+    assert traces(redis_url, cleaned) == {}
 
 
 async def test_the_repair_drops_steps_earlier_versions_left_without_their_task(
