@@ -309,8 +309,8 @@ class Leasing(StoreBase):
             "step",
             [k.policy, k.meta, k.steps],
             [task_id, token, now_ms, name, result_json, max_bytes],
-            "the step may or may not be kept: end the attempt with an error, and the next "
-            "one replays the step if it was kept, or runs it again",
+            "the step may or may not be kept: send it again (a name recorded keeps its first "
+            "result), or end the attempt with an error",
         )
         if reply[0] == "TOOBIG":
             return StepRecorded(Fence.OK, size=int(reply[1]))
