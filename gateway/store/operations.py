@@ -274,6 +274,7 @@ class OperationsStore:
             k.dedup,
             k.dedup_exp,
             k.singleton,
+            k.notify,
         ]
         deleted = 0
         skip = 0  # entries kept by earlier chunks (another name or owner): they stay first

@@ -49,11 +49,12 @@ async def durable_flow(s: Stores, url: str) -> set[str]:
     assert lease.results_json == f'[{{"id":"{first.id}","result":7}}]'
     assert (await s.tasks.step("q", chained.id, lease.token, now, "a", "[1]", 1 << 20)).recorded
     await s.tasks.finish("q", Finish(chained.id, lease.token, AttemptOutcome.FAILED), now)
-    cancelled = task(now, singleton_key="nightly")
+    cancelled = task(now, singleton_key="nightly", notify="http://127.0.0.1:9/done")
     await s.tasks.enqueue("q", [cancelled], now)
     await s.tasks.cancel("q", cancelled.id, now)
     ids = {first.id, chained.id, cancelled.id}
-    assert set(traces(url, ids)) >= {QueueKeys.of("q").steps, QueueKeys.of("q").singleton}
+    k = QueueKeys.of("q")
+    assert set(traces(url, ids)) >= {k.steps, k.singleton, k.notify}
     return ids
 
 

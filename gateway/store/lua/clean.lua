@@ -1,9 +1,10 @@
 -- Delete finished tasks of one state now (an operator's clean), oldest first, as sweep.lua does
 -- past retention, in this one script: each task's record, payload, result, checkpoint, attempt
--- records and durable steps, and its dedup and singleton entries while they still name it.
+-- records and durable steps, its dedup and singleton entries while they still name it, and its
+-- undelivered completion notice.
 -- KEYS[1] meta   KEYS[2] payload   KEYS[3] result   KEYS[4] checkpoint   KEYS[5] attempts
 -- KEYS[6] done:<state> (the index of the state being cleaned)   KEYS[7] steps   KEYS[8] dedup
--- KEYS[9] dedup expiry   KEYS[10] singleton
+-- KEYS[9] dedup expiry   KEYS[10] singleton   KEYS[11] notify
 -- ARGV[1] only tasks finished at or before this ms   ARGV[2] only tasks of this name ('' any)
 -- ARGV[3] index entries to pass over first (examined by earlier calls and kept: another name
 -- or owner)
@@ -23,7 +24,7 @@ local kept = 0
 local deleted = {}
 local K = {
   payload = KEYS[2], result = KEYS[3], checkpoint = KEYS[4], attempts = KEYS[5], steps = KEYS[7],
-  dedup = KEYS[8], dedup_exp = KEYS[9], singleton = KEYS[10],
+  dedup = KEYS[8], dedup_exp = KEYS[9], singleton = KEYS[10], notify = KEYS[11],
 }
 for _, id in ipairs(ids) do
   if #deleted >= budget then

@@ -113,10 +113,10 @@ end
 
 -- Delete everything of task ``id`` (its record ``t`` as stored, or nil) that lives in its
 -- queue's slot under fixed keys, in the script that deletes it (the sweep, clean): its record
--- (in ``meta_key``), and in the hashes
--- ``K`` names (payload, result, checkpoint, attempts, steps, dedup, dedup_exp, singleton) its
--- payload, result, checkpoint, attempt records and durable steps, and its dedup and singleton
--- entries while they still name it.
+-- (in ``meta_key``), and in the keys ``K`` names (payload, result, checkpoint, attempts, steps,
+-- dedup, dedup_exp, singleton, notify) its payload, result, checkpoint, attempt records and
+-- durable steps, its dedup and singleton entries while they still name it, and its completion
+-- callback notice still to deliver (which notice_claim.lua would drop, the task gone).
 -- What remains is the caller's: the log list (a key of its own, which a script cannot name
 -- without being given it; it expires by itself) and the id index entry (another slot).
 local function forget_task(meta_key, id, t, K)
@@ -130,6 +130,9 @@ local function forget_task(meta_key, id, t, K)
     end
     if t.sk and redis.call('HGET', K.singleton, t.sk) == id then
       redis.call('HDEL', K.singleton, t.sk)
+    end
+    if t.ntc and t.ntc.st == 'pending' then
+      redis.call('ZREM', K.notify, id)
     end
   end
   redis.call('HDEL', meta_key, id)

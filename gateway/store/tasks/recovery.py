@@ -98,6 +98,7 @@ class Recovering(StoreBase):
                 k.dedup_exp,
                 k.steps,
                 k.singleton,
+                k.notify,
             ],
             [now_ms, limit],
         )
