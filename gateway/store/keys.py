@@ -26,8 +26,9 @@ key                   type   content
 ``steps``             HASH   task id → JSON list of its durable steps ``[{name, result, attempt,
                              recorded_ms}]`` in the order recorded (``lua/step.lua``); deleted
                              with the record, in the script that deletes it (sweep, clean,
-                             queue deletion), as are its payload, result, checkpoint, attempts
-                             and its ``dedup`` and ``singleton`` entries (``forget_task``)
+                             queue deletion), as are its payload, result, checkpoint, attempts,
+                             log list (sweep, clean), ``dedup``, ``singleton`` and ``notify``
+                             entries (``forget_task``)
 ``attempts``          HASH   ``<id>:<k>`` → JSON of the k-th finished attempt (k from 1, never
                              overwritten)
 ``ready``             ZSET   scores 0, ordered by member ``<capability>/<rank><run_at><seq><id>``

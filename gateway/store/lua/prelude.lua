@@ -117,8 +117,8 @@ end
 -- dedup, dedup_exp, singleton, notify) its payload, result, checkpoint, attempt records and
 -- durable steps, its dedup and singleton entries while they still name it, and its completion
 -- callback notice still to deliver (which notice_claim.lua would drop, the task gone).
--- What remains is the caller's: the log list (a key of its own, which a script cannot name
--- without being given it; it expires by itself) and the id index entry (another slot).
+-- What remains is the caller's: the log list (a key of its own, which the script must be given
+-- in KEYS: sweep.lua and clean.lua are, and delete it) and the id index entry (another slot).
 local function forget_task(meta_key, id, t, K)
   if t then
     for n = 1, t.hist do
