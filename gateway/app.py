@@ -65,6 +65,7 @@ from gateway.store.index import IndexRepair
 from gateway.store.jobs import JobStore
 from gateway.store.notices import NoticeStore
 from gateway.store.operations import OperationsStore
+from gateway.store.orphans import StepsRepair
 from gateway.store.overview import OverviewStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
@@ -179,6 +180,7 @@ def create_app(
             max_sleep=settings.rescan_interval,
             metrics=recorder,
             index_repair=IndexRepair(redis, scripts),
+            steps_repair=StepsRepair(scripts),
         )
 
         def reconnected() -> None:

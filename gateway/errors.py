@@ -176,10 +176,16 @@ class NotReplicated(Unavailable):
     """Fewer replicas than ``JOBGATE_WAIT_REPLICAS`` confirmed a write in time: the primary
     holds it, but a failover now could lose it, so it is not acknowledged."""
 
-    def __init__(self, wanted: int, confirmed: int, timeout: float) -> None:
+    def __init__(
+        self,
+        wanted: int,
+        confirmed: int,
+        timeout: float,
+        outcome: str = "the task may or may not be stored: retry with the same task id or "
+        "dedup key",
+    ) -> None:
         super().__init__(
             f"{confirmed} of the {wanted} Redis replicas asked for confirmed the write within "
-            f"{timeout:g}s; the task may or may not be stored: retry with the same task id or "
-            "dedup key",
+            f"{timeout:g}s; {outcome}",
             retry_after=1,
         )

@@ -7,7 +7,8 @@ announces an earlier one over pub/sub (:meth:`Recoverer.notice`). Each :meth:`Re
 reads the head of the index with one command and handles only the queues that are due. An
 APScheduler job checks the index against every queue every ``rescan_interval``
 (:meth:`Recoverer.rescan`), which repairs what a gateway that died half way left behind; every
-``RECKON_EVERY`` of its runs it also repairs the id index (:class:`IndexRepair`).
+``RECKON_EVERY`` of its runs it also repairs the id index (:class:`IndexRepair`), and in the
+same turn drops durable steps earlier versions left without their task (:class:`StepsRepair`).
 
 Correctness never depends on there being just one recoverer:
 
@@ -37,6 +38,7 @@ from gateway.clock import Clock
 from gateway.recovery import QueueRecovery, RecoveryReport
 from gateway.store.dependencies import DependencyStore
 from gateway.store.index import IndexRepair
+from gateway.store.orphans import StepsRepair
 from gateway.store.queues import QueueStore
 from gateway.store.tasks import TaskStore
 from gateway.store.tasks.due import mark
@@ -81,6 +83,7 @@ class Recoverer:
         max_sleep: float = 60.0,
         metrics: Metrics | None = None,
         index_repair: IndexRepair | None = None,
+        steps_repair: StepsRepair | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -103,6 +106,7 @@ class Recoverer:
         self._failures: dict[str, int] = {}
         self._rescans = 0
         self._index_repair = index_repair
+        self._steps_repair = steps_repair
         self._repair_every_ms = 3_600_000  # set by schedule()
         self._next_due_ms: int | None = None  # from the last step: the index, and reckonings
         self._noticed_ms: int | None = None  # announced since the last step read the index
@@ -258,10 +262,15 @@ class Recoverer:
     async def repair_index(self) -> int | None:
         """A pass of the id index's repair when no other gateway made one within the cadence
         (``RECKON_EVERY`` rescans); returns how many fields it dropped, None when it was not
-        this gateway's turn."""
+        this gateway's turn. In its turn, a pass of the steps' repair follows."""
         if self._index_repair is None:
             return None
-        return await self._index_repair.run(self._repair_every_ms)
+        dropped = await self._index_repair.run(self._repair_every_ms)
+        if dropped is not None and self._steps_repair is not None:
+            steps = await self._steps_repair.repair(await self._queues.names())
+            if steps:
+                logger.info("dropped the steps of %d tasks that were gone", steps)
+        return dropped
 
     def schedule(self, scheduler: AsyncIOScheduler, rescan_interval: float) -> None:
         """Add the rescan job to ``scheduler``; its owner starts and stops it.

@@ -74,8 +74,9 @@ class Settings(BaseSettings):
         0,
         ge=0,
         le=100,
-        description="Replicas an enqueue must reach before it is acknowledged (Redis WAIT); "
-        "when fewer confirm within wait_timeout the enqueue answers 503. 0 waits for none.",
+        description="Replicas an enqueue (or a durable step) must reach before it is "
+        "acknowledged (Redis WAIT); when fewer confirm within wait_timeout it answers 503. 0 "
+        "waits for none.",
     )
     wait_timeout: float = Field(
         1.0,

@@ -205,3 +205,30 @@ def register_queues(redis_url: str, names: list[str], *, paused: bool = False) -
             pipe.hset(keys.queue_hash(name), mapping={"policy": policy, "created_ms": now_ms})
         pipe.sadd(keys.QUEUES, *names)
         pipe.execute()
+
+
+def traces(redis_url: str, ids: set[str]) -> dict[str, list[str]]:
+    """Every key of the Redis at ``redis_url`` that names one of the task ``ids`` in its name,
+    a field, a member, an element or a value: key → what named it (80 characters of each). For
+    tests that a task deleted leaves nothing behind."""
+    import redis
+
+    found: dict[str, list[str]] = {}
+    with redis.Redis.from_url(redis_url, decode_responses=True) as r:
+        for key in r.scan_iter(count=1000):
+            kind = r.type(key)
+            words: list[Any]
+            if kind == "hash":
+                words = [w for pair in r.hgetall(key).items() for w in pair]
+            elif kind == "zset":
+                words = r.zrange(key, 0, -1)
+            elif kind == "set":
+                words = list(r.smembers(key))
+            elif kind == "list":
+                words = r.lrange(key, 0, -1)
+            else:
+                words = [r.get(key)]
+            named = [w for w in [key, *words] if any(i in str(w) for i in ids)]
+            if named:
+                found[key] = [str(w)[:80] for w in named]
+    return found

@@ -28,8 +28,8 @@ ERROR_TEXT = {
     415: "Body is not JSON",
     422: "Fields that break the schema, each named",
     429: "A throttle dropped the enqueue and the task its window let through no longer exists",
-    503: "Redis is out of memory or unreachable, or too few replicas confirmed an enqueue "
-    "(JOBGATE_WAIT_REPLICAS); retry after Retry-After",
+    503: "Redis is out of memory or unreachable, or too few replicas confirmed an enqueue or "
+    "a durable step (JOBGATE_WAIT_REPLICAS); retry after Retry-After",
 }
 
 

@@ -24,7 +24,11 @@ key                   type   content
 ``result``            HASH   task id → result JSON (written once, on success)
 ``checkpoint``        HASH   task id → last checkpoint JSON
 ``steps``             HASH   task id → JSON list of its durable steps ``[{name, result, attempt,
-                             recorded_ms}]`` in the order recorded (``lua/step.lua``)
+                             recorded_ms}]`` in the order recorded (``lua/step.lua``); deleted
+                             with the record, in the script that deletes it (sweep, clean,
+                             queue deletion), as are its payload, result, checkpoint, attempts,
+                             log list (sweep, clean), ``dedup``, ``singleton`` and ``notify``
+                             entries (``forget_task``)
 ``attempts``          HASH   ``<id>:<k>`` → JSON of the k-th finished attempt (k from 1, never
                              overwritten)
 ``ready``             ZSET   scores 0, ordered by member ``<capability>/<rank><run_at><seq><id>``

@@ -260,26 +260,43 @@ class OperationsStore:
     ) -> int:
         """Delete up to ``limit`` tasks that ended in ``state`` at or before ``finished_by_ms``
         (of one task name and of one owner when given), oldest first; returns how many. Each
-        chunk is one script call; the log lists and index entries of its tasks are deleted
-        after it."""
+        chunk is read from the state's index, then one script call deletes all that its tasks
+        keep in the queue's slot (their steps and log lists too: it is given those keys);
+        their index entries, in other slots, are dropped after it."""
         k = QueueKeys.of(queue)
-        script_keys = [k.meta, k.payload, k.result, k.checkpoint, k.attempts, k.finished(state)]
+        index = k.finished(state)
+        script_keys = [
+            k.meta,
+            k.payload,
+            k.result,
+            k.checkpoint,
+            k.attempts,
+            index,
+            k.steps,
+            k.dedup,
+            k.dedup_exp,
+            k.singleton,
+            k.notify,
+        ]
         deleted = 0
         skip = 0  # entries kept by earlier chunks (another name or owner): they stay first
         while deleted < limit:
+            entries = cast(
+                list[str],
+                await self._redis.zrangebyscore(index, "-inf", finished_by_ms, skip, self.chunk),
+            )
             examined, kept, *ids = await self._scripts.call(
                 "clean",
-                script_keys,
+                [*script_keys, *(k.log(task_id) for task_id in entries)],
                 [
                     finished_by_ms,
                     name or "",
-                    skip,
-                    self.chunk,
                     min(self.chunk, limit - deleted),
                     owner or "",
+                    *entries,
                 ],
             )
-            await self._tasks.forget(queue, ids)
+            await self._tasks.unindex(ids)
             deleted += len(ids)
             skip += int(kept)
             if int(examined) < self.chunk:  # the index holds no more (or the limit was reached)

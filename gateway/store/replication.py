@@ -1,4 +1,5 @@
-"""Waiting for replicas: an enqueue acknowledged only once Redis replicas hold it.
+"""Waiting for replicas: an enqueue (or a durable step) acknowledged only once Redis replicas
+hold it.
 
 Redis replicates asynchronously: a primary that dies right after a write may take it with it,
 and the replica promoted in its place never had it. ``WAIT numreplicas timeout`` (sent on the
@@ -31,10 +32,13 @@ class Durability:
         """The ``WAIT`` command's words, to pipeline right after the write."""
         return ("WAIT", self.replicas, max(1, round(self.timeout * 1000)))
 
-    def confirm(self, confirmed: int) -> None:
-        """Raise NotReplicated when fewer replicas than asked confirmed."""
+    def confirm(self, confirmed: int, outcome: str | None = None) -> None:
+        """Raise NotReplicated when fewer replicas than asked confirmed (``outcome``: what
+        the answer says of the write, when not an enqueue's)."""
         if confirmed < self.replicas:
-            raise NotReplicated(self.replicas, confirmed, self.timeout)
+            if outcome is None:
+                raise NotReplicated(self.replicas, confirmed, self.timeout)
+            raise NotReplicated(self.replicas, confirmed, self.timeout, outcome)
 
 
 NO_WAIT = Durability()

@@ -84,6 +84,7 @@ ScriptName = Literal[
     "key_rebalance",
     "missing",
     "unindex",
+    "orphan_steps",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from sdk import Client, TaskState
-from tests.support import free_port
+from tests.support import free_port, traces
 
 from .conftest import Cluster, pushes
 
@@ -126,3 +126,28 @@ def test_a_sleep_pushes_the_task_again_after_it_without_spending_an_attempt(
     slack = 2.0
     assert wake <= second["t"] <= wake + RECOVER_INTERVAL + slack
     assert 3.0 - 0.1 <= second["t"] - first["t"] <= 3.0 + RECOVER_INTERVAL + slack
+
+
+def test_a_swept_durable_task_leaves_nothing_in_redis(cluster: Cluster, tmp_path: Path) -> None:
+    """A task that recorded steps, slept (an attempt released) and succeeded is swept by the
+    gateway's own recoverer once past its retention, and then no key, field, member or value
+    in Redis names it: the sweep's script deletes its steps with its record (they once went
+    in a second round trip, which a gateway killed in between never made)."""
+    client = cluster.client(cluster.gateway(JOBGATE_SWEEP_INTERVAL="0"))
+    retention = 3
+    client.put_queue("durable", retention_succeeded=retention)
+    port = free_port()
+    endpoint = client.add_endpoint("durable", f"http://127.0.0.1:{port}/")
+    folder = tmp_path / "effects"
+    folder.mkdir()
+    cluster.worker(endpoint.secret, port, tmp_path / "pushes.jsonl", app=APP)
+    task = client.enqueue("durable", SLEEPER, {"args": [str(folder), 0.2]})
+    done = client.wait(task.id, timeout=40)
+    assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
+    assert [step.name for step in done.steps] == ["before", "nap", "after"]
+    assert "jg:{durable}:steps" in traces(cluster.redis_url, {task.id})
+    # Swept at its retention, at most the recoverer's interval later (sweep_interval 0); the
+    # deadline leaves a loaded two-core machine room.
+    until(lambda: not traces(cluster.redis_url, {task.id}), timeout=retention + 30, what="sweep")
+    with cluster.api() as api:
+        assert api.get(f"/v1/tasks/{task.id}").status_code == 404

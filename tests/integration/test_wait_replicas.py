@@ -135,3 +135,52 @@ async def test_a_wait_longer_than_redis_timeout_is_not_cut_short(primary: Manage
         assert (await client.put("/v1/queues/mail", json={})).status_code == 201
         body = refused(await client.post("/v1/queues/mail/tasks", json={"name": "send"}))
         assert "0 of the 1" in body["detail"]
+
+
+async def _leased_step_url(client: httpx.AsyncClient) -> tuple[str, dict[str, str], str]:
+    """A task of ``mail`` leased to a pull endpoint: its step callback path, the lease header
+    and the task id."""
+    endpoint = await client.post("/v1/queues/mail/endpoints", json={"pull": True})
+    assert endpoint.status_code == 201, endpoint.text
+    enqueued = await client.post("/v1/queues/mail/tasks", json={"name": "send"})
+    assert enqueued.status_code == 201, enqueued.text
+    leased = await client.post(
+        "/v1/queues/mail/leases", json={"endpoint_id": endpoint.json()["id"], "wait": 0}
+    )
+    assert leased.status_code == 200, leased.text
+    (item,) = leased.json()["tasks"]
+    path = "/" + item["callback"].split("://", 1)[1].split("/", 1)[1] + "/step"
+    return path, {"jobgate-lease": item["lease"]}, item["id"]
+
+
+async def test_a_step_is_answered_recorded_once_the_replica_has_it(
+    replica: ManagedRedis, one_replica_patient: httpx.AsyncClient
+) -> None:
+    """A durable step's "recorded" must survive a failover: the attempt goes on against the
+    promoted replica (its lease is there), and a step lost with the old primary would leave
+    the task to end without it, every step having been answered recorded."""
+    path, lease, task_id = await _leased_step_url(one_replica_patient)
+    step = await one_replica_patient.post(path, json={"name": "a", "result": 1}, headers=lease)
+    assert step.status_code == 200, step.text
+    assert step.json()["recorded"] is True
+    async with Redis(port=replica.port, decode_responses=True) as on_replica:
+        assert await on_replica.hexists(QueueKeys.of("mail").steps, task_id)
+
+
+async def test_a_step_the_replica_did_not_confirm_is_refused_not_answered_recorded(
+    replica: ManagedRedis, primary: ManagedRedis
+) -> None:
+    async for client in api(primary, 1, PATIENT):
+        path, lease, _ = await _leased_step_url(client)
+        replica.stop()
+        client.timeout = httpx.Timeout(PATIENT + 30)
+        body = refused_step(await client.post(path, json={"name": "a", "result": 1}, headers=lease))
+        assert "0 of the 1" in body["detail"]
+
+
+def refused_step(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "1"
+    body: dict[str, Any] = response.json()
+    assert "the step may or may not be kept" in body["detail"]
+    return body

@@ -112,6 +112,37 @@ local function save_task(meta_key, id, t)
   return encoded
 end
 
+-- Delete everything of task ``id`` (its record ``t`` as stored, or nil) that lives in its
+-- queue's slot under fixed keys, in the script that deletes it (the sweep, clean): its record
+-- (in ``meta_key``), and in the keys ``K`` names (payload, result, checkpoint, attempts, steps,
+-- dedup, dedup_exp, singleton, notify) its payload, result, checkpoint, attempt records and
+-- durable steps, its dedup and singleton entries while they still name it, and its completion
+-- callback notice still to deliver (which notice_claim.lua would drop, the task gone).
+-- What remains is the caller's: the log list (a key of its own, which the script must be given
+-- in KEYS: sweep.lua and clean.lua are, and delete it) and the id index entry (another slot).
+local function forget_task(meta_key, id, t, K)
+  if t then
+    for n = 1, t.hist do
+      redis.call('HDEL', K.attempts, id .. ':' .. n)
+    end
+    if t.dk and redis.call('HGET', K.dedup, t.dk) == id then
+      redis.call('HDEL', K.dedup, t.dk)
+      redis.call('ZREM', K.dedup_exp, t.dk)
+    end
+    if t.sk and redis.call('HGET', K.singleton, t.sk) == id then
+      redis.call('HDEL', K.singleton, t.sk)
+    end
+    if t.ntc and t.ntc.st == 'pending' then
+      redis.call('ZREM', K.notify, id)
+    end
+  end
+  redis.call('HDEL', meta_key, id)
+  redis.call('HDEL', K.payload, id)
+  redis.call('HDEL', K.result, id)
+  redis.call('HDEL', K.checkpoint, id)
+  redis.call('HDEL', K.steps, id)
+end
+
 local function policy_of(queue_key)
   local raw = redis.call('HGET', queue_key, 'policy')
   if not raw then

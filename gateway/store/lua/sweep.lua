@@ -1,9 +1,19 @@
--- Delete finished tasks kept longer than the queue's retention.
+-- Delete finished tasks kept longer than the queue's retention: each task's record, payload,
+-- result, checkpoint, attempt records, durable steps and log list, its dedup and singleton
+-- entries while they still name it and its undelivered completion notice, all in this one
+-- script, so a gateway that dies after it leaves nothing of them in the queue's slot (their
+-- index entries, in other slots, are the caller's).
+-- The candidates come from the caller (gateway/store/tasks/recovery.py), which read them from
+-- the done:<state> indexes, so that their log lists can be passed in KEYS: each is deleted only
+-- when it is still in its index, past the retention of the policy as it is now.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] result   KEYS[5] checkpoint
 -- KEYS[6] attempts   KEYS[7] done:succeeded   KEYS[8] done:failed   KEYS[9] done:dead
--- KEYS[10] done:cancelled   KEYS[11] dedup   KEYS[12] dedup expiry
--- ARGV[1] now ms   ARGV[2] most tasks to delete per state (and most dedup keys to drop)
--- Returns the ids deleted (the caller deletes their log lists and index entries).
+-- KEYS[10] done:cancelled   KEYS[11] dedup   KEYS[12] dedup expiry   KEYS[13] steps
+-- KEYS[14] singleton   KEYS[15] notify   KEYS[16..] the candidates' log lists, in their order
+-- ARGV[1] now ms   ARGV[2] most dedup keys to drop
+-- ARGV[3..6] how many candidates of each state (succeeded, failed, dead, cancelled)
+-- ARGV[7..] the candidates' ids, state by state in that order
+-- Returns the ids deleted (the caller deletes their index entries).
 local policy = policy_of(KEYS[1])
 if not policy then
   return {}
@@ -15,27 +25,27 @@ if #stale > 0 then
   redis.call('ZREM', KEYS[12], unpack(stale))
 end
 local deleted = {}
+local K = {
+  payload = KEYS[3], result = KEYS[4], checkpoint = KEYS[5], attempts = KEYS[6], steps = KEYS[13],
+  dedup = KEYS[11], dedup_exp = KEYS[12], singleton = KEYS[14], notify = KEYS[15],
+}
+local i = 0  -- candidates seen (ARGV[6 + i], KEYS[15 + i])
 for k = 7, 10 do
   local retention = policy.retention_failed
   if k == 7 then
     retention = policy.retention_succeeded
   end
-  local ids = redis.call(
-    'ZRANGEBYSCORE', KEYS[k], '-inf', int(now - ms(retention)), 'LIMIT', 0, tonumber(ARGV[2])
-  )
-  for _, id in ipairs(ids) do
-    local t = load_task(KEYS[2], id)
-    if t then
-      for n = 1, t.hist do
-        redis.call('HDEL', KEYS[6], id .. ':' .. n)
-      end
+  local cutoff = now - ms(retention)
+  for _ = 1, tonumber(ARGV[k - 4]) do
+    i = i + 1
+    local id = ARGV[6 + i]
+    local finished = redis.call('ZSCORE', KEYS[k], id)
+    if finished and tonumber(finished) <= cutoff then
+      forget_task(KEYS[2], id, load_task(KEYS[2], id), K)
+      redis.call('DEL', KEYS[15 + i])
+      redis.call('ZREM', KEYS[k], id)
+      deleted[#deleted + 1] = id
     end
-    redis.call('HDEL', KEYS[2], id)
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('HDEL', KEYS[4], id)
-    redis.call('HDEL', KEYS[5], id)
-    redis.call('ZREM', KEYS[k], id)
-    deleted[#deleted + 1] = id
   end
 end
 return deleted

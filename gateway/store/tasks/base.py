@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from gateway.store.coalescing import Coalescer
 from gateway.store.replication import NO_WAIT, Durability
-from gateway.store.scripts import Scripts
+from gateway.store.scripts import Arg, Reply, ScriptName, Scripts
 
 
 class StoreBase:
@@ -33,3 +36,28 @@ class StoreBase:
         self._coalescer = None if cluster else Coalescer(redis, durability)
         self._sharing = None if cluster else Coalescer(redis)
         self._origin = origin
+
+    async def call_confirmed(
+        self, name: ScriptName, script_keys: Sequence[str], args: Sequence[Arg], outcome: str
+    ) -> Reply:
+        """Run a script, and when replicas must confirm (``wait_replicas``) follow it with
+        ``WAIT`` on the connection that ran it: raises NotReplicated, its detail ending with
+        ``outcome``, when fewer confirmed in time (the primary holds the change; a failover
+        now could lose it). Without replicas to confirm, the script alone, as
+        :meth:`Scripts.call`."""
+        if not self._durability.waits:
+            return await self._scripts.call(name, script_keys, args)
+        sha = self._scripts.sha(name)
+        for _ in range(2):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.evalsha(sha, len(script_keys), *script_keys, *args)
+                pipe.execute_command(*self._durability.wait_command())
+                reply, confirmed = await pipe.execute(raise_on_error=False)
+            if not isinstance(reply, NoScriptError):
+                break
+            await self._scripts.load()  # Redis restarted or failed over: load, run again
+        for answer in (reply, confirmed):
+            if isinstance(answer, Exception):
+                raise answer
+        self._durability.confirm(int(confirmed), outcome)
+        return await self._scripts.unwrap(name, script_keys, reply)

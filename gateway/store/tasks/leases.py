@@ -299,12 +299,18 @@ class Leasing(StoreBase):
         max_bytes: int,
     ) -> StepRecorded:
         """Record a durable step of the running attempt (fenced by ``token``); a name recorded
-        before keeps its first result; refused (``size`` set) past ``max_bytes`` in all."""
+        before keeps its first result; refused (``size`` set) past ``max_bytes`` in all. When
+        replicas must confirm writes (``wait_replicas``), it is answered only once they hold
+        it, as an enqueue: "recorded" must survive a failover, or a task whose attempt goes
+        on against the promoted replica ends without the steps it recorded (raises
+        NotReplicated otherwise)."""
         k = QueueKeys.of(queue)
-        reply = await self._scripts.call(
+        reply = await self.call_confirmed(
             "step",
             [k.policy, k.meta, k.steps],
             [task_id, token, now_ms, name, result_json, max_bytes],
+            "the step may or may not be kept: send it again (a name recorded keeps its first "
+            "result), or end the attempt with an error",
         )
         if reply[0] == "TOOBIG":
             return StepRecorded(Fence.OK, size=int(reply[1]))

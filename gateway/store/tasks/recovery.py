@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -13,7 +14,7 @@ from gateway.store.index import drop_commands, unindex_keys
 from gateway.store.keys import QueueKeys
 from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
-from sdk.wire import TaskState
+from sdk.wire import QueuePolicy, TaskState
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +71,35 @@ class Recovering(StoreBase):
 
     async def sweep(self, queue: str, now_ms: int, limit: int) -> int:
         """Delete finished tasks past their retention; returns how many."""
+        ids = await self.sweep_slot(queue, now_ms, limit)
+        await self.unindex(ids)
+        return len(ids)
+
+    async def sweep_slot(self, queue: str, now_ms: int, limit: int) -> list[str]:
+        """The sweep's script (up to ``limit`` tasks of each finished state): deletes all that
+        the tasks past retention keep in the queue's slot, their log lists included, and
+        returns their ids, whose index entries (other slots) :meth:`unindex` drops. What a
+        gateway that stops right after it leaves: index entries, which the index's repair
+        drops. The candidates are read first (the policy, then each state's oldest past its
+        retention), so that the script can be given their log lists; it deletes only those
+        still past retention when it runs."""
         k = QueueKeys.of(queue)
-        ids: list[str] = await self._scripts.call(
+        raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
+        if raw is None:
+            return []
+        policy = QueuePolicy.model_validate_json(raw)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for state in keys.FINISHED_STATES:
+                retention = (
+                    policy.retention_succeeded
+                    if state is TaskState.SUCCEEDED
+                    else policy.retention_failed
+                )
+                cutoff = now_ms - math.floor(retention * 1000 + 0.5)  # as the script's ms()
+                pipe.zrangebyscore(k.finished(state), "-inf", cutoff, 0, limit)
+            found = cast(list[list[str]], await pipe.execute())
+        candidates = [task_id for ids in found for task_id in ids]
+        deleted: list[str] = await self._scripts.call(
             "sweep",
             [
                 k.policy,
@@ -86,28 +114,37 @@ class Recovering(StoreBase):
                 k.cancelled,
                 k.dedup,
                 k.dedup_exp,
+                k.steps,
+                k.singleton,
+                k.notify,
+                *(k.log(task_id) for task_id in candidates),
             ],
-            [now_ms, limit],
+            [now_ms, limit, *(len(ids) for ids in found), *candidates],
         )
-        await self.forget(queue, ids)
-        return len(ids)
+        return deleted
 
     async def forget(self, queue: str, task_ids: Sequence[str]) -> None:
-        """Delete the index entries, log lists and durable steps of tasks that are gone: per
-        chunk of 500, one round trip for the queue's keys and the index's entries on a cluster
-        (a command per bucket and per older key), and one ``unindex`` script call for the
-        index's on a single Redis."""
+        """Delete what the script that deleted a queue's tasks (queue deletion, which does not
+        know their ids before) could not: their log lists (keys of their own, which expire by
+        themselves) and their index entries (:meth:`unindex`), per chunk of 500."""
         k = QueueKeys.of(queue)
+        for start in range(0, len(task_ids), 500):
+            chunk = task_ids[start : start + 500]
+            await self._redis.delete(*(k.log(task_id) for task_id in chunk))  # the queue's slot
+            await self.unindex(chunk)
+
+    async def unindex(self, task_ids: Sequence[str]) -> None:
+        """Drop the id index entries of tasks that are gone (they lie in other slots than the
+        tasks, so the script that deleted the tasks could not; the index's repair,
+        :class:`~gateway.store.index.IndexRepair`, drops those a gateway that died before this
+        left). Per chunk of 500: on a single Redis one ``unindex`` script call, on a cluster
+        one round trip of a command per bucket and per older key."""
         cluster = isinstance(self._redis, RedisCluster)
         for start in range(0, len(task_ids), 500):
             chunk = task_ids[start : start + 500]
-            if not chunk:
-                break
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hdel(k.steps, *chunk)
-                pipe.delete(*(k.log(task_id) for task_id in chunk))  # all in the queue's slot
-                if cluster:
+            if cluster:
+                async with self._redis.pipeline(transaction=False) as pipe:
                     drop_commands(pipe, chunk)
-                await pipe.execute()
-            if not cluster:
+                    await pipe.execute()
+            else:
                 await self._scripts.call("unindex", unindex_keys(chunk), chunk)
