@@ -9,6 +9,7 @@ from redis.exceptions import ResponseError
 
 from gateway.store.cluster import connect_cluster, is_cluster_url
 from gateway.store.sentinel import is_sentinel_url, sentinel_client
+from gateway.store.stale import NO_MAINTENANCE_NOTICES
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ async def connect(url: str, timeout: float = REDIS_TIMEOUT, wait: float = 0.0) -
 
     The pool blocks for a free connection (up to ``POOL_TIMEOUT``) instead of failing when all
     ``MAX_CONNECTIONS`` are busy: a burst of requests queues briefly rather than erroring.
+    A connection Redis closed (it restarted) is opened again as the pool lends it (:mod:`.stale`).
     A ``redis+cluster://`` URL connects to a Redis Cluster instead (:mod:`.cluster`), and a
     ``redis+sentinel://`` URL finds the primary through Sentinel (:mod:`.sentinel`).
     """
@@ -61,6 +63,7 @@ async def connect(url: str, timeout: float = REDIS_TIMEOUT, wait: float = 0.0) -
         "timeout": POOL_TIMEOUT,
         "socket_timeout": timeout + wait,
         "socket_connect_timeout": timeout,
+        "maint_notifications_config": NO_MAINTENANCE_NOTICES,
     }
     if is_sentinel_url(url):
         redis = sentinel_client(url, **options)
