@@ -2,7 +2,7 @@
 
 After Redis restarts (or fails over, or drops clients by ``CLIENT KILL`` or its idle
 ``timeout``), every connection the gateway's pool kept from before is closed at the server's
-end. What keeps a request from paying for that:
+end. Two things keep a request from paying for that:
 
 - **The pool looks before it lends.** redis-py's pool checks a connection as it lends it and
   opens it again when the server has closed it (:meth:`ConnectionPool.ensure_connection`), but
@@ -14,10 +14,86 @@ end. What keeps a request from paying for that:
   restart answered 503 ("Connection closed by server"), and so did the clock sync and the
   completion notices up to a minute later, when a burst reached the connections at the bottom
   of the pool.
+- **A command that met a closed connection all the same is sent once more, at once, on a new
+  one.** The check sees only what the event loop has read: a connection the server closes in
+  the same turn of the loop, or one that the health check (a ``PING`` before a command on a
+  connection idle for 30 s) finds dead, still fails. Such a failure is a
+  :class:`StaleConnection`, and the connections' ``retry`` (:data:`STALE_RETRY`, redis-py's own
+  :class:`~redis.asyncio.retry.Retry`, which every command, pipeline and health check goes
+  through) sends it again at once, once, on a connection opened for it.
+
+Which failures are stale, so that sending again cannot run a command twice: a connection error
+while writing to a connection that was open before the command (not opened for it), or on the
+first read after such a write, before any reply came back. Redis runs nothing from a connection
+it closed before the command reached it; a server that died after running it does not answer
+the new connection (it is not back within the microseconds the retry takes: the answer is
+"connection refused", raised as before). Not stale, so not sent again: a timeout (the command
+may be running), an error on a connection opened for the command (Redis's state now), an error
+after a reply came back (the server read the command), and any error on a pub/sub connection
+(the pub/sub reader sees its breaks itself and makes up for the messages lost meanwhile:
+:mod:`gateway.store.pubsub`). The one case where a command could run twice is a live server
+that closes a connection between running a command and answering it (a ``CLIENT KILL`` in that
+instant); the scripts a repeat would change something for are then as after a lost answer:
+an enqueue is read back as stored by its id, a finish and a heartbeat are fenced by their lease
+token, a claim leases the next tasks whose lease then runs out (see ``docs/operator-guide.md``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError
 from redis.maint_notifications import MaintNotificationsConfig
 
 NO_MAINTENANCE_NOTICES = MaintNotificationsConfig(enabled=False)
+
+
+class StaleConnection(ConnectionError):
+    """A command met a connection that Redis had closed before the command reached it."""
+
+
+STALE_RETRY = Retry(NoBackoff(), 1, supported_errors=(StaleConnection,))
+
+
+class _SendsAgainWhenStale:
+    """Raises :class:`StaleConnection` for the failures that are stale (module docstring).
+    Mixed into the pool's connection class by :func:`stale_aware`."""
+
+    _opened = 0  # sockets this connection has opened, to tell a reused one from a new one
+    _unanswered = False  # written to a reused connection, no reply read since
+
+    async def _connect(self) -> None:
+        await super()._connect()  # type: ignore[misc]
+        self._opened += 1
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        opened = self._opened if self.is_connected else None  # type: ignore[attr-defined]
+        try:
+            await super().send_packed_command(command, check_health)  # type: ignore[misc]
+        except ConnectionError as e:
+            if opened == self._opened and self._may_send_again():
+                raise StaleConnection(f"{e} (on a connection Redis had closed)") from e
+            raise
+        self._unanswered = opened == self._opened and self._may_send_again()
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        unanswered, self._unanswered = self._unanswered, False
+        try:
+            return await super().read_response(*args, **kwargs)  # type: ignore[misc]
+        except ConnectionError as e:
+            if unanswered:
+                raise StaleConnection(f"{e} (on a connection Redis had closed)") from e
+            raise
+
+    def _may_send_again(self) -> bool:
+        # A pub/sub connection has a callback that subscribes it again when it connects.
+        return not self._connect_callbacks  # type: ignore[attr-defined]
+
+
+def stale_aware(connection_class: type[Any]) -> type[Any]:
+    """``connection_class`` raising :class:`StaleConnection` for the stale failures."""
+    return type(
+        f"StaleAware{connection_class.__name__}", (_SendsAgainWhenStale, connection_class), {}
+    )
