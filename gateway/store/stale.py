@@ -22,20 +22,24 @@ end. Two things keep a request from paying for that:
   :class:`~redis.asyncio.retry.Retry`, which every command, pipeline and health check goes
   through) sends it again at once, once, on a connection opened for it.
 
-Which failures are stale, so that sending again cannot run a command twice: a connection error
-while writing to a connection that was open before the command (not opened for it), or on the
-first read after such a write, before any reply came back. Redis runs nothing from a connection
+Which failures are stale, so that sending again cannot run a command twice: the connection
+found closed (a socket error, or its end: "Connection closed by server") while writing to a
+connection that was open before the command (not opened for it), or on the first read after
+such a write, before any reply came back. Redis runs nothing from a connection
 it closed before the command reached it; a server that died after running it does not answer
 the new connection (it is not back within the microseconds the retry takes: the answer is
 "connection refused", raised as before). Not stale, so not sent again: a timeout (the command
 may be running), an error on a connection opened for the command (Redis's state now), an error
-after a reply came back (the server read the command), and any error on a pub/sub connection
+after a reply came back (the server read the command), an answer redis-py raises as a
+connection error (``LOADING`` while Redis reads its AOF: a 503 until it is done, as
+``/readyz`` says), and any error on a pub/sub connection
 (the pub/sub reader sees its breaks itself and makes up for the messages lost meanwhile:
 :mod:`gateway.store.pubsub`). The one case where a command could run twice is a live server
 that closes a connection between running a command and answering it (a ``CLIENT KILL`` in that
-instant); the scripts a repeat would change something for are then as after a lost answer:
-an enqueue is read back as stored by its id, a finish and a heartbeat are fenced by their lease
-token, a claim leases the next tasks whose lease then runs out (see ``docs/operator-guide.md``).
+instant). A repeat is then as harmless as the resend after a lost answer: an enqueue finds
+its id taken and is read back as stored, a finish or a heartbeat is fenced by its lease token,
+and a claim leases the next tasks, which no push carries: they go out again when that lease
+expires, as after a gateway that died mid-push (``docs/operator-guide.md``).
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ class _SendsAgainWhenStale:
         try:
             await super().send_packed_command(command, check_health)  # type: ignore[misc]
         except ConnectionError as e:
-            if opened == self._opened and self._may_send_again():
+            if opened == self._opened and _closed(e) and self._may_send_again():
                 raise StaleConnection(f"{e} (on a connection Redis had closed)") from e
             raise
         self._unanswered = opened == self._opened and self._may_send_again()
@@ -83,13 +87,20 @@ class _SendsAgainWhenStale:
         try:
             return await super().read_response(*args, **kwargs)  # type: ignore[misc]
         except ConnectionError as e:
-            if unanswered:
+            if unanswered and _closed(e):
                 raise StaleConnection(f"{e} (on a connection Redis had closed)") from e
             raise
 
     def _may_send_again(self) -> bool:
         # A pub/sub connection has a callback that subscribes it again when it connects.
         return not self._connect_callbacks  # type: ignore[attr-defined]
+
+
+def _closed(error: ConnectionError) -> bool:
+    """Whether ``error`` is the connection's end, as redis-py raises it (its base class): not
+    an answer of Redis that it raises as a connection error (``LOADING``, refused
+    authentication), which is Redis's state now."""
+    return type(error) is ConnectionError
 
 
 def stale_aware(connection_class: type[Any]) -> type[Any]:
