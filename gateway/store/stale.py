@@ -44,6 +44,7 @@ expires, as after a gateway that died mid-push (``docs/operator-guide.md``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from redis.asyncio.retry import Retry
@@ -82,12 +83,18 @@ class _SendsAgainWhenStale:
             raise
         self._unanswered = opened == self._opened and self._may_send_again()
 
-    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        unanswered, self._unanswered = self._unanswered, False
+    def read_response(self, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        reading: Awaitable[Any] = super().read_response(*args, **kwargs)  # type: ignore[misc]
+        if not self._unanswered:  # a reply came since the write: redis-py's read, as it is
+            return reading
+        self._unanswered = False
+        return self._first_read(reading)
+
+    async def _first_read(self, reading: Awaitable[Any]) -> Any:
         try:
-            return await super().read_response(*args, **kwargs)  # type: ignore[misc]
+            return await reading
         except ConnectionError as e:
-            if unanswered and _closed(e):
+            if _closed(e):
                 raise StaleConnection(f"{e} (on a connection Redis had closed)") from e
             raise
 
