@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from gateway.store.coalescing import Coalescer
 from gateway.store.connection import connect
 from gateway.store.scripts import Scripts
 from gateway.store.stale import StaleConnection
+from tests.replicated_redis import replicated_redis
 from tests.support import free_port
 
 POOLED = 8
@@ -119,3 +121,16 @@ async def test_a_command_that_timed_out_is_not_sent_again(redis_url: str) -> Non
         assert await command_stats(client, "blpop") == blpops + 1
     finally:
         await client.aclose()
+
+
+async def test_through_sentinel_too(tmp_path: Path) -> None:
+    with replicated_redis(tmp_path, replicas=0, sentinels=1) as group:
+        client = await connect(group.url)
+        try:
+            await asyncio.gather(*(client.incr("n") for _ in range(POOLED)))
+            # Also the Sentinel's own connection to the primary (it connects again).
+            assert kill_clients(group.primary.url) >= POOLED
+            answers = await asyncio.gather(*(client.incr("n") for _ in range(POOLED)))
+            assert sorted(answers) == list(range(POOLED + 1, 2 * POOLED + 1))
+        finally:
+            await client.aclose()
