@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -37,11 +36,11 @@ async def client(redis_url: str) -> AsyncIterator[Redis]:
     await found.aclose()
 
 
-def kill_clients(redis_url: str, **where: Any) -> int:
+def kill_clients(redis_url: str, kind: str = "normal") -> int:
     """Close connections at the server's end, from a blocking client: the event loop does not
     run until it returns."""
     with redis.Redis.from_url(redis_url) as killer:
-        killed: int = killer.client_kill_filter(_type="normal", skipme=True, **where)
+        killed: int = killer.client_kill_filter(_type=kind, skipme=True)
         return killed
 
 
@@ -103,6 +102,22 @@ async def test_the_coalescers_kept_connection_redis_closed_is_replaced(
     assert await coalescer.run([("INCR", "n")]) == [1]  # its connection is kept for the next
     assert kill_clients(redis_url) == 1
     assert await coalescer.run([("INCR", "n"), ("INCR", "n")]) == [2, 3]
+
+
+async def test_a_pub_sub_connection_redis_closed_is_left_to_its_reader(
+    client: Redis, redis_url: str
+) -> None:
+    # Sent again, a PING would reconnect and subscribe again unseen, and the messages published
+    # meanwhile would be lost without the notifier's wake-up of everything (its on_reconnect).
+    pubsub = client.pubsub()
+    await pubsub.subscribe("channel")
+    assert (await pubsub.get_message(timeout=5) or {}).get("type") == "subscribe"
+    assert kill_clients(redis_url, "pubsub") == 1
+    await pubsub.ping()
+    with pytest.raises(ConnectionError) as raised:
+        await pubsub.get_message(timeout=5)
+    assert not isinstance(raised.value, StaleConnection)
+    await pubsub.aclose()  # type: ignore[no-untyped-call]
 
 
 async def test_a_connection_opened_for_the_command_is_not_tried_again() -> None:
