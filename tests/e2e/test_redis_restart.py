@@ -188,7 +188,10 @@ def test_a_notice_due_while_redis_was_down_goes_out_once_it_is_back(
     log = tmp_path / "gateway.log"
     receiver.refusing.set()
     try:
-        gateway = cluster.gateway(log=log, JOBGATE_NOTIFY_RETRY_DELAY="0.2")
+        # A try cut off by the kill leaves its notice leased for the timeout and 5 s more.
+        gateway = cluster.gateway(
+            log=log, JOBGATE_NOTIFY_RETRY_DELAY="0.2", JOBGATE_NOTIFY_TIMEOUT="1"
+        )
         api = cluster.api()
         assert api.put("/v1/queues/q", json={}).status_code == 201
         task_id = cancelled_with_notice(api, receiver)
@@ -208,7 +211,8 @@ def test_a_notice_due_while_redis_was_down_goes_out_once_it_is_back(
         receiver.refusing.clear()
         redis.start()
         ready_again(gateway)
-        # Once ready: the pub/sub connection subscribes again within a second or two.
+        # Once ready: the pub/sub connection subscribes again within a second or two, and a
+        # notice leased when Redis died is free again 6 s after its try began.
         assert delivered(api, task_id, timeout=20)["notice"]["state"] == "delivered"
         api.close()
     finally:
