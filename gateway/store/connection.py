@@ -9,7 +9,7 @@ from redis.exceptions import ResponseError
 
 from gateway.store.cluster import connect_cluster, is_cluster_url
 from gateway.store.sentinel import is_sentinel_url, sentinel_client
-from gateway.store.stale import NO_MAINTENANCE_NOTICES, STALE_RETRY, stale_aware
+from gateway.store.stale import STALE_RETRY, pool_options, stale_aware
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,8 @@ async def connect(url: str, timeout: float = REDIS_TIMEOUT, wait: float = 0.0) -
         "timeout": POOL_TIMEOUT,
         "socket_timeout": timeout + wait,
         "socket_connect_timeout": timeout,
-        "maint_notifications_config": NO_MAINTENANCE_NOTICES,
         "retry": STALE_RETRY,
+        **pool_options(),
     }
     if is_sentinel_url(url):
         redis = sentinel_client(url, **options)

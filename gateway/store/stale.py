@@ -8,7 +8,7 @@ end. Two things keep a request from paying for that:
   opens it again when the server has closed it (:meth:`ConnectionPool.ensure_connection`), but
   redis-py 8 skips that check when its maintenance notifications are on, and they are on by
   default with RESP3 (``"auto"``), for Redis Enterprise's announcements of moves. The gateway
-  turns them off (:data:`NO_MAINTENANCE_NOTICES`), so the check runs again: each dead
+  turns them off (:func:`pool_options`), so the check runs again: each dead
   connection is opened anew, before anything is written to it. Without this, for seconds after
   a restart and ``/readyz`` answering 200 again, each first use of a connection from before the
   restart answered 503 ("Connection closed by server"), and so did the clock sync and the
@@ -50,9 +50,19 @@ from typing import Any
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError
-from redis.maint_notifications import MaintNotificationsConfig
 
-NO_MAINTENANCE_NOTICES = MaintNotificationsConfig(enabled=False)
+
+def pool_options() -> dict[str, Any]:
+    """The pool's options that keep its check of a connection it lends: maintenance
+    notifications off. None with a redis-py whose asyncio client has no maintenance
+    notifications: its pool always checks, and takes no such option (pyproject.toml allows
+    redis-py 5; only 8.1 is tested)."""
+    try:
+        from redis.asyncio import maint_notifications  # noqa: F401
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:
+        return {}
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
 
 
 class StaleConnection(ConnectionError):
