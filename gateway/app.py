@@ -184,9 +184,15 @@ def create_app(
         )
 
         def reconnected() -> None:
+            # What the pub/sub connection missed meanwhile: every loop it wakes looks again.
+            # (The notices' and jobs' loops, whose step failed while Redis was down, would
+            # sleep their longest, rescan_interval, when a message published then is lost.)
+            now = clock.now_ms()
             dispatcher.wake_all()
             pull_waiters.wake_all()
-            recoverer.notice(clock.now_ms())
+            recoverer.notice(now)
+            delivery_loop.notice(now)  # made below, before the notifier's reader runs
+            firing_loop.notice(now)
 
         notices = NoticeDelivery(
             notice_store,

@@ -10,7 +10,9 @@ the same turn of the event loop share a write, one connection from the pool and 
 reply that is a Redis error comes back as the exception (as a pipeline's
 ``raise_on_error=False`` does); a connection failure is raised to every caller of that round
 trip, with nothing re-sent: the caller decides (the enqueue re-sends through redis-py's own
-pipeline, which retries). With replicas to confirm (``durability``), one ``WAIT`` follows each
+pipeline), except on a connection Redis had closed before the write (kept from before a
+restart): nothing of it ran, and the round trip goes again at once on a new connection
+(:mod:`gateway.store.stale`). With replicas to confirm (``durability``), one ``WAIT`` follows each
 shared write on its connection, which covers every write of that connection before it, and
 each caller gets its answer as its last reply.
 
@@ -34,6 +36,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.replication import NO_WAIT, Durability
+from gateway.store.stale import STALE_RETRY
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,17 +98,12 @@ class Coalescer:
                 raise
             return
         try:
-            words = [command for commands, _ in batch for command in commands]
-            if self._durability.waits:
-                words.append(self._durability.wait_command())
-            await connection.send_packed_command(pack(words))
-            # One deadline for all the replies, not one per reply (a third of their reading).
-            async with asyncio.timeout(connection.socket_timeout):
-                replies = [[await _reply(connection) for _ in commands] for commands, _ in batch]
-                if self._durability.waits:
-                    confirmed = await _reply(connection)
-                    for each in replies:
-                        each.append(confirmed)
+            # A connection Redis closed before this write (kept from before a restart) fails
+            # as StaleConnection, having run nothing: sent again at once on a new connection.
+            replies = await STALE_RETRY.call_with_retry(
+                lambda: self._exchange(connection, batch),
+                lambda _: connection.disconnect(nowait=True),
+            )
         except TimeoutError:  # asyncio's: what redis-py raises for a read that timed out
             await connection.disconnect(nowait=True)
             _fail(batch, RedisTimeoutError("Timeout reading from Redis"))
@@ -120,6 +118,21 @@ class Coalescer:
                     future.set_result(each)
         finally:
             await self._done_with(connection)
+
+    async def _exchange(self, connection: Any, batch: Batch) -> list[list[Any]]:
+        """The batch's commands in one write, then their replies (WAIT's after each's)."""
+        words = [command for commands, _ in batch for command in commands]
+        if self._durability.waits:
+            words.append(self._durability.wait_command())
+        await connection.send_packed_command(pack(words))
+        # One deadline for all the replies, not one per reply (a third of their reading).
+        async with asyncio.timeout(connection.socket_timeout):
+            replies = [[await _reply(connection) for _ in commands] for commands, _ in batch]
+            if self._durability.waits:
+                confirmed = await _reply(connection)
+                for each in replies:
+                    each.append(confirmed)
+        return replies
 
     async def _connection(self) -> Any:
         """The connection of a round trip: the one kept from the last, checked as the pool

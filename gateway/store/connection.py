@@ -9,6 +9,7 @@ from redis.exceptions import ResponseError
 
 from gateway.store.cluster import connect_cluster, is_cluster_url
 from gateway.store.sentinel import is_sentinel_url, sentinel_client
+from gateway.store.stale import STALE_RETRY, pool_options, stale_aware
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ async def connect(url: str, timeout: float = REDIS_TIMEOUT, wait: float = 0.0) -
 
     The pool blocks for a free connection (up to ``POOL_TIMEOUT``) instead of failing when all
     ``MAX_CONNECTIONS`` are busy: a burst of requests queues briefly rather than erroring.
+    A connection Redis closed (it restarted) is opened again as the pool lends it, and a command
+    that met one all the same is sent again at once on a new connection (:mod:`.stale`).
     A ``redis+cluster://`` URL connects to a Redis Cluster instead (:mod:`.cluster`), and a
     ``redis+sentinel://`` URL finds the primary through Sentinel (:mod:`.sentinel`).
     """
@@ -61,11 +64,15 @@ async def connect(url: str, timeout: float = REDIS_TIMEOUT, wait: float = 0.0) -
         "timeout": POOL_TIMEOUT,
         "socket_timeout": timeout + wait,
         "socket_connect_timeout": timeout,
+        "retry": STALE_RETRY,
+        **pool_options(),
     }
     if is_sentinel_url(url):
         redis = sentinel_client(url, **options)
     else:
         redis = Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
+    pool = redis.connection_pool  # TCP, TLS, a Unix socket or Sentinel's: known once it is made
+    pool.connection_class = stale_aware(pool.connection_class)
     try:
         policy = (await redis.config_get("maxmemory-policy")).get("maxmemory-policy")
     except ResponseError:

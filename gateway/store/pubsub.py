@@ -14,8 +14,8 @@ forgets its cached view and its paused or idle dispatcher loop looks again at on
 that task.
 
 Messages sent while the connection is broken are lost, so once it is back ``on_reconnect`` is
-called: the gateway then wakes every dispatcher loop, every waiting pull poll and its recoverer
-once.
+called: the gateway then wakes every dispatcher loop, every waiting pull poll, its recoverer,
+and its completion callback and job firing loops once.
 
 A connection can also die without a word: a partition, a NAT or load balancer that forgets an
 idle flow, a failover that moves the address. Nothing then arrives, not even an error, and a
