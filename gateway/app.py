@@ -15,8 +15,10 @@ import random
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -79,6 +81,8 @@ from gateway.telemetry.setup import set_up_metrics
 from gateway.telemetry.tracing import Tracing
 
 log = logging.getLogger(__name__)
+
+CLOCK_SYNC_JOB_ID = "clock-sync"
 
 
 def create_app(
@@ -182,9 +186,18 @@ def create_app(
         )
 
         def reconnected() -> None:
+            """The pub/sub connection is back after a failure: Redis answers again, and wake-ups
+            published meanwhile were lost. Every loop looks again now rather than at its next
+            retry or sleep's end, and the clock is measured again (Redis may be another host)."""
             dispatcher.wake_all()
             pull_waiters.wake_all()
-            recoverer.notice(clock.now_ms())
+            recoverer.reconnected()
+            firing_loop.notice(clock.now_ms())  # made below, before the notifier starts
+            delivery_loop.notice(clock.now_ms())
+            redriver.reconnected()
+            with contextlib.suppress(JobLookupError):  # shutting down: the jobs are gone
+                redriver.run_soon(scheduler)
+                scheduler.modify_job(CLOCK_SYNC_JOB_ID, next_run_time=datetime.now(UTC))
 
         notices = NoticeDelivery(
             notice_store,
@@ -276,6 +289,12 @@ def create_app(
                     "completion callbacks": lambda: not loops[1].done(),
                     "scheduler": lambda: bool(scheduler.running),
                 },
+                stalled={
+                    "recoverer": lambda: recoverer.stalled,
+                    "dispatcher": lambda: dispatcher.stalled,
+                    "job firing": lambda: firing_loop.stalled,
+                    "completion callbacks": lambda: delivery_loop.stalled,
+                },
             ),
             metrics=telemetry.page,
             pulls=PullService(tasks, directory, clock, pull_waiters, settings.callback_base),
@@ -290,13 +309,10 @@ def create_app(
             clock.sync,
             "interval",
             seconds=settings.clock_sync_interval,
-            id="clock-sync",
+            id=CLOCK_SYNC_JOB_ID,
             max_instances=1,
             coalesce=True,
         )
-        await notifier.start()
-        scheduler.start()
-        recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
         firing_loop = DueLoop(
             "job",
             firing.fire_job,
@@ -313,6 +329,9 @@ def create_app(
             interval=settings.recover_interval,
             max_sleep=settings.rescan_interval,
         )
+        await notifier.start()
+        scheduler.start()
+        recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
         loops = [
             asyncio.create_task(firing_loop.run(), name="jobgate-firing"),
             asyncio.create_task(delivery_loop.run(), name="jobgate-notices"),

@@ -38,7 +38,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from gateway.backoff import retry_delay_ms
+from gateway.backoff import loop_retry_delay, retry_delay_ms
 from gateway.clock import Clock
 from gateway.directory import Directory, QueueView
 from gateway.dispatch.batching import Coalescer
@@ -184,6 +184,7 @@ class Dispatcher:
         self._watch = LeaseWatch(tasks, clock)
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
+        self._failing: dict[str, int] = {}  # queue → claims failed in a row
         self._stopping = False
 
     # --- loops ----------------------------------------------------------------------------
@@ -192,6 +193,12 @@ class Dispatcher:
     def running(self) -> bool:
         """True until :meth:`stop`: the dispatcher claims and pushes."""
         return not self._stopping
+
+    @property
+    def stalled(self) -> bool:
+        """True while a queue's last claim failed (Redis did not answer): its ready tasks may
+        be waiting."""
+        return bool(self._failing)
 
     def wake(self, queue: str) -> None:
         """Tell the queue's loop there may be work (new tasks, or room freed)."""
@@ -262,10 +269,16 @@ class Dispatcher:
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("claiming from queue %s failed; retrying", queue)
+                    # Redis did not answer: try again soon (a Redis back is used within the
+                    # cap), or at once when woken (the pub/sub connection back wakes all).
+                    failures = self._failing[queue] = self._failing.get(queue, 0) + 1
+                    if failures == 1:
+                        log.exception("claiming from queue %s failed; retrying", queue)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(work.wait(), IDLE_TICK)
+                        await asyncio.wait_for(work.wait(), loop_retry_delay(0, failures))
                     continue
+                if self._failing.pop(queue, 0):
+                    log.warning("claiming from queue %s works again", queue)
                 status = claim.status
                 if status is ClaimStatus.EMPTY or (status is ClaimStatus.OK and claim.settled):
                     self._idle.add(queue)
@@ -301,6 +314,7 @@ class Dispatcher:
                         await asyncio.wait_for(awaited.wait(), timeout)
         finally:
             self._idle.discard(queue)
+            self._failing.pop(queue, None)
             self._loops.pop(queue, None)
 
     async def step(self, queue: str) -> ClaimStatus:

@@ -91,13 +91,22 @@ class NoticeDelivery:
         self._max_in_flight = max_in_flight
         self._in_flight: set[asyncio.Task[None]] = set()
         self._rescanned_ms: int | None = None
+        self._failing = False  # the last tick failed: its streak is logged once
 
-    async def tick(self) -> None:
-        """One :meth:`step` now, logging a failure instead of raising."""
+    async def tick(self) -> bool:
+        """One :meth:`step` now, logging a failure instead of raising; returns whether it
+        worked."""
         try:
             await self.step(self._clock.now_ms())
         except Exception:
-            logger.exception("completion callback delivery step failed")
+            if not self._failing:
+                logger.exception("completion callback delivery step failed")
+            self._failing = True
+            return False
+        if self._failing:
+            logger.warning("completion callback delivery works again")
+        self._failing = False
+        return True
 
     async def step(self, now_ms: int) -> int:
         """Claim the notices due by ``now_ms`` (as many as there is room for in flight) and

@@ -191,17 +191,19 @@ class Firing:
             return FiringReport(held=1)
         return FiringReport(fired=1, coalesced=int(due.missed > 1))
 
-    async def fire_job(self) -> None:
-        """One :meth:`step` now, logging a failure instead of raising. A shutdown mid-step
-        loses nothing: every change is one script, and the next step (here or on another
-        gateway) carries on."""
+    async def fire_job(self) -> bool:
+        """One :meth:`step` now, logging a failure instead of raising; returns whether it
+        worked (a job whose firing raised does not count: it stays due, so the loop comes back
+        to it at its interval). A shutdown mid-step loses nothing: every change is one script,
+        and the next step (here or on another gateway) carries on."""
         try:
             await self.step()
         except Exception:
             if not self._failing:
-                logger.exception("the firing loop failed; it runs again at its next time")
+                logger.exception("the firing loop failed; it runs again shortly")
             self._failing = True
-            return
+            return False
         if self._failing:
             logger.warning("the firing loop works again")
         self._failing = False
+        return True
