@@ -306,8 +306,9 @@ def create_app(
         recoverer.schedule(scheduler, settings.rescan_interval)
         redriver.schedule(scheduler, settings.redrive_interval, settings.rescan_interval)
         scheduler.add_job(
-            clock.sync,
+            clock.sync_within,
             "interval",
+            args=[settings.clock_sync_interval / 2],
             seconds=settings.clock_sync_interval,
             id=CLOCK_SYNC_JOB_ID,
             max_instances=1,

@@ -21,6 +21,11 @@ One :class:`Redriver` runs in every gateway; APScheduler calls :meth:`Redriver.s
   over stay unmatched: their kind and redrive count do not change while dead), so a long head
   of tasks that are never redriven (refused, or at their cap) cannot hide the newer ones.
 
+- **Back with Redis.** A pass that failed (Redis did not answer) would wait a whole cadence;
+  when the pub/sub connection is back (:meth:`reconnected`) those queues are due at once and
+  the app runs the refresh and the step then. A refresh that failed is made again by the next
+  step, before its passes.
+
 Tests drive :meth:`step` with a :class:`~gateway.clock.ManualClock`; nothing here sleeps.
 """
 
@@ -95,6 +100,7 @@ class Redriver:
         self._next_try: dict[str, int] = {}  # queue → ms before which this gateway waits
         self._resume: dict[str, Position] = {}  # queue → where a pass cut short stopped
         self._failed: set[str] = set()  # queues whose last pass here raised
+        self._refresh_failed = False  # the last refresh raised: the next step refreshes first
 
     @property
     def policies(self) -> dict[str, Redrive]:
@@ -119,7 +125,9 @@ class Redriver:
                         found[queue] = policy.redrive
         except BaseException:
             self._changed |= changed  # read again at the next step
+            self._refresh_failed = True  # and the whole refresh with it
             raise
+        self._refresh_failed = False
         self._policies = found
         self._forget_gone()
 
@@ -130,6 +138,8 @@ class Redriver:
         one broken queue cannot stop the others.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
+        if self._refresh_failed:
+            await self.refresh()
         if self._changed:
             await self._read_changed()
         passes = []
