@@ -192,6 +192,7 @@ def create_app(
             dispatcher.wake_all()
             pull_waiters.wake_all()
             recoverer.reconnected()
+            firing.reconnected()
             firing_loop.notice(clock.now_ms())  # made below, before the notifier starts
             delivery_loop.notice(clock.now_ms())
             redriver.reconnected()
