@@ -15,8 +15,10 @@ import random
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -80,6 +82,8 @@ from gateway.telemetry.setup import set_up_metrics
 from gateway.telemetry.tracing import Tracing
 
 log = logging.getLogger(__name__)
+
+CLOCK_SYNC_JOB_ID = "clock-sync"
 
 
 def create_app(
@@ -184,15 +188,19 @@ def create_app(
         )
 
         def reconnected() -> None:
-            # What the pub/sub connection missed meanwhile: every loop it wakes looks again.
-            # (The notices' and jobs' loops, whose step failed while Redis was down, would
-            # sleep their longest, rescan_interval, when a message published then is lost.)
-            now = clock.now_ms()
+            """The pub/sub connection is back after a failure: Redis answers again, and wake-ups
+            published meanwhile were lost. Every loop looks again now rather than at its next
+            retry or sleep's end, and the clock is measured again (Redis may be another host)."""
             dispatcher.wake_all()
             pull_waiters.wake_all()
-            recoverer.notice(now)
-            delivery_loop.notice(now)  # made below, before the notifier's reader runs
-            firing_loop.notice(now)
+            recoverer.reconnected()
+            firing.reconnected()
+            firing_loop.notice(clock.now_ms())  # made below, before the notifier starts
+            delivery_loop.notice(clock.now_ms())
+            redriver.reconnected()
+            with contextlib.suppress(JobLookupError):  # shutting down: the jobs are gone
+                redriver.run_soon(scheduler)
+                scheduler.modify_job(CLOCK_SYNC_JOB_ID, next_run_time=datetime.now(UTC))
 
         notices = NoticeDelivery(
             notice_store,
@@ -284,6 +292,12 @@ def create_app(
                     "completion callbacks": lambda: not loops[1].done(),
                     "scheduler": lambda: bool(scheduler.running),
                 },
+                stalled={
+                    "recoverer": lambda: recoverer.stalled,
+                    "dispatcher": lambda: dispatcher.stalled,
+                    "job firing": lambda: firing_loop.stalled,
+                    "completion callbacks": lambda: delivery_loop.stalled,
+                },
             ),
             metrics=telemetry.page,
             pulls=PullService(tasks, directory, clock, pull_waiters, settings.callback_base),
@@ -295,16 +309,14 @@ def create_app(
         recoverer.schedule(scheduler, settings.rescan_interval)
         redriver.schedule(scheduler, settings.redrive_interval, settings.rescan_interval)
         scheduler.add_job(
-            clock.sync,
+            clock.sync_within,
             "interval",
+            args=[settings.clock_sync_interval / 2],
             seconds=settings.clock_sync_interval,
-            id="clock-sync",
+            id=CLOCK_SYNC_JOB_ID,
             max_instances=1,
             coalesce=True,
         )
-        await notifier.start()
-        scheduler.start()
-        recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
         firing_loop = DueLoop(
             "job",
             firing.fire_job,
@@ -321,6 +333,9 @@ def create_app(
             interval=settings.recover_interval,
             max_sleep=settings.rescan_interval,
         )
+        await notifier.start()
+        scheduler.start()
+        recovering = asyncio.create_task(recoverer.run(), name="jobgate-recoverer")
         loops = [
             asyncio.create_task(firing_loop.run(), name="jobgate-firing"),
             asyncio.create_task(delivery_loop.run(), name="jobgate-notices"),

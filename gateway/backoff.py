@@ -18,6 +18,10 @@ range rather than piling up at the cap once the exponential outgrows it.
 
 A delay the worker asks for (``Retry-After`` on a 429/503, ``Retry(delay)`` in the SDK, the
 ``retry_delay`` of an error callback) wins over the policy; see :func:`retry_delay_ms`.
+
+The background loops (dispatcher, recoverer, job firing, completion callbacks) retry a turn that
+Redis did not answer after :func:`loop_retry_delay`: short and capped (``LOOP_RETRY_CAP``), so
+a Redis that comes back is used again within a second of answering.
 """
 
 from __future__ import annotations
@@ -27,7 +31,29 @@ import random
 
 from sdk.wire import Backoff, BackoffStrategy
 
-__all__ = ["MAX_REQUESTED_DELAY", "compute_backoff", "retry_delay_ms"]
+__all__ = [
+    "LOOP_RETRY_CAP",
+    "LOOP_RETRY_MIN",
+    "MAX_REQUESTED_DELAY",
+    "compute_backoff",
+    "loop_retry_delay",
+    "retry_delay_ms",
+]
+
+LOOP_RETRY_MIN = 0.05
+"""Seconds before a loop's first retry of a failed turn, when its interval is shorter."""
+LOOP_RETRY_CAP = 0.5
+"""Longest wait, in seconds, between two tries of a loop whose turns fail (Redis is down)."""
+
+
+def loop_retry_delay(interval: float, failures: int) -> float:
+    """Seconds a background loop waits after its ``failures``-th failed turn in a row:
+    ``interval`` (at least ``LOOP_RETRY_MIN``) doubled per failure after the first, at most
+    ``LOOP_RETRY_CAP`` (or ``interval`` when that is longer: a loop never turns faster than its
+    interval). A Redis that stays down costs one refused connection per cap per loop."""
+    first = max(interval, LOOP_RETRY_MIN)
+    return min(first * 2.0 ** min(failures - 1, 16), max(LOOP_RETRY_CAP, interval))
+
 
 MAX_REQUESTED_DELAY = 86_400.0
 """The longest delay a worker may ask for, in seconds (24 hours)."""

@@ -7,9 +7,12 @@ Redis's ``TIME`` and re-measures it periodically. Tests use :class:`ManualClock`
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
+
+from gateway.backoff import loop_retry_delay
 
 
 class Clock(Protocol):
@@ -32,6 +35,25 @@ class RedisClock:
         server_ms = await self._server_ms()
         after = time.time()
         self._offset_ms = server_ms - (before + after) * 500
+
+    async def sync_within(self, seconds: float) -> None:
+        """:meth:`sync`, tried again after a failure (a capped backoff of at most half a
+        second: a Redis that comes back is measured within that) for up to ``seconds``; raises
+        the last failure. The periodic sync runs this, so one failed measurement (Redis down, or
+        a pooled connection it closed when it restarted) does not leave the old offset in use
+        for a whole period -- Redis may now be another host, with another clock."""
+        deadline = time.monotonic() + seconds
+        failures = 0
+        while True:
+            try:
+                await self.sync()
+                return
+            except Exception:
+                failures += 1
+                pause = loop_retry_delay(0, failures)
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
 
     @property
     def offset_ms(self) -> float:

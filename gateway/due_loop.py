@@ -6,6 +6,13 @@ step the loop reads when the next item is due (one command), sleeps until then -
 ``max_sleep``, which bounds the delay of an item whose index entry a stopped gateway never
 wrote -- and is woken early by :meth:`DueLoop.notice` (pub/sub, from any gateway).
 
+A turn fails when its step says so (Redis did not answer) or when reading the next due time
+raises. The loop is then *stalled* (:attr:`DueLoop.stalled`, which readiness reports) and tries
+again soon, not after ``max_sleep``: after :func:`~gateway.backoff.loop_retry_delay` (from
+``interval``, doubling with each failure in a row, capped at half a second), so a Redis that
+comes back is used again within that cap of answering. A notice (the pub/sub connection back)
+ends that wait at once too. The first turn that works clears the stall.
+
 It stops on :meth:`DueLoop.stop` (a flag and a wake-up) rather than by cancellation alone: on
 Python 3.11 a cancellation that lands as a wait ends can be lost.
 """
@@ -17,6 +24,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from gateway.backoff import loop_retry_delay
 from gateway.clock import Clock
 
 __all__ = ["DueLoop"]
@@ -25,12 +33,13 @@ logger = logging.getLogger(__name__)
 
 
 class DueLoop:
-    """Runs ``step`` (which logs its own failures) whenever ``earliest()`` says it is due."""
+    """Runs ``step`` (which logs its own failures and returns whether it worked) whenever
+    ``earliest()`` says it is due."""
 
     def __init__(
         self,
         what: str,
-        step: Callable[[], Awaitable[object]],
+        step: Callable[[], Awaitable[bool]],
         earliest: Callable[[], Awaitable[int | None]],
         clock: Clock,
         *,
@@ -41,13 +50,21 @@ class DueLoop:
         self._step = step
         self._earliest = earliest
         self._clock = clock
+        self._interval = interval
         self._interval_ms = round(interval * 1000)
         self._max_sleep_ms = round(max_sleep * 1000)
         self._woken = asyncio.Event()
         self._stopping = False
+        self._failures = 0  # failed turns in a row
+
+    @property
+    def stalled(self) -> bool:
+        """True from a failed turn until a turn works: what is due may be waiting."""
+        return self._failures > 0
 
     def notice(self, due_ms: int) -> None:
-        """Something is due at ``due_ms``: wake the loop if it sleeps past it."""
+        """Something is due at ``due_ms``, or Redis is reachable again: wake the loop if it
+        sleeps past it."""
         self._woken.set()
 
     def stop(self) -> None:
@@ -59,15 +76,32 @@ class DueLoop:
         while not self._stopping:
             began = self._clock.now_ms()
             self._woken.clear()
-            await self._step()
+            worked = await self._step()
             try:
                 due = await self._earliest()
             except Exception:
-                logger.exception("reading when the next %s is due failed", self._what)
+                if self._failures == 0:
+                    logger.exception("reading when the next %s is due failed", self._what)
+                worked = False
                 due = None
             if self._stopping:
                 return
-            await self._sleep(began, due)
+            if worked:
+                if self._failures:
+                    logger.warning(
+                        "the %s loop works again after %d failed turns", self._what, self._failures
+                    )
+                self._failures = 0
+                await self._sleep(began, due)
+            else:
+                self._failures += 1
+                await self._retry()
+
+    async def _retry(self) -> None:
+        """Wait before trying a failed turn again, or until woken."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(loop_retry_delay(self._interval, self._failures)):
+                await self._woken.wait()
 
     async def _sleep(self, began: int, due: int | None) -> None:
         now = self._clock.now_ms()

@@ -112,11 +112,27 @@ class Recoverer:
         self._noticed_ms: int | None = None  # announced since the last step read the index
         self._woken = asyncio.Event()
         self._stopping = False
+        self._stalled = False  # the last step of run() failed
+        # Queues whose recovery raised, with the mark their entry holds: due again at the mark
+        # (a broken queue is not retried at every step), or at once after Redis came back.
+        self._failed: dict[str, float] = {}
+        self._retry_failed = False
+
+    @property
+    def stalled(self) -> bool:
+        """True from a failed step of :meth:`run` until one works: due work may be waiting."""
+        return self._stalled
 
     @property
     def next_due_ms(self) -> int | None:
         """When something is next due, as far as this recoverer knows (None: nothing)."""
         return _earliest(self._next_due_ms, self._noticed_ms)
+
+    def reconnected(self) -> None:
+        """Redis answers again (the pub/sub connection is back): queues whose recovery failed
+        meanwhile are taken in hand at the next step, not at their mark, and it steps now."""
+        self._retry_failed = True
+        self.notice(self._clock.now_ms())
 
     def notice(self, due_ms: int) -> None:
         """Something is due at ``due_ms`` (the due index's new earliest entry, announced over
@@ -135,6 +151,8 @@ class Recoverer:
         the index is not guarded: when Redis is unreachable, the step raises.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
+        if self._retry_failed:
+            await self._due_now(now)
         self._noticed_ms = None  # the read below sees every entry announced before it
         entries = await self._tasks.due_queues(self._batch)
         due = [queue for queue, at in entries if at <= now]
@@ -149,13 +167,29 @@ class Recoverer:
                     report += await self._work.recover(queue, now)
                     at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
                     await self._tasks.settle_due(queue, at, held)
+                    self._failed.pop(queue, None)
                 except Exception:
                     logger.exception("recovering queue %r failed", queue)
                     report += RecoveryReport(errors=1)
                     at = math.ceil(held)  # tried again at its mark
+                    self._failed[queue] = held
                 next_due = _earliest(next_due, at)
         self._next_due_ms = next_due
         return report
+
+    async def _due_now(self, now: int) -> None:
+        """Make the queues whose recovery failed due at ``now`` (where their entry still holds
+        this recoverer's mark; else only lowered to it)."""
+        self._retry_failed = False
+        failed, self._failed = self._failed, {}
+        try:
+            for queue, held in list(failed.items()):
+                await self._tasks.settle_due(queue, now, held)
+                del failed[queue]
+        except BaseException:
+            self._failed.update(failed)
+            self._retry_failed = True
+            raise
 
     async def rescan(self) -> int:
         """Repair the due index after gateways that died half way; returns how many entries
@@ -205,14 +239,16 @@ class Recoverer:
 
         Between steps it sleeps until the next due time, but at least ``interval`` after the
         previous step began (so a busy index cannot make it spin) and at most ``max_sleep``; a
-        :meth:`notice` of an earlier time shortens the sleep. A failed step is tried again
-        after ``interval``.
+        :meth:`notice` of an earlier time shortens the sleep. A failed step (Redis did not
+        answer) is tried again after ``interval``, or at once when the pub/sub connection is
+        back (:meth:`notice`); until one works the recoverer is :attr:`stalled`.
         """
         await self._guard("reckon", self.reckon_all)
         while not self._stopping:
             began = self._clock.now_ms()
-            if not await self._guard("recover", partial(self.step, began)):
-                self._next_due_ms = began
+            self._stalled = not await self._guard("recover", partial(self.step, began))
+            if self._stalled:
+                self._next_due_ms = began  # tried again after interval (or when woken)
             await self._sleep(began)
 
     def stop(self) -> None:

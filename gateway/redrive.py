@@ -21,6 +21,11 @@ One :class:`Redriver` runs in every gateway; APScheduler calls :meth:`Redriver.s
   over stay unmatched: their kind and redrive count do not change while dead), so a long head
   of tasks that are never redriven (refused, or at their cap) cannot hide the newer ones.
 
+- **Back with Redis.** A pass that failed (Redis did not answer) would wait a whole cadence;
+  when the pub/sub connection is back (:meth:`reconnected`) those queues are due at once and
+  the app runs the refresh and the step then. A refresh that failed is made again by the next
+  step, before its passes.
+
 Tests drive :meth:`step` with a :class:`~gateway.clock.ManualClock`; nothing here sleeps.
 """
 
@@ -94,6 +99,8 @@ class Redriver:
         self._changed: set[str] = set()  # queues changed through this gateway: read again
         self._next_try: dict[str, int] = {}  # queue → ms before which this gateway waits
         self._resume: dict[str, Position] = {}  # queue → where a pass cut short stopped
+        self._failed: set[str] = set()  # queues whose last pass here raised
+        self._refresh_failed = False  # the last refresh raised: the next step refreshes first
 
     @property
     def policies(self) -> dict[str, Redrive]:
@@ -118,7 +125,9 @@ class Redriver:
                         found[queue] = policy.redrive
         except BaseException:
             self._changed |= changed  # read again at the next step
+            self._refresh_failed = True  # and the whole refresh with it
             raise
+        self._refresh_failed = False
         self._policies = found
         self._forget_gone()
 
@@ -129,6 +138,8 @@ class Redriver:
         one broken queue cannot stop the others.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
+        if self._refresh_failed:
+            await self.refresh()
         if self._changed:
             await self._read_changed()
         passes = []
@@ -145,9 +156,19 @@ class Redriver:
                 done = await self.redrive(queue, policy, now)
             except Exception:
                 logger.exception("the redrive pass of queue %r failed", queue)
+                self._failed.add(queue)
                 continue
+            self._failed.discard(queue)
             passes.append(done)
         return passes
+
+    def reconnected(self) -> None:
+        """Redis answers again: the queues whose pass failed meanwhile (each waiting a whole
+        cadence for its next try) are due at the next step (which the app runs at once, with a
+        refresh of the policies)."""
+        for queue in self._failed:
+            self._next_try.pop(queue, None)
+        self._failed.clear()
 
     async def redrive(self, queue: str, policy: Redrive, now_ms: int) -> RedrivePass:
         """One pass over ``queue``'s dead tasks (the turn already taken)."""
@@ -203,6 +224,7 @@ class Redriver:
         for state in (self._next_try, self._resume):
             for queue in [q for q in state if q not in self._policies]:
                 del state[queue]
+        self._failed &= set(self._policies)
 
     async def step_job(self) -> None:
         """The scheduled step, logging a failure instead of raising."""
@@ -211,6 +233,12 @@ class Redriver:
     async def refresh_job(self) -> None:
         """The scheduled policy refresh, logging a failure instead of raising."""
         await _guard("redrive policy refresh", self.refresh)
+
+    def run_soon(self, scheduler: AsyncIOScheduler) -> None:
+        """Run the refresh and the step jobs now rather than at their next times (after
+        :meth:`reconnected`)."""
+        for job_id in (REFRESH_JOB_ID, REDRIVE_JOB_ID):
+            scheduler.modify_job(job_id, next_run_time=datetime.now(UTC))
 
     def schedule(
         self, scheduler: AsyncIOScheduler, interval: float, refresh_interval: float

@@ -38,13 +38,15 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from gateway.backoff import retry_delay_ms
+from gateway.backoff import loop_retry_delay, retry_delay_ms
 from gateway.clock import Clock
 from gateway.directory import Directory, QueueView
 from gateway.dispatch.batching import Coalescer
 from gateway.dispatch.deadlines import Cut, Deadlines
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
+from gateway.errors import Unavailable
+from gateway.store.failures import as_gateway_error
 from gateway.store.records import EndpointRecord, Lease
 from gateway.store.tasks import (
     Claim,
@@ -184,6 +186,8 @@ class Dispatcher:
         self._watch = LeaseWatch(tasks, clock)
         self._finishes = Coalescer[Finish, Finished](self._finish_many)
         self._accepts = Coalescer[tuple[str, str], Fence](self._accept_many)
+        self._failing: dict[str, int] = {}  # queue → claims failed in a row
+        self._unreachable: set[str] = set()  # queues whose last claim found Redis unavailable
         self._stopping = False
 
     # --- loops ----------------------------------------------------------------------------
@@ -192,6 +196,13 @@ class Dispatcher:
     def running(self) -> bool:
         """True until :meth:`stop`: the dispatcher claims and pushes."""
         return not self._stopping
+
+    @property
+    def stalled(self) -> bool:
+        """True while a queue's last claim failed because Redis did not answer: its ready
+        tasks may be waiting. (A claim that fails for one queue's own reason does not count:
+        one broken queue must not take every gateway out of service.)"""
+        return bool(self._unreachable)
 
     def wake(self, queue: str) -> None:
         """Tell the queue's loop there may be work (new tasks, or room freed)."""
@@ -261,11 +272,20 @@ class Dispatcher:
                     claim = await self.claim(queue)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.exception("claiming from queue %s failed; retrying", queue)
+                except Exception as e:
+                    # Redis did not answer: try again soon (a Redis back is used within the
+                    # cap), or at once when woken (the pub/sub connection back wakes all).
+                    failures = self._failing[queue] = self._failing.get(queue, 0) + 1
+                    if isinstance(as_gateway_error(e), Unavailable):
+                        self._unreachable.add(queue)
+                    if failures == 1:
+                        log.exception("claiming from queue %s failed; retrying", queue)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(work.wait(), IDLE_TICK)
+                        await asyncio.wait_for(work.wait(), loop_retry_delay(0, failures))
                     continue
+                self._unreachable.discard(queue)
+                if self._failing.pop(queue, 0):
+                    log.warning("claiming from queue %s works again", queue)
                 status = claim.status
                 if status is ClaimStatus.EMPTY or (status is ClaimStatus.OK and claim.settled):
                     self._idle.add(queue)
@@ -301,6 +321,8 @@ class Dispatcher:
                         await asyncio.wait_for(awaited.wait(), timeout)
         finally:
             self._idle.discard(queue)
+            self._failing.pop(queue, None)
+            self._unreachable.discard(queue)
             self._loops.pop(queue, None)
 
     async def step(self, queue: str) -> ClaimStatus:

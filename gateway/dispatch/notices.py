@@ -32,7 +32,9 @@ from standardwebhooks import Webhook
 from gateway.backoff import compute_backoff
 from gateway.clock import Clock
 from gateway.dispatch.pusher import closed_under_it, fresh_connection, mark_sent
+from gateway.errors import Unavailable
 from gateway.ssrf import AddressRefused
+from gateway.store.failures import as_gateway_error
 from gateway.store.notices import ClaimedNotice, NoticeStore
 from gateway.store.records import load_json, to_datetime
 from sdk.wire import Backoff, BackoffStrategy, TaskNotice, TaskState
@@ -91,13 +93,22 @@ class NoticeDelivery:
         self._max_in_flight = max_in_flight
         self._in_flight: set[asyncio.Task[None]] = set()
         self._rescanned_ms: int | None = None
+        self._failing = False  # the last tick failed: its streak is logged once
 
-    async def tick(self) -> None:
-        """One :meth:`step` now, logging a failure instead of raising."""
+    async def tick(self) -> bool:
+        """One :meth:`step` now, logging a failure instead of raising; returns whether it
+        worked."""
         try:
             await self.step(self._clock.now_ms())
         except Exception:
-            logger.exception("completion callback delivery step failed")
+            if not self._failing:
+                logger.exception("completion callback delivery step failed")
+            self._failing = True
+            return False
+        if self._failing:
+            logger.warning("completion callback delivery works again")
+        self._failing = False
+        return True
 
     async def step(self, now_ms: int) -> int:
         """Claim the notices due by ``now_ms`` (as many as there is room for in flight) and
@@ -111,10 +122,17 @@ class NoticeDelivery:
             room = self._max_in_flight - len(self._in_flight)
             if room <= 0:
                 break
-            claim = await self._store.claim(queue, now_ms, self._lease_ms, room)
-            if claim is None:
+            try:
+                claim = await self._store.claim(queue, now_ms, self._lease_ms, room)
+                if claim is None:
+                    continue
+                await self._store.reindex(queue, claim.next_due_ms)
+            except Exception as e:
+                if isinstance(as_gateway_error(e), Unavailable):
+                    raise  # Redis did not answer: the step failed (tried again soon)
+                # One broken queue must not hold up the others' notices.
+                logger.exception("claiming the completion callbacks of queue %r failed", queue)
                 continue
-            await self._store.reindex(queue, claim.next_due_ms)
             for notice in claim.notices:
                 task = asyncio.create_task(self._deliver(notice, claim.secrets))
                 self._in_flight.add(task)

@@ -5,7 +5,9 @@ all on one Redis. Each step reads the jobs whose due time has come from one sort
 of the jobs), and for each:
 
 1. finishes the enqueue of every run whose gateway stopped half-way (``Runs.resume``): the
-   runs of the job's pending set begun more than ``resume_ms`` ago;
+   runs of the job's pending set begun more than ``resume_ms`` ago -- and, at once, those this
+   gateway began itself when Redis went away before their enqueue, once it is back
+   (:meth:`Firing.reconnected`);
 2. releases a firing held by the ``queue_one`` overlap policy once the previous run ended;
 3. fires a due fire time. The claim is ``begin_run``, keyed by the job and the fire time: of
    several gateways that read the same firing, exactly one makes its run.
@@ -116,34 +118,53 @@ class Firing:
         self._batch = batch
         self._concurrency = concurrency
         self._failing = False
+        self._resume_now = False  # Redis is back: resume the runs interrupted here at once
+
+    def reconnected(self) -> None:
+        """Redis answers again (the pub/sub connection is back): the next step resumes the
+        runs this gateway began and could not enqueue without waiting ``resume_ms``."""
+        self._resume_now = True
 
     async def step(self, now_ms: int | None = None) -> FiringReport:
         """Fire the due jobs (up to ``batch``), ``concurrency`` of them at a time; a job whose
         firing raises is logged and counted, and the others go on."""
         now = self._clock.now_ms() if now_ms is None else now_ms
         room = asyncio.Semaphore(self._concurrency)
+        resume_now, self._resume_now = self._resume_now, False
 
         async def one(job_id: str) -> FiringReport:
             async with room:
                 try:
-                    return await self._job(job_id, now)
+                    return await self._job(job_id, now, resume_now)
                 except Exception:
                     logger.exception("firing job %r failed", job_id)
                     return FiringReport(errors=1)
 
-        reports = await asyncio.gather(
-            *(one(job_id) for job_id in await self._store.due(now, self._batch))
-        )
-        return sum(reports, FiringReport())
+        try:
+            due = await self._store.due(now, self._batch)
+        except BaseException:
+            self._resume_now |= resume_now
+            raise
+        if resume_now:  # their jobs may not be due: taken in hand all the same
+            due = list(dict.fromkeys([*due, *self._runs.interrupted_jobs()]))
+        report = sum(await asyncio.gather(*(one(job_id) for job_id in due)), FiringReport())
+        if report.errors:
+            self._resume_now |= resume_now  # some may have failed again: at the next step
+        return report
 
-    async def _job(self, job_id: str, now: int) -> FiringReport:
+    async def _job(self, job_id: str, now: int, resume_now: bool = False) -> FiringReport:
         report = FiringReport()
         for _ in range(MAX_ROUNDS):
             job = await self._store.get(job_id)
             if job is None:
                 await self._store.hint(job_id, None)
                 return report
-            stale = [run_id for run_id, at in job.pending if now >= at + self._store.resume_ms]
+            interrupted = self._runs.interrupted(job_id) if resume_now else frozenset()
+            stale = [
+                run_id
+                for run_id, at in job.pending
+                if now >= at + self._store.resume_ms or run_id in interrupted
+            ]
             if stale:
                 await self._runs.resume(job.id, stale, now)
                 report += FiringReport(resumed=len(stale))
@@ -191,17 +212,19 @@ class Firing:
             return FiringReport(held=1)
         return FiringReport(fired=1, coalesced=int(due.missed > 1))
 
-    async def fire_job(self) -> None:
-        """One :meth:`step` now, logging a failure instead of raising. A shutdown mid-step
-        loses nothing: every change is one script, and the next step (here or on another
-        gateway) carries on."""
+    async def fire_job(self) -> bool:
+        """One :meth:`step` now, logging a failure instead of raising; returns whether it
+        worked (a job whose firing raised does not count: it stays due, so the loop comes back
+        to it at its interval). A shutdown mid-step loses nothing: every change is one script,
+        and the next step (here or on another gateway) carries on."""
         try:
             await self.step()
         except Exception:
             if not self._failing:
-                logger.exception("the firing loop failed; it runs again at its next time")
+                logger.exception("the firing loop failed; it runs again shortly")
             self._failing = True
-            return
+            return False
         if self._failing:
             logger.warning("the firing loop works again")
         self._failing = False
+        return True

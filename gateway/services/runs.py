@@ -145,6 +145,9 @@ class Runs:
         # Tests only (JOBGATE_TEST_PAUSE_AFTER_CLAIM_MS): a window between the claim and the
         # enqueue in which a test kills the gateway.
         self._pause_after_claim_ms = pause_after_claim_ms
+        # Runs begun here whose enqueue then failed (Redis went away in between), by job: the
+        # firing loop resumes them as soon as Redis is back rather than after resume_ms.
+        self._interrupted: dict[str, set[str]] = {}
 
     async def start(
         self, job: StoredJob, request: RunRequest, now_ms: int
@@ -194,8 +197,20 @@ class Runs:
                 self._pause_after_claim_ms,
             )
             await asyncio.sleep(self._pause_after_claim_ms / 1000)
-        await self._enqueue(job.id, run_id, record, now_ms)
+        try:
+            await self._enqueue(job.id, run_id, record, now_ms)
+        except Exception:
+            self._interrupted.setdefault(job.id, set()).add(run_id)
+            raise
         return begun, run_id
+
+    def interrupted(self, job_id: str) -> frozenset[str]:
+        """The job's runs begun here whose enqueue failed and that no resume finished since."""
+        return frozenset(self._interrupted.get(job_id, ()))
+
+    def interrupted_jobs(self) -> list[str]:
+        """The jobs with runs :meth:`interrupted` here."""
+        return list(self._interrupted)
 
     async def resume(self, job_id: str, run_ids: Sequence[str], now_ms: int) -> None:
         """Finish the enqueue of runs whose gateway stopped after beginning them."""
@@ -234,6 +249,11 @@ class Runs:
             failed = dict(record, status=RunStatus.FAILURE.value, message=_reason(e))
             await self._store.settle_run(job_id, run_id, failed)
         await self._store.end_run(job_id, run_id, now_ms)
+        runs = self._interrupted.get(job_id)
+        if runs is not None:
+            runs.discard(run_id)
+            if not runs:
+                del self._interrupted[job_id]
 
     async def resolve(self, job_id: str, args: JsonValue) -> JsonValue:
         """Default args with ``{{ last_successful_run }}`` (a whole string value) replaced."""

@@ -61,6 +61,32 @@ async def test_every_run_begun_by_a_stopped_gateway_is_resumed_with_overlap_allo
     assert (await env.step()).resumed == 0
 
 
+async def test_a_run_interrupted_by_redis_here_is_resumed_as_soon_as_redis_is_back(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This gateway claimed the firing, then Redis went away before the enqueue (the enqueue
+    # raises). The gateway lives on: once its pub/sub connection is back (reconnected), its next
+    # step enqueues the run's task at once, not resume_ms (30 s) after the claim.
+    job = await env.jobs.create(every(seconds=5, overlap="allow"))
+    firing = env.firing()
+    with monkeypatch.context() as m:
+        m.setattr(env.task_service, "enqueue", stopped)
+        env.clock.advance(5 * SECOND)
+        assert (await firing.step()).errors == 1
+    env.clock.advance(SECOND)
+    assert (await firing.step()).resumed == 0  # no word that Redis is back: resume_ms applies
+    firing.reconnected()
+    assert (await firing.step()).resumed == 1
+    states = await task_states(env, job.id)
+    assert [(state, fire) for state, fire in states.values()] == [
+        (TaskState.QUEUED, at(START + 5 * SECOND))
+    ]
+    stored = await env.store.get(job.id)
+    assert stored is not None
+    assert stored.pending == ()
+    assert env.runs.interrupted(job.id) == frozenset()
+
+
 @pytest.mark.parametrize("overlap", ["skip", "queue_one"])
 async def test_a_run_now_after_a_stopped_firing_loses_neither(
     env: Env, monkeypatch: pytest.MonkeyPatch, overlap: str

@@ -66,6 +66,34 @@ async def test_a_stopped_loop_makes_it_not_ready_and_names_it(redis: Redis) -> N
     assert report.checks["redis"] == "ok"
 
 
+async def test_a_stalled_loop_makes_it_not_ready_at_once_and_names_it(redis: Redis) -> None:
+    # The firing loop's last turn failed (Redis was down); Redis answers the probe now, but the
+    # loop has not caught up: not ready. The loops are read at every probe, not cached with
+    # the Redis check, so the answer follows the loop as soon as it works again.
+    stuck = {"job firing": True}
+    readiness = Readiness(
+        Scripts(redis),
+        {"recoverer": lambda: False, "job firing": lambda: True},
+        stalled={"job firing": lambda: stuck["job firing"], "dispatcher": lambda: False},
+        ttl=3600,
+    )
+    report = await readiness.check()
+    assert not report.ready
+    assert report.checks == {
+        "redis": "ok",
+        "scripts": "ok",
+        "loops": "stopped: recoverer; stalled: job firing",
+    }
+    readiness = Readiness(
+        Scripts(redis), {}, stalled={"job firing": lambda: stuck["job firing"]}, ttl=3600
+    )
+    assert not (await readiness.check()).ready
+    stuck["job firing"] = False  # its next turn worked
+    report = await readiness.check()  # within the ttl: Redis's check is the cached one
+    assert report.ready
+    assert report.checks["loops"] == "ok"
+
+
 async def test_unreachable_redis_is_reported_not_raised() -> None:
     dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
     try:

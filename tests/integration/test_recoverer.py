@@ -370,6 +370,29 @@ async def test_one_broken_queue_does_not_stall_the_others(
     assert await rec.step() == RecoveryReport()
 
 
+async def test_a_queue_whose_recovery_failed_is_taken_in_hand_at_once_when_redis_is_back(
+    stores: Stores,
+) -> None:
+    # Redis failed half-way through a step (stood in for by a policy it cannot read, then
+    # repaired): the queue's entry holds the mark, due HOLD_MS later. Once the pub/sub connection
+    # is back (reconnected), the next step takes the queue in hand without waiting for the mark.
+    await make_queue(stores)
+    await enqueue(stores)
+    await claim(stores)
+    policy = await stores.redis.hget(QueueKeys.of(Q).policy, "policy")
+    await stores.redis.hset(QueueKeys.of(Q).policy, "policy", "not json")
+    rec, _ = recoverer(stores)
+    stores.clock.advance(LEASE_MS)
+    assert await rec.step() == RecoveryReport(errors=1)
+    assert await rec.step() == RecoveryReport()  # at its mark: not retried at every step
+    assert policy is not None
+    await stores.redis.hset(QueueKeys.of(Q).policy, "policy", policy)
+    rec.reconnected()
+    assert rec.next_due_ms == stores.clock.now_ms()  # and woken now
+    assert await rec.step() == RecoveryReport(expired=1, retried=1)
+    assert await stores.tasks.due_of(Q) != stores.clock.now_ms() + HOLD_MS + 0.5
+
+
 # --- sweeping ---------------------------------------------------------------------------------
 
 

@@ -204,6 +204,29 @@ async def test_a_gateway_that_lost_the_turn_tries_again_when_it_ends(
     assert done.moved == 1
 
 
+async def test_a_pass_that_redis_refused_is_made_at_once_when_redis_is_back(
+    stores: Stores, store: RedriveStore
+) -> None:
+    s = stores
+    await with_redrive(s, after=0, every=600)
+    task_id = await dies(s, TIMEOUT)
+    r = redriver(s, store)
+    await r.refresh()
+    # Redis refuses writes (out of memory: a real refusal, as when it is down), so taking the
+    # turn fails: the pass raises, is logged, and would wait a whole cadence (10 min).
+    await s.redis.config_set("maxmemory", 1)
+    try:
+        assert await r.step() == []
+    finally:
+        await s.redis.config_set("maxmemory", 0)
+    s.clock.advance(1_000)
+    assert await r.step() == []  # not due again before its cadence
+    r.reconnected()  # the pub/sub connection is back
+    (done,) = await r.step()
+    assert done.moved == 1
+    assert await state(s, task_id) == "queued"
+
+
 async def test_a_pass_is_bounded_and_the_next_goes_on_where_it_stopped(
     stores: Stores, store: RedriveStore
 ) -> None:

@@ -7,7 +7,13 @@ import random
 
 import pytest
 
-from gateway.backoff import MAX_REQUESTED_DELAY, compute_backoff, retry_delay_ms
+from gateway.backoff import (
+    LOOP_RETRY_CAP,
+    MAX_REQUESTED_DELAY,
+    compute_backoff,
+    loop_retry_delay,
+    retry_delay_ms,
+)
 from sdk.wire import Backoff, BackoffStrategy
 
 
@@ -124,3 +130,10 @@ def test_a_requested_delay_that_is_not_a_number_is_ignored(rng: random.Random) -
     backoff = policy(BackoffStrategy.CONSTANT, base=3.0)
     assert retry_delay_ms(4, backoff, rng, requested=math.nan) == 3000
     assert retry_delay_ms(4, backoff, rng, requested=None) == 3000
+
+
+def test_a_loop_retries_from_its_interval_doubling_up_to_half_a_second() -> None:
+    assert [loop_retry_delay(0.1, n) for n in range(1, 6)] == [0.1, 0.2, 0.4, 0.5, 0.5]
+    assert loop_retry_delay(0, 1) == 0.05  # never a busy loop
+    assert loop_retry_delay(0.25, 1000) == LOOP_RETRY_CAP == 0.5  # no overflow, capped
+    assert loop_retry_delay(5.0, 3) == 5.0  # never faster than the loop's own interval
