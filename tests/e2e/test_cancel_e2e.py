@@ -1,9 +1,12 @@
-"""A bulk cancel (``POST /v1/queues/{queue}/tasks/cancel``) while work is being admitted: a real
-gateway process pushing to a real SDK worker on a queue with per-key concurrency, where each
-task that ends lets its key's next held task in, so tasks the filter listed as queued are
-claimed during the call. The answer must count each task by what its cancel did, and match
-every task's end state afterwards (issue 28: 81 to 185 tasks admitted mid-call were counted
-as cancelled, then ran and succeeded)."""
+"""Cancels end to end: a real gateway process pushing to a real SDK worker process.
+
+A running task asked to stop hears of it in a heartbeat's answer, the SDK stops it and reports
+it, and the task and its attempt both read ``cancelled``. A bulk cancel
+(``POST /v1/queues/{queue}/tasks/cancel``) while work is being admitted, on a queue with per-key
+concurrency where each task that ends lets its key's next held task in, so tasks the filter
+listed as queued are claimed during the call: the answer must count each task by what its
+cancel did, and match every task's end state afterwards (issue 28: 81 to 185 tasks admitted
+mid-call were counted as cancelled, then ran and succeeded)."""
 
 from __future__ import annotations
 
@@ -16,13 +19,31 @@ from gateway.store.keys import QueueKeys
 from sdk import TaskCreate
 
 from .conftest import Cluster, pushes
-from .test_e2e import LONG_INLINE, setup, until
+from .test_e2e import LONG_INLINE, SLOW, setup, until
 
 pytestmark = pytest.mark.e2e
 
 KEYS = 20
 PER_KEY = 30
 WORK = 0.2  # seconds each task runs (answered inline: the worker's window is 0.5 s)
+
+
+def test_a_running_task_asked_to_stop_ends_cancelled_and_so_does_its_attempt(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    lease = 3.0  # the SDK heartbeats every lease / 3
+    s = setup(cluster, tmp_path, lease_timeout=lease)
+    task = s.client.enqueue("e2e", SLOW, {"args": [600]})
+    # Progress comes after the worker answered 202: the task runs on, under its lease.
+    until(lambda: s.client.get_task(task.id).progress == 0.5, what="the attempt accepted")
+    asked = s.client.cancel(task.id)
+    assert (asked.state.value, asked.cancel_requested) == ("running", True)
+    # The next heartbeat (within lease / 3) brings the request; the deadline leaves room for
+    # a loaded machine, and stays far below the task's own 600 s.
+    done = s.client.wait(task.id, timeout=lease + 30)
+    assert done.state.value == "cancelled"
+    assert [(a.outcome.value, a.error) for a in done.attempts] == [("cancelled", "cancelled")]
+    assert done.attempt == 1
 
 
 def test_a_bulk_cancel_counts_each_task_by_what_happened_to_it(
