@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -26,7 +27,8 @@ from sdk.wire import PushBody
 from tests.support import live_gateway, serve, until
 
 ADMIN = "cancel-rules-admin-key-0"
-LEASE = 1.0  # seconds: the queue's lease_timeout
+LEASE = 30.0  # seconds: queue q's lease_timeout, longer than any test's wait
+SHORT_LEASE = 1.0  # seconds: queue 'short''s, for a lease that runs out
 RECOVER = 0.05  # seconds: the gateway's recover_interval (live_gateway's)
 
 
@@ -36,14 +38,15 @@ class Worker:
     the test lets it go (``let_go``), then answer 200 with a result or 500; ``accept`` answers
     202 (the test calls back, or never does)."""
 
-    secret: str = ""
+    secrets: list[str] = field(default_factory=list)  # one per queue's endpoint
     pushes: dict[str, tuple[dict[str, str], PushBody]] = field(default_factory=dict)
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
 
     async def handle(self, request: Request) -> Response:
         body = await request.body()
         headers = dict(request.headers)
-        Webhook(self.secret).verify(body, headers)
+        if not any(_verifies(secret, body, headers) for secret in self.secrets):
+            return Response(status_code=401)
         push = PushBody.model_validate_json(body)
         gate = self.gates.setdefault(push.id, asyncio.Event())
         self.pushes[push.id] = (headers, push)
@@ -58,14 +61,22 @@ class Worker:
         self.gates[task_id].set()
 
 
+def _verifies(secret: str, body: bytes, headers: dict[str, str]) -> bool:
+    try:
+        Webhook(secret).verify(body, headers)
+    except WebhookVerificationError:
+        return False
+    return True
+
+
 @dataclass
 class Rig:
     api: httpx.AsyncClient
     worker: Worker
 
-    async def running(self, name: str) -> tuple[str, str, str]:
+    async def running(self, name: str, queue: str = "q") -> tuple[str, str, str]:
         """Enqueue a task and wait for its push: its id, callback base and lease."""
-        r = await self.api.post("/v1/queues/q/tasks", json={"name": name})
+        r = await self.api.post(f"/v1/queues/{queue}/tasks", json={"name": name})
         assert r.status_code == 201, r.text
         task_id = str(r.json()["id"])
         await until(lambda: task_id in self.worker.pushes, what="the push")
@@ -95,11 +106,12 @@ async def rig(redis_url: str) -> AsyncIterator[Rig]:
     worker = Worker()
     app = Starlette(routes=[Route("/", worker.handle, methods=["POST"])])
     async with serve(app) as worker_url, live_gateway(redis_url, ADMIN) as (_, api):
-        policy = {"max_attempts": 3, "lease_timeout": LEASE, "push_timeout": 60}
-        (await api.put("/v1/queues/q", json=policy)).raise_for_status()
-        r = await api.post("/v1/queues/q/endpoints", json={"url": worker_url + "/"})
-        assert r.status_code == 201, r.text
-        worker.secret = r.json()["secret"]
+        for queue, lease in (("q", LEASE), ("short", SHORT_LEASE)):
+            policy = {"max_attempts": 3, "lease_timeout": lease, "push_timeout": 60}
+            (await api.put(f"/v1/queues/{queue}", json=policy)).raise_for_status()
+            r = await api.post(f"/v1/queues/{queue}/endpoints", json={"url": worker_url + "/"})
+            assert r.status_code == 201, r.text
+            worker.secrets.append(r.json()["secret"])
         try:
             yield Rig(api, worker)
         finally:
@@ -211,10 +223,10 @@ async def test_a_step_after_a_cancel_request_is_recorded_and_says_so(rig: Rig) -
 
 
 async def test_a_lease_that_runs_out_after_a_cancel_request_ends_cancelled(rig: Rig) -> None:
-    task_id, _, _ = await rig.running("accept")
+    task_id, _, _ = await rig.running("accept", queue="short")
     await rig.cancel(task_id)
-    # The worker never calls back: the lease (LEASE) runs out and the recoverer (every
+    # The worker never calls back: the lease (SHORT_LEASE) runs out and the recoverer (every
     # RECOVER) ends the task; the deadline leaves room for a loaded machine.
-    task = await rig.ended(task_id, timeout=LEASE + RECOVER + 15)
+    task = await rig.ended(task_id, timeout=SHORT_LEASE + RECOVER + 15)
     assert (task["state"], task["attempt"], outcomes(task)) == ("cancelled", 1, ["cancelled"])
     assert task["attempts"][0]["failure"] == "timeout"
