@@ -31,7 +31,7 @@ WORK = 0.2  # seconds each task runs (answered inline: the worker's window is 0.
 def test_a_running_task_asked_to_stop_ends_cancelled_and_so_does_its_attempt(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    lease = 3.0  # the SDK heartbeats every lease / 3
+    lease = 10.0  # the SDK heartbeats every lease / 3; a loaded machine answers the push in it
     s = setup(cluster, tmp_path, lease_timeout=lease)
     task = s.client.enqueue("e2e", SLOW, {"args": [600]})
     # Progress comes after the worker answered 202: the task runs on, under its lease.
@@ -80,9 +80,10 @@ def test_a_bulk_cancel_counts_each_task_by_what_happened_to_it(
             what="every task to end",
         )
     tasks = {task_id: s.client.get_task(task_id) for task_id in ids}
-    for task_id in cancelled:  # removed before they ran
+    for task_id in cancelled:  # removed from the queue (or, after a failed attempt, its retry)
         task = tasks[task_id]
-        assert (task.state.value, task.attempts) == ("cancelled", []), task_id
+        assert task.state.value == "cancelled", task_id
+        assert all(a.outcome.value != "succeeded" for a in task.attempts), task_id
     for task_id in requested:  # running when asked: the end of their attempt decided
         task = tasks[task_id]
         assert task.cancel_requested, task_id
