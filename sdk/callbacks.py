@@ -40,6 +40,7 @@ from sdk.wire import (
     ResultIn,
     SleepIn,
     StepIn,
+    StepOut,
 )
 
 if TYPE_CHECKING:
@@ -119,8 +120,9 @@ class CallbackChannel:
     async def checkpoint(self, state: JsonValue) -> None:
         await self._call("checkpoint", CheckpointIn(state=state))
 
-    async def step(self, name: str, result: JsonValue) -> None:
-        await self._call("step", StepIn(name=name, result=result))
+    async def step(self, name: str, result: JsonValue) -> bool:
+        response = await self._call("step", StepIn(name=name, result=result))
+        return StepOut.model_validate_json(response.content).cancel_requested
 
     async def log(self, message: str, level: str) -> None:
         line = LogLine(message=message[:8192], level=level[:16], at=datetime.now(UTC))

@@ -66,8 +66,9 @@ class Channel(Protocol):
 
     async def checkpoint(self, state: JsonValue) -> None: ...
 
-    async def step(self, name: str, result: JsonValue) -> None:
-        """Record a durable step's result with the task, before the step returns."""
+    async def step(self, name: str, result: JsonValue) -> bool:
+        """Record a durable step's result with the task, before the step returns; True when
+        the gateway asks the task to stop (the step is recorded all the same)."""
         ...
 
     async def log(self, message: str, level: str) -> None: ...
@@ -86,8 +87,9 @@ class DetachedChannel:
     async def checkpoint(self, state: JsonValue) -> None:
         self.checkpoints.append(state)
 
-    async def step(self, name: str, result: JsonValue) -> None:
+    async def step(self, name: str, result: JsonValue) -> bool:
         self.steps.setdefault(name, result)
+        return False
 
     async def log(self, message: str, level: str) -> None:
         log.log(logging.getLevelNamesMapping().get(level.upper(), logging.INFO), "%s", message)
@@ -235,6 +237,13 @@ class _Base:
             self._cancel.set()
         self._before_heartbeat()
 
+    def _after_step(self, cancel_requested: bool) -> None:
+        """A step's answer that asks the task to stop stops it as a heartbeat's would (the
+        step is recorded: a later attempt, if any, replays it)."""
+        if cancel_requested:
+            self._cancel.set()
+            raise Cancelled(f"task {self.id} was cancelled")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, name={self.name!r}, attempt={self.attempt})"
 
@@ -262,7 +271,9 @@ class AsyncContext(_Base):
         same value in every attempt). ``name`` may be used once per attempt
         (:class:`~sdk.errors.DuplicateStep`). On a worker that knows its time limit, a step
         that would not fit before it raises :class:`~sdk.errors.HandOver` instead of running:
-        the task goes on in a fresh attempt, none spent (docs/durable.md, "Time limits")."""
+        the task goes on in a fresh attempt, none spent (docs/durable.md, "Time limits").
+        Raises :class:`~sdk.errors.Cancelled`, once the step is recorded, when the gateway's
+        answer asks the task to stop (as a heartbeat's does)."""
         if self._replayed(name):
             return self.info.steps[name]
         began = self._fit(name)
@@ -270,8 +281,9 @@ class AsyncContext(_Base):
         if inspect.isawaitable(value):
             value = await value
         result: JsonValue = to_jsonable_python(value)
-        await self._channel.step(name, result)
+        cancel_requested = await self._channel.step(name, result)
         self._ran(began)
+        self._after_step(cancel_requested)
         return result
 
     async def sleep(self, name: str, delay: timedelta) -> None:
@@ -285,7 +297,7 @@ class AsyncContext(_Base):
         """Like :meth:`sleep`, until an aware datetime."""
         wake, record = self._wake(name, until)
         if record:
-            await self._channel.step(name, {"until": wake.isoformat()})
+            self._after_step(await self._channel.step(name, {"until": wake.isoformat()}))
         if wake > datetime.now(UTC):
             raise Sleep(name, wake)
 
@@ -337,8 +349,9 @@ class Context(_Base):
             return self.info.steps[name]
         began = self._fit(name)
         result: JsonValue = to_jsonable_python(fn(*args, **kwargs))
-        self._run(self._channel.step(name, result))
+        cancel_requested = self._run(self._channel.step(name, result))
         self._ran(began)
+        self._after_step(cancel_requested)
         return result
 
     def sleep(self, name: str, delay: timedelta) -> None:
@@ -349,7 +362,7 @@ class Context(_Base):
         """Like :meth:`sleep`, until an aware datetime."""
         wake, record = self._wake(name, until)
         if record:
-            self._run(self._channel.step(name, {"until": wake.isoformat()}))
+            self._after_step(self._run(self._channel.step(name, {"until": wake.isoformat()})))
         if wake > datetime.now(UTC):
             raise Sleep(name, wake)
 

@@ -53,7 +53,8 @@ STATIC_VERSION = "4"  # bump when a static file changes, so browsers fetch it ag
 NOTICES = {
     "paused": "Queue paused: it accepts tasks but dispatches none.",
     "resumed": "Queue resumed: its tasks are dispatched again.",
-    "cancelled": "Cancelled (a running task stops at its next heartbeat).",
+    "cancelled": "Cancelled (a running task is asked to stop at its next heartbeat, and ends "
+    "cancelled unless its attempt succeeds first).",
     "resubmitted": "{n} task(s) queued again; {skipped} skipped.",
     "job-created": "Job created.",
     "job-saved": "Job saved: the new schedule applies at once on every gateway.",
@@ -70,8 +71,8 @@ NOTICES = {
     "settings-saved": "Settings saved: every gateway applies them within a second.",
     "unchanged": "Nothing was changed.",
     "purged": "{n} finished task(s) deleted.",
-    "bulk-cancelled": "{n} task(s) cancelled (running ones stop at their next heartbeat); "
-    "{skipped} had ended meanwhile.",
+    "bulk-cancelled": "{n} task(s) cancelled; {requested} running task(s) asked to stop (each "
+    "ends cancelled unless its attempt succeeds first); {skipped} had ended meanwhile.",
 }
 """The messages a page shows after a change (``?notice=<name>``): fixed texts, so a link
 cannot make the UI display words of someone else's choosing."""
@@ -286,7 +287,11 @@ class Visit:
         text = NOTICES.get(self.query("notice") or "")
         if text is None:
             return None
-        return text.format(n=self.number("n"), skipped=self.number("skipped"))
+        return text.format(
+            n=self.number("n"),
+            skipped=self.number("skipped"),
+            requested=self.number("requested"),
+        )
 
     def render(
         self,

@@ -128,7 +128,9 @@ OPERATIONS = [
         StepOut,
         "Recorded with the task (name, result, attempt, time) and carried in the push body's "
         "'steps' to every later attempt. A name recorded before keeps its first result "
-        "('recorded': false). 413 when the task's steps would pass MAX_STEPS_BYTES in all.",
+        "('recorded': false). A cancel requested of the task does not refuse it (the attempt "
+        "still runs): 'cancel_requested' says so, as a heartbeat's answer does. 413 when the "
+        "task's steps would pass MAX_STEPS_BYTES in all.",
         errors=(413,),
     ),
     _callback("logs", "Append log lines", append_logs, LogIn, CallbackAck),
@@ -141,7 +143,8 @@ OPERATIONS = [
         None,
         CallbackAck,
         "Ends the attempt as 'released': the task is queued again at once and the attempt is "
-        "not counted against max_attempts. No body is needed (any is ignored).",
+        "not counted against max_attempts. After a cancel request it ends the task cancelled "
+        "instead (the attempt reads 'cancelled'). No body is needed (any is ignored).",
     ),
     _callback(
         "sleep",
@@ -151,6 +154,7 @@ OPERATIONS = [
         CallbackAck,
         "Ends the attempt as 'released' (not counted against max_attempts) with the task "
         "scheduled for 'until': no worker holds it meanwhile, and its steps and checkpoint stay "
-        "for the next push. A cancel requested meanwhile ends it cancelled instead.",
+        "for the next push. After a cancel request it ends the task cancelled instead (the "
+        "attempt reads 'cancelled').",
     ),
 ]

@@ -177,7 +177,10 @@ OPERATIONS = [
         errors=(400, 404, 413, 422),
         description="Cancels up to limit tasks of the queue in one unfinished state (queued by "
         "default), of one task name and one owner when given, in the state's order: as "
-        "POST /v1/tasks/{task_id}/cancel does for each (a running one stops at its next "
-        "heartbeat). A task that ended meanwhile is listed in skipped.",
+        "POST /v1/tasks/{task_id}/cancel does for each. The answer counts each task by what "
+        "its cancel did: 'cancelled' (it was queued, scheduled or waiting: ended at once), "
+        "'cancel_requested' (it was running, perhaps claimed during the call: asked to stop, "
+        "it ends cancelled unless its attempt succeeds first), 'skipped' (it had ended, or "
+        "was deleted, meanwhile).",
     ),
 ]

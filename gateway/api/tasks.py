@@ -204,7 +204,10 @@ OPERATIONS = [
         response=Task,
         params=(TASK_ID,),
         errors=(404, 409),
-        description="A queued or scheduled task ends at once. A running one is asked to stop: "
-        "its next heartbeat answer says so, and it ends as cancelled, not retried.",
+        description="A queued, scheduled or waiting task ends at once. A running one is asked "
+        "to stop (cancel_requested): its next heartbeat answer says so, and its attempt's end "
+        "decides: a success (a 2xx answer to the push, a result callback) ends it succeeded, "
+        "as the work was done; any other end (an error, a release or sleep, a lease that ran "
+        "out) ends it cancelled, not retried.",
     ),
 ]

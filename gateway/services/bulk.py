@@ -7,8 +7,8 @@ bulk cancel follows exactly the rules of cancelling one task. The JSON API
 
 from __future__ import annotations
 
-from gateway.errors import TaskFinished, TaskNotFound
 from gateway.services.tasks import TaskService
+from gateway.store.tasks import CancelResult
 from sdk.wire import CancelledTasks, CancelMatching, Skipped, TaskState
 
 STEP = 500  # tasks asked of one search (each walks at most 10,000 entries when filtered)
@@ -41,20 +41,23 @@ async def matching_ids(
 async def cancel_matching(
     tasks: TaskService, queue: str, request: CancelMatching
 ) -> CancelledTasks:
-    """Cancel every task matching ``request`` (up to its limit), one by one; a task that ended
-    or went meanwhile is skipped with the reason."""
+    """Cancel every task matching ``request`` (up to its limit), one by one, each counted by
+    what its cancel script did, not by the state the listing saw: a task claimed since then is
+    running and gets a cancel request; one that ended or went meanwhile is skipped, with why."""
     ids = await matching_ids(
         tasks, queue, request.state, request.limit, name=request.name, owner=request.owner
     )
     cancelled: list[str] = []
+    requested: list[str] = []
     skipped: list[Skipped] = []
     for task_id in ids:
-        try:
-            await tasks.cancel(queue, task_id)
-        except TaskFinished:
-            skipped.append(Skipped(id=task_id, reason="already ended"))
-        except TaskNotFound:
-            skipped.append(Skipped(id=task_id, reason="gone"))
-        else:
+        done = await tasks.cancel_one(queue, task_id)
+        if done.result is CancelResult.CANCELLED:
             cancelled.append(task_id)
-    return CancelledTasks(cancelled=cancelled, skipped=skipped)
+        elif done.result is CancelResult.REQUESTED:
+            requested.append(task_id)
+        elif done.result is CancelResult.FINISHED and done.state is not None:
+            skipped.append(Skipped(id=task_id, reason=f"already ended as {done.state.value}"))
+        else:  # NOTASK, NOQUEUE: deleted (swept, cleaned, its queue deleted) meanwhile
+            skipped.append(Skipped(id=task_id, reason="gone"))
+    return CancelledTasks(cancelled=cancelled, cancel_requested=requested, skipped=skipped)

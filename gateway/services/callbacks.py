@@ -97,7 +97,8 @@ class CallbackService:
 
     async def step(self, queue: str, task_id: str, token: str, body: StepIn) -> StepOut:
         """Record a durable step (fenced like a checkpoint); a name recorded before keeps its
-        first result and the answer says so (``recorded`` false)."""
+        first result and the answer says so (``recorded`` false). A cancel request does not
+        refuse it (the attempt runs until it ends); the answer says there is one."""
         done = await self._tasks.step(
             queue,
             task_id,
@@ -114,7 +115,9 @@ class CallbackService:
                 "(MAX_STEPS_BYTES): keep large results elsewhere and record a reference"
             )
         _check(done.fence, queue, task_id, done.state)
-        return StepOut(recorded=done.recorded, attempt=done.attempt)
+        return StepOut(
+            recorded=done.recorded, attempt=done.attempt, cancel_requested=done.cancel_requested
+        )
 
     async def logs(self, queue: str, task_id: str, token: str, body: LogIn) -> CallbackAck:
         now = self._clock.now_ms()
@@ -164,12 +167,14 @@ class CallbackService:
 
     async def release(self, queue: str, task_id: str, token: str) -> CallbackAck:
         """The worker gives the task back (it is shutting down): queued again at once, the
-        attempt not spent (a cancel requested meanwhile ends it cancelled instead)."""
+        attempt not spent (after a cancel request it ends the task cancelled instead, its
+        attempt ``cancelled``)."""
         return await self._finish(queue, Finish(task_id, token, AttemptOutcome.RELEASED))
 
     async def sleep(self, queue: str, task_id: str, token: str, body: SleepIn) -> CallbackAck:
         """A durable sleep: end the attempt as released (not spent) with the task scheduled
-        for ``until``; its steps and checkpoint stay, and no worker holds it meanwhile."""
+        for ``until``; its steps and checkpoint stay, and no worker holds it meanwhile. After a
+        cancel request it ends the task cancelled instead, its attempt ``cancelled``."""
         delay = max(0, round(body.until.timestamp() * 1000) - self._clock.now_ms())
         return await self._finish(
             queue, Finish(task_id, token, AttemptOutcome.RELEASED, delay_ms=delay)

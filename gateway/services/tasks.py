@@ -32,7 +32,7 @@ from gateway.store.records import (
     attempt_from_record,
     task_from_record,
 )
-from gateway.store.tasks import CancelResult, ClaimOrder, TaskStore
+from gateway.store.tasks import Cancel, CancelResult, ClaimOrder, TaskStore
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import TraceHeaders, Tracing
 from sdk.wire import (
@@ -360,8 +360,12 @@ class TaskService:
         page = TaskPage(items=items, next_cursor=str(offset) if more else None)
         return TaskSearch(page, start, offset if more else None, size)
 
+    async def cancel_one(self, queue: str, task_id: str) -> Cancel:
+        """Cancel a task and say what the script did (a bulk cancel counts by it)."""
+        return await self._tasks.cancel_task(queue, task_id, self._clock.now_ms())
+
     async def cancel(self, queue: str, task_id: str) -> Task:
-        outcome = await self._tasks.cancel(queue, task_id, self._clock.now_ms())
+        outcome = (await self.cancel_one(queue, task_id)).result
         if outcome in (CancelResult.NOTASK, CancelResult.NOQUEUE):
             raise TaskNotFound(task_id)
         if outcome is CancelResult.FINISHED:

@@ -161,11 +161,23 @@ class CancelMatching(InputModel):
 
 
 class CancelledTasks(OutputModel):
+    """What a bulk cancel did, each task counted by what its own cancel did (not by the state
+    the filter saw it in: a task may be claimed, or end, during the call)."""
+
     cancelled: list[str] = Field(
-        description="Ids of the tasks cancelled (a running one stops at its next heartbeat)."
+        description="Ids of the tasks cancelled at once: they were queued, scheduled or waiting "
+        "and are removed, ended `cancelled`."
+    )
+    cancel_requested: list[str] = Field(
+        default_factory=list,
+        description="Ids of the tasks that were running (some may have been claimed during the "
+        "call): each is asked to stop (its next heartbeat answer says so) and ends `cancelled` "
+        "when its attempt ends, unless the attempt succeeds first (then `succeeded`).",
     )
     skipped: list[Skipped] = Field(
-        default_factory=list, description="Tasks that matched but ended meanwhile, and why."
+        default_factory=list,
+        description="Tasks that matched but were not cancelled, and why: they ended meanwhile "
+        "('already ended as <state>') or were deleted ('gone').",
     )
 
 

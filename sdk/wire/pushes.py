@@ -178,6 +178,11 @@ class StepOut(OutputModel):
         description="False when a step of this name was recorded before: the first stays."
     )
     attempt: int = Field(description="The attempt that recorded the step kept.")
+    cancel_requested: bool = Field(
+        False,
+        description="A cancel of the task was requested, as a heartbeat's answer says: stop "
+        "the task (the step is recorded all the same).",
+    )
 
 
 class LogLine(InputModel):

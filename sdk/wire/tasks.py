@@ -243,6 +243,8 @@ class AttemptOutcome(StrEnum):
     EXPIRED = "expired"  # the lease ran out with no answer
     STALLED = "stalled"  # heartbeats stopped and the queue's stall policy re-dispatched it
     RELEASED = "released"  # the worker gave the task back (shutting down): no attempt spent
+    # A cancel was requested and the attempt ended any way but a success: the task ended
+    # cancelled (the status, error and failure kind say how the attempt ended).
     CANCELLED = "cancelled"
     REDRIVEN = "redriven"  # not an attempt: the queue's redrive policy queued the dead task again
 
@@ -383,7 +385,12 @@ class Task(OutputModel):
     finished_at: datetime | None = None
     lease_expires_at: datetime | None = None
     progress: float | None = None
-    cancel_requested: bool = False
+    cancel_requested: bool = Field(
+        False,
+        description="A cancel was asked of this task. Queued, scheduled or waiting, it ended "
+        "cancelled at once; running, the end of its attempt decides: succeeded when that "
+        "succeeds, else cancelled.",
+    )
     result: JsonValue = None
     warning: str | None = Field(None, description="Succeeded, with this warning.")
     error: str | None = None

@@ -182,7 +182,9 @@ async def test_bulk_cancel_and_delete_count_first_and_ask_for_a_confirmation(rig
     assert unconfirmed.status_code == 422
     done = await post(rig.web, "/admin/queues", "/admin/bulk/cancel", {**form, "confirm": "yes"})
     assert done.status_code == 303
-    assert "2 task(s) cancelled" in (await rig.web.get(done.headers["location"])).text
+    assert "requested=0" in done.headers["location"]
+    notice = (await rig.web.get(done.headers["location"])).text
+    assert "2 task(s) cancelled; 0 running task(s) asked to stop" in notice
     states = [(await rig.api.get(f"/v1/tasks/{i}")).json()["state"] for i in ids]
     assert states == ["cancelled", "cancelled", "queued"]
 

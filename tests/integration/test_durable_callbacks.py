@@ -32,8 +32,9 @@ async def test_a_step_is_recorded_once_shown_and_carried_to_the_next_attempt(rig
         other = await cb.post(
             f"{base}/step", json={"name": "mail", "result": [1, 2.5, "x"]}, headers=headers
         )
-        assert first.json() == {"recorded": True, "attempt": 1}, first.text
-        assert again.json() == {"recorded": False, "attempt": 1}, again.text  # the first stays
+        no_cancel = {"cancel_requested": False}
+        assert first.json() == {"recorded": True, "attempt": 1, **no_cancel}, first.text
+        assert again.json() == {"recorded": False, "attempt": 1, **no_cancel}  # the first stays
         assert other.status_code == 200, other.text
         steps = (await rig.task(task_id))["steps"]
         assert [(s["name"], s["result"], s["attempt"]) for s in steps] == [

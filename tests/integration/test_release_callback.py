@@ -118,5 +118,7 @@ async def test_a_cancel_requested_before_the_release_wins(rig: Rig) -> None:
     assert released.status_code == 200, released.text
     assert released.json()["state"] == "cancelled"
     task = await rig.task(task_id)
-    assert [a["outcome"] for a in task["attempts"]] == ["released"]
+    # The attempt ended the task, cancelled: it reads so, and it counts (docs/durable.md).
+    assert [a["outcome"] for a in task["attempts"]] == ["cancelled"]
+    assert task["attempt"] == 1
     assert len(rig.worker.of(task_id)) == 1

@@ -96,6 +96,8 @@ class FakeGateway:
             return JSONResponse(
                 {"cancel_requested": self.cancel, "lease_expires_at": expires.isoformat()}
             )
+        if kind == "step":
+            return JSONResponse({"recorded": True, "attempt": 1, "cancel_requested": self.cancel})
         return JSONResponse({"state": "running"})
 
     def app(self) -> Starlette:

@@ -146,6 +146,38 @@ async def test_cancel_raises_in_a_sync_task_at_its_next_heartbeat(
     assert error.body == {"error": "cancelled", "retryable": False}
 
 
+async def test_a_step_whose_answer_asks_to_stop_stops_the_task_once_recorded(
+    make_worker: MakeWorker, serve: Serve, gateway: FakeGateway
+) -> None:
+    """The gateway records a step of an attempt asked to stop and says so in its answer
+    (docs/durable.md): ctx.step raises Cancelled there, in both contexts, as a heartbeat's
+    answer would, so a task that records steps but seldom heartbeats stops at its next one."""
+    went_on: list[str] = []
+
+    @task("default", name="async_steps")
+    async def async_steps(ctx: AsyncContext) -> str:
+        await ctx.step("a", lambda: 1)
+        went_on.append("async")
+        return "not cancelled"
+
+    @task("default", name="sync_steps")
+    def sync_steps(ctx: Context) -> str:
+        ctx.step("a", lambda: 1)
+        went_on.append("sync")
+        return "not cancelled"
+
+    gateway.cancel = True
+    worker = make_worker([async_steps, sync_steps], inline_window=0, heartbeat_interval=60)
+    async with serve(worker) as push:
+        for name in ("async_steps", "sync_steps"):
+            assert (await push(name)).status_code == 202
+        errors = await gateway.wait_for("error", count=2)
+    assert [e.body for e in errors] == [{"error": "cancelled", "retryable": False}] * 2
+    assert [c.body for c in gateway.of("step")] == [{"name": "a", "result": 1}] * 2
+    assert went_on == []
+    assert "result" not in gateway.kinds()
+
+
 async def test_cancel_seen_inline_answers_cancelled(
     make_worker: MakeWorker, serve: Serve, gateway: FakeGateway
 ) -> None:

@@ -89,10 +89,12 @@ async def run(visit: Visit) -> Response:
     if action == "cancel":
         request = CancelMatching(state=state, name=name, owner=owner, limit=CANCEL_LIMIT)
         result = await cancel_matching(visit.services.tasks, queue, request)
-        n, skipped = len(result.cancelled), len(result.skipped)
-        return visit.redirect(
-            _back(queue, state, name, owner, notice="bulk-cancelled", n=n, skipped=skipped)
-        )
+        counts = {
+            "n": len(result.cancelled),
+            "requested": len(result.cancel_requested),
+            "skipped": len(result.skipped),
+        }
+        return visit.redirect(_back(queue, state, name, owner, notice="bulk-cancelled", **counts))
     clean = CleanRequest(states=[state], name=name, owner=owner, limit=DELETE_LIMIT)
     deleted = (await visit.services.operations.clean(queue, clean)).deleted
     return visit.redirect(_back(queue, state, name, owner, notice="purged", n=deleted))

@@ -1,6 +1,6 @@
 -- Cancel a task. Queued, scheduled and waiting tasks end at once (and their dependents fail); a
--- running one is asked to stop (the next heartbeat answer says so) and ends as cancelled when
--- its attempt ends, whatever way.
+-- running one is asked to stop (the next heartbeat answer says so), and the end of its attempt
+-- decides (finish.lua): succeeded when the attempt succeeded, else cancelled.
 -- KEYS[1] meta   KEYS[2] ready   KEYS[3] scheduled   KEYS[4] done:cancelled   KEYS[5] queue hash
 -- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] notify
@@ -8,8 +8,9 @@
 -- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel prefix   ARGV[4] queue name
 -- ARGV[5] wake channel: told the queue name when cancelling a queued task of a concurrency key
 --         moved the key's next held task to the ready set
--- Returns {'CANCELLED'} (then 'NOTICE' when a completion callback notice was recorded)
---      | {'REQUESTED'} | {'FINISHED', state} | {'NOTASK'}
+-- Returns what it did, which a bulk cancel counts by (gateway/services/bulk.py):
+--      {'CANCELLED'} (then 'NOTICE' when a completion callback notice was recorded)
+--      | {'REQUESTED'} (it is running) | {'FINISHED', state it ended in} | {'NOTASK'}
 --      or {'NOQUEUE'} (the queue is not registered)
 local policy = policy_of(KEYS[5])
 if not policy then

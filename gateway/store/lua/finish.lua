@@ -1,5 +1,6 @@
 -- End the current attempt of running tasks, each fenced by its lease token, and move each on:
--- succeeded; retried after a delay; back to the queue untouched; failed (or dead); cancelled.
+-- succeeded; retried after a delay; back to the queue untouched; failed (or dead); cancelled
+-- (a cancel was requested and the attempt ended any way but succeeded: see ``cancelled`` below).
 -- Many ends in one call (a batch of answers); each is decided on its own.
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] result   KEYS[4] attempts   KEYS[5] running
 -- KEYS[6] inflight     KEYS[7] ready   KEYS[8] scheduled   KEYS[9] seq   KEYS[10] endpoints
@@ -221,7 +222,15 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     text = 'the lease ran out before the endpoint answered (the gateway pushing it stopped?)'
   end
 
+  -- A cancel request decides every end but a success: the work that succeeded is recorded as
+  -- what happened; any other end (an error, a refusal, a busy or gone answer, a lease that ran
+  -- out, a release, a sleep) ends the task cancelled, and its attempt reads so too (with the
+  -- status, error and kind it ended with).
+  local cancelled = t.cancel and outcome ~= 'succeeded'
   local attempt = {n = t.att, ep = t.ep, started = t.started, ended = now, outcome = outcome}
+  if cancelled then
+    attempt.outcome = 'cancelled'
+  end
   if status ~= '' then
     attempt.status = tonumber(status)
   end
@@ -254,7 +263,7 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
   local next_state
   if outcome == 'succeeded' then
     next_state = 'succeeded'
-  elseif t.cancel then
+  elseif cancelled then
     next_state = 'cancelled'
   elseif outcome == 'failed' then
     next_state = 'failed'
@@ -270,8 +279,10 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
   if next_state == 'failed' and policy.dead_letter then
     next_state = 'dead'
   end
-  -- A busy worker or a vanished endpoint does not spend an attempt.
-  if outcome == 'gone' or outcome == 'released' or (outcome == 'busy' and next_state == 'retry') then
+  -- A busy worker, a vanished endpoint or a release does not spend an attempt (one that ends
+  -- the task, cancelled, counts as made).
+  if (outcome == 'gone' or outcome == 'released' or outcome == 'busy')
+    and (next_state == 'retry' or next_state == 'requeue') then
     t.att = t.att - 1
   end
   if outcome == 'gone' and endpoint then

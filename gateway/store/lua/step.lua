@@ -6,7 +6,10 @@
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] steps
 -- ARGV[1] task id   ARGV[2] lease token   ARGV[3] now ms   ARGV[4] step name
 -- ARGV[5] result JSON   ARGV[6] most bytes of a task's steps
--- Returns {'OK', 1 recorded | 0 the name was recorded before, the attempt that recorded it}
+-- A cancel requested of the running attempt does not refuse it: the attempt still runs (and its
+-- end decides the task's: docs/operator-guide.md, "Cancelling"), and the answer says so.
+-- Returns {'OK', 1 recorded | 0 the name was recorded before, the attempt that recorded it,
+--          cancel requested 0|1}
 --      | {'TOOBIG', bytes the steps would take} | {'NOTASK'} | {'STALE', state} | {'NOQUEUE'}
 if not redis.call('HEXISTS', KEYS[1], 'policy') then
   return {'NOQUEUE'}
@@ -16,12 +19,16 @@ local t, refusal = fenced(KEYS[2], id, ARGV[2])
 if not t then
   return refusal
 end
+local cancel = 0
+if t.cancel then
+  cancel = 1
+end
 local name = ARGV[4]
 local stored = redis.call('HGET', KEYS[3], id)
 if stored then
   for _, step in ipairs(cjson.decode(stored)) do
     if step.name == name then
-      return {'OK', 0, step.attempt}
+      return {'OK', 0, step.attempt, cancel}
     end
   end
 end
@@ -41,4 +48,4 @@ if not t.stp then
   t.stp = 1
   save_task(KEYS[2], id, t)
 end
-return {'OK', 1, int(t.att)}
+return {'OK', 1, int(t.att), cancel}

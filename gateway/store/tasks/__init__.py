@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from gateway.store.tasks.due import DueIndexing
 from gateway.store.tasks.enqueue import Enqueued, Enqueuing, Stored
-from gateway.store.tasks.finish import CancelResult, Ended, Finish, Finished, Finishing
+from gateway.store.tasks.finish import Cancel, CancelResult, Ended, Finish, Finished, Finishing
 from gateway.store.tasks.leases import (
     LOG_LINES_KEPT,
     Claim,
@@ -28,6 +28,7 @@ from gateway.store.tasks.recovery import Expired, Recovering
 
 __all__ = [
     "LOG_LINES_KEPT",
+    "Cancel",
     "CancelResult",
     "Claim",
     "ClaimOrder",

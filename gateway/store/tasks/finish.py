@@ -80,11 +80,20 @@ class Ended:
 
 
 class CancelResult(StrEnum):
-    CANCELLED = "CANCELLED"
-    REQUESTED = "REQUESTED"
-    FINISHED = "FINISHED"
+    CANCELLED = "CANCELLED"  # it was queued, scheduled or waiting: it ended cancelled now
+    REQUESTED = "REQUESTED"  # it is running: asked to stop (the end of its attempt decides)
+    FINISHED = "FINISHED"  # it had ended (its state says how)
     NOTASK = "NOTASK"
     NOQUEUE = "NOQUEUE"
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """What the cancel script did with one task: its result and, when the task had ended
+    (``FINISHED``), the state it ended in."""
+
+    result: CancelResult
+    state: TaskState | None = None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -280,6 +289,10 @@ class Finishing(StoreBase):
         return await self._scripts.call("finish", script_keys.words, [*head, *ends.words])
 
     async def cancel(self, queue: str, task_id: str, now_ms: int) -> CancelResult:
+        return (await self.cancel_task(queue, task_id, now_ms)).result
+
+    async def cancel_task(self, queue: str, task_id: str, now_ms: int) -> Cancel:
+        """Cancel one task (cancel.lua): what the script did, read from its reply alone."""
         k = QueueKeys.of(queue)
         reply = await self._scripts.call(
             "cancel",
@@ -304,4 +317,6 @@ class Finishing(StoreBase):
         result = CancelResult(reply[0])
         if result is CancelResult.CANCELLED and len(reply) > 1:  # a notice was recorded
             await mark_noticed(self._redis, queue, now_ms)
-        return result
+        if result is CancelResult.FINISHED:
+            return Cancel(result, TaskState(reply[1]))
+        return Cancel(result)

@@ -205,13 +205,15 @@ class Heartbeat:
 @dataclass(frozen=True, slots=True)
 class StepRecorded:
     """How recording a durable step went: ``recorded`` False when the name was recorded before
-    (by ``attempt``); ``size`` is what the steps would have taken when refused as too big."""
+    (by ``attempt``); ``size`` is what the steps would have taken when refused as too big;
+    ``cancel_requested`` as a heartbeat's answer says it."""
 
     fence: Fence
     recorded: bool = False
     attempt: int = 0
     state: TaskState | None = None
     size: int = 0
+    cancel_requested: bool = False
 
 
 class Leasing(StoreBase):
@@ -316,7 +318,12 @@ class Leasing(StoreBase):
             return StepRecorded(Fence.OK, size=int(reply[1]))
         fence = Fence(reply[0])
         if fence is Fence.OK:
-            return StepRecorded(fence, recorded=bool(int(reply[1])), attempt=int(reply[2]))
+            return StepRecorded(
+                fence,
+                recorded=bool(int(reply[1])),
+                attempt=int(reply[2]),
+                cancel_requested=bool(int(reply[3])),
+            )
         if fence is Fence.STALE:
             return StepRecorded(fence, state=TaskState(reply[1]))
         return StepRecorded(fence)
