@@ -179,7 +179,15 @@ async def test_a_killed_primary_under_load_answers_only_201_or_503(
         processes.stop()
 
     answers = sum((p.answers for p in producers), Counter[int]())
-    print(f"cluster under load: answers {dict(answers)}, every queue back after {back_after:.1f}s")
+    refused = Counter[str]()
+    for p in producers:
+        refused["killed" if primary_of(live, QueueKeys.of(p.queue).meta) == new else "others"] += (
+            p.answers[503]
+        )
+    print(
+        f"cluster under load: answers {dict(answers)} (503s on the killed primary's queues and "
+        f"on the others' {dict(refused)}), every queue back after {back_after:.1f}s"
+    )
     record_property("answers", dict(answers))
     gateway_logs = "\n".join(log.read_text() for log in logs)
     unexpected = [u for p in producers for u in p.unexpected]
