@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -135,7 +136,7 @@ async def test_a_killed_primary_under_load_answers_only_201_or_503(
                 assert answer.status_code == 201, answer.text
         old, new = replica_of_queue_primary(ports, queues[0])
         for primary in {primary_of(ports, QueueKeys.of(q).meta) for q in queues}:
-            await until(lambda p=primary: replica_caught_up(p), what="every replica to catch up")
+            await until(partial(replica_caught_up, primary), what="every replica to catch up")
 
         producers = [
             Producer(g, q, IdMaker() if i % 2 else None)
