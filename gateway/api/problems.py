@@ -83,6 +83,20 @@ async def on_unexpected(request: Request, exc: Exception) -> Response:
     return gateway_problem(known_error(request, exc))
 
 
+def answered_inside(exc: Exception) -> bool:
+    """Whether a handler of :data:`EXCEPTION_HANDLERS` other than the catch-all takes ``exc``
+    (by its classes, as Starlette's exception middleware looks). The catch-all (``Exception``)
+    is Starlette's outermost middleware's: it answers, then raises the exception on to the
+    server, and uvicorn closes the client's connection after the answer. So routes raise
+    :func:`known_error`'s error instead of an exception only the catch-all would take."""
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            return False
+        if cls in EXCEPTION_HANDLERS:
+            return True
+    return False
+
+
 EXCEPTION_HANDLERS = {
     GatewayError: on_gateway_error,
     HTTPException: on_http_exception,

@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from gateway.api import idempotency
 from gateway.api.body import parse_value, read_model
+from gateway.api.problems import answered_inside, known_error
 from gateway.auth import Access, Principal
 from gateway.services import Services
 from gateway.store.failures import as_gateway_error
@@ -254,7 +255,11 @@ def endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
             known = as_gateway_error(e)
             if known is not None:
                 raise known from e
-            raise
+            if answered_inside(e):
+                raise
+            # Answered 500 by the app, logged here with its traceback: not past the app, to
+            # the server, which would close the client's connection (gateway.api.problems).
+            raise known_error(request, e) from e
 
     answer.__name__ = op.operation_id
     return answer

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from redis.exceptions import (
-    ClusterDownError,
+    ClusterError,
     ConnectionError,
     OutOfMemoryError,
+    RedisClusterException,
     ResponseError,
     SlotNotCoveredError,
     TimeoutError,
@@ -24,7 +25,14 @@ def as_gateway_error(exc: BaseException) -> GatewayError | None:
     if isinstance(exc, ConnectionError | TimeoutError):
         return Unavailable("the gateway cannot reach its Redis; nothing was stored", 5)
     # A Redis Cluster between losing a primary and promoting its replica (CLUSTERDOWN, or no
-    # node for the slot), or moving a slot (TRYAGAIN): redis-py retried for about a second.
-    if isinstance(exc, ClusterDownError | SlotNotCoveredError | TryAgainError):
+    # node for the slot), or moving a slot (TRYAGAIN; or redirected more times than redis-py
+    # follows, its ClusterError "TTL exhausted"): redis-py retried for about a second.
+    if isinstance(exc, ClusterError | SlotNotCoveredError | TryAgainError):
         return Unavailable("the gateway's Redis Cluster is failing over; nothing was stored", 1)
+    # The cluster client could reach no node to re-read the slot map from: redis-py raises
+    # RedisClusterException (not a RedisError) from the last node's connection error.
+    if isinstance(exc, RedisClusterException) and isinstance(
+        exc.__cause__, ConnectionError | TimeoutError
+    ):
+        return Unavailable("the gateway cannot reach its Redis Cluster; nothing was stored", 5)
     return None

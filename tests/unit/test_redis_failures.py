@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from redis.exceptions import (
     ClusterDownError,
+    ClusterError,
     ConnectionError,
     MasterDownError,
     OutOfMemoryError,
+    RedisClusterException,
     ResponseError,
     SlotNotCoveredError,
     TimeoutError,
@@ -16,6 +18,12 @@ from redis.exceptions import (
 
 from gateway.errors import Unavailable
 from gateway.store.failures import as_gateway_error
+
+
+def _from(exc: Exception, cause: Exception) -> Exception:
+    """``exc`` as raised ``from cause``."""
+    exc.__cause__ = cause
+    return exc
 
 
 @pytest.mark.parametrize(
@@ -29,6 +37,8 @@ from gateway.store.failures import as_gateway_error
         (MasterDownError("Link with MASTER is down"), 1),
         (SlotNotCoveredError('Slot "42" is not covered by the cluster.'), 1),
         (TryAgainError("Multiple keys request during rehashing of slot"), 1),
+        (ClusterError("TTL exhausted."), 1),
+        (_from(RedisClusterException("Redis Cluster cannot be connected"), ConnectionError()), 5),
     ],
 )
 def test_redis_failures_are_unavailable(exc: Exception, retry_after: int) -> None:
@@ -38,7 +48,12 @@ def test_redis_failures_are_unavailable(exc: Exception, retry_after: int) -> Non
 
 
 @pytest.mark.parametrize(
-    "exc", [ResponseError("WRONGTYPE Operation against a key"), ValueError("a bug")]
+    "exc",
+    [
+        ResponseError("WRONGTYPE Operation against a key"),
+        ValueError("a bug"),
+        RedisClusterException("No way to dispatch this command to Redis Cluster. Missing key."),
+    ],
 )
 def test_other_errors_are_not(exc: Exception) -> None:
     assert as_gateway_error(exc) is None
