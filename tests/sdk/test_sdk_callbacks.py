@@ -167,9 +167,13 @@ async def test_a_heartbeat_the_gateway_cannot_answer_yet_is_sent_again() -> None
 
 async def test_a_step_is_recorded_through_a_gateway_restart() -> None:
     channel, seen = calls_with(
-        [httpx.RemoteProtocolError("closed"), UNAVAILABLE, httpx.Response(200, json={})]
+        [
+            httpx.RemoteProtocolError("closed"),
+            UNAVAILABLE,
+            httpx.Response(200, json={"recorded": True, "attempt": 1}),
+        ]
     )
-    await channel.step("charge", {"ok": True})
+    assert await channel.step("charge", {"ok": True}) is False  # no cancel requested
     assert [str(request.url).rsplit("/", 1)[1] for request in seen] == ["step"] * 3
 
 
