@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 from pydantic import Field
@@ -168,6 +168,11 @@ def _new_plain_task(
     )
 
 
+def _runs_of(job: str | None, new: list[NewTask]) -> list[NewTask]:
+    """The tasks as runs of ``job``: their records name it (``jb``)."""
+    return new if job is None else [replace(n, job=job) for n in new]
+
+
 def _ready_now(spec: TaskCreate, now_ms: int) -> bool:
     """Whether the task goes straight to the ready set (no delay, no dependency)."""
     if spec.depends_on or spec.after_group or spec.delay or spec.debounce:
@@ -224,16 +229,19 @@ class TaskService:
         *,
         batch: bool = True,
         trace: TraceHeaders | None = None,
+        job: str | None = None,
     ) -> list[Task]:
         """Store every task or none; the answer shows each as stored (or, for a task that
         matched an earlier one by its dedup or singleton key, that earlier task).
 
         ``trace``: the request's W3C headers. A task without a ``traceparent`` of its own keeps
         them as its trace context; when tracing is on, each task gets an enqueue span instead
-        (its parent: the task's own context, else the request's span) and keeps that."""
-        return [
-            c.view() for c in await self.enqueue_created(queue, specs, batch=batch, trace=trace)
-        ]
+        (its parent: the task's own context, else the request's span) and keeps that.
+
+        ``job``: the tasks are runs of this job (their ids the runs'); their records name it,
+        so the scripts that end them record each run's end (:mod:`gateway.store.run_ends`)."""
+        created = await self.enqueue_created(queue, specs, batch=batch, trace=trace, job=job)
+        return [c.view() for c in created]
 
     async def enqueue_created(
         self,
@@ -242,11 +250,12 @@ class TaskService:
         *,
         batch: bool = True,
         trace: TraceHeaders | None = None,
+        job: str | None = None,
     ) -> list[Created]:
         """:meth:`enqueue`, each task's answer not yet made into a Task (for the routes that
         answer with its JSON: :func:`gateway.services.created.answer_json`)."""
         try:
-            return await self._enqueue(queue, specs, batch, trace)
+            return await self._enqueue(queue, specs, batch, trace, job)
         except ValidationFailed as e:
             if batch:
                 raise
@@ -260,6 +269,7 @@ class TaskService:
         specs: Sequence[TaskCreate],
         batch: bool,
         trace: TraceHeaders | None,
+        job: str | None = None,
     ) -> list[Created]:
         seen: dict[str, int] = {}
         problems = []
@@ -296,21 +306,27 @@ class TaskService:
         order = None
         ids = iter(self._ids.take(len(specs) - sum(spec.id is not None for spec in specs)))
         if not self._tracing.enabled:
-            new = [
-                _new_plain_task(spec, now, trace, spec.id or next(ids))
-                if _plain(spec, policy)
-                else _new_task(spec, now, located, queue, policy, trace, spec.id or next(ids))
-                for spec in specs
-            ]
+            new = _runs_of(
+                job,
+                [
+                    _new_plain_task(spec, now, trace, spec.id or next(ids))
+                    if _plain(spec, policy)
+                    else _new_task(spec, now, located, queue, policy, trace, spec.id or next(ids))
+                    for spec in specs
+                ],
+            )
             order = self._claim_for(queue) if ready_now else None
             enqueued = await self._tasks.enqueue_batch(
                 queue, new, now, client_ids=bool(seen), claim=order
             )
         else:
-            untraced = [
-                _new_task(spec, now, located, queue, policy, task_id=spec.id or next(ids))
-                for spec in specs
-            ]
+            untraced = _runs_of(
+                job,
+                [
+                    _new_task(spec, now, located, queue, policy, task_id=spec.id or next(ids))
+                    for spec in specs
+                ],
+            )
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
                 order = self._claim_for(queue) if ready_now else None
                 enqueued = await self._tasks.enqueue_batch(
