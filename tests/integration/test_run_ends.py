@@ -116,3 +116,19 @@ async def test_a_task_enqueued_without_its_job_has_its_end_kept_when_read(env: E
     found = await env.jobs.run(job_id, run.id)
     assert (found.status, found.attempts) == (RunStatus.SUCCESS, 1)
     assert found.ended_at is not None
+
+
+async def test_the_sweep_keeps_a_run_whose_end_may_wait_in_the_outbox(env: Env) -> None:
+    job_id = await manual_job(env)
+    run = await env.jobs.run_now(job_id, RunCreate(), "alice")
+    (plain,) = await env.task_service.enqueue(Q, [TaskCreate(name="tick")])
+    await env.finish(run.task_id)
+    await env.finish(plain.id)
+    assert len(await outbox(env)) == 1
+    await sweep(env)  # the run's end is not kept yet: its task stays, the other goes
+    assert await env.tasks.record(Q, plain.id) is None
+    assert await env.tasks.record(Q, run.task_id) is not None
+    await deliver(env)
+    await sweep(env)
+    assert await env.tasks.record(Q, run.task_id) is None
+    assert (await env.jobs.run(job_id, run.id)).status is RunStatus.SUCCESS

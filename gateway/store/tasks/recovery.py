@@ -69,7 +69,8 @@ class Recovering(StoreBase):
         return found
 
     async def sweep(self, queue: str, now_ms: int, limit: int) -> int:
-        """Delete finished tasks past their retention; returns how many."""
+        """Delete finished tasks past their retention; returns how many. A job's run is kept
+        while the outbox holds anything (its end may be there): deliver it first."""
         k = QueueKeys.of(queue)
         ids: list[str] = await self._scripts.call(
             "sweep",
@@ -86,6 +87,7 @@ class Recovering(StoreBase):
                 k.cancelled,
                 k.dedup,
                 k.dedup_exp,
+                k.outbox,
             ],
             [now_ms, limit],
         )
