@@ -132,3 +132,16 @@ async def test_the_sweep_keeps_a_run_whose_end_may_wait_in_the_outbox(env: Env) 
     await sweep(env)
     assert await env.tasks.record(Q, run.task_id) is None
     assert (await env.jobs.run(job_id, run.id)).status is RunStatus.SUCCESS
+
+
+async def test_a_run_dropped_past_the_runs_kept_takes_its_end_with_it(env: Env) -> None:
+    env.store.runs_kept = 2
+    job_id = await manual_job(env)
+    first = await env.jobs.run_now(job_id, RunCreate(), "alice")
+    await env.finish(first.task_id)
+    await deliver(env)
+    assert await env.redis.hexists(JobKeys.of(job_id).run, end_field(first.id))
+    for _ in range(2):
+        await env.jobs.run_now(job_id, RunCreate(), "alice")
+    fields = await env.redis.hkeys(JobKeys.of(job_id).run)
+    assert not [f for f in fields if f.startswith(first.id)]
