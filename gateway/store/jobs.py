@@ -2,8 +2,8 @@
 
 Every key of one job carries the hash tag ``{job:<id>}`` (``keys.JobKeys``), so each change of
 a job is one script on one Redis Cluster slot: ``save_job`` (create, replace), ``begin_run``
-(claim a firing or record a manual run), ``end_run`` (its task is enqueued), ``settle_run``
-(a run that never got its task), ``run_ended`` (how its task ended: :mod:`gateway.store.run_ends`),
+(claim a firing or record a manual run), ``end_run`` (its task is enqueued), ``settle_run`` (a
+run that never got its task), ``run_ended`` (how its task ended: :mod:`gateway.store.run_ends`),
 ``delete_run``. A run's task lives in its queue's keys, like any task, so enqueuing it is a
 script of its own: between ``begin_run`` and ``end_run`` the run waits in the job's pending set,
 from which any gateway resumes it (``StoredJob.pending``).
