@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARES = [
     ("Redis round trip (redis-py, coalescer, their socket I/O)", ("Coalescer.", "Pipeline.")),
     ("the enqueue store call (args, records, index)", ("Enqueuing.",)),
-    ("task building (ids, records, trace)", ("_new_task", "services/new_tasks.py", "record_json")),
+    ("task building (ids, records, trace)", ("_new_task", "record_json")),
     ("answer: Task model, JSON, response, its write", ("_respond", "_created_view", "Response.")),
     ("answer: uvicorn's send, its write", ("RequestResponseCycle.send", "_OneWritePerTurn.")),
     ("body: read, parse, validate (pydantic)", ("read_model",)),

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.services.created import Created, answer_json, created_json, plain_json
 from gateway.services.created import created_view as _created_view
-from gateway.services.new_tasks import is_plain, new_plain_task, new_task
+from gateway.services.tasks import _new_plain_task, _new_task, _plain
 from gateway.store.records import NewTask, dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
@@ -70,7 +70,7 @@ def test_the_answer_is_the_stored_record_read_back(
 ) -> None:
     policy = QueuePolicy(max_attempts=4, key_rate_limit=None)
     spec = TaskCreate.model_validate(fields)
-    new = new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy, request_trace)
+    new = _new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy, request_trace)
     record = new.record()
     record.update(state=state.value, att=0)
     if state is TaskState.WAITING:
@@ -92,7 +92,7 @@ def test_the_answer_is_the_stored_record_read_back(
 def test_a_batch_answer_is_the_models_json_with_earlier_tasks_as_they_are() -> None:
     policy = QueuePolicy(max_attempts=4)
     specs = [TaskCreate.model_validate(fields) for fields in SPECS]
-    news = [new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy) for spec in specs]
+    news = [_new_task(spec, NOW, {DEP: "elsewhere"}, "q", policy) for spec in specs]
     earlier = _created_view("q", specs[0], news[0], TaskState.SUCCEEDED, policy).model_copy(
         update={"deduplicated": True, "result": {"done": 1}}
     )
@@ -122,7 +122,7 @@ def test_a_keyed_queue_answers_alike() -> None:
         key_concurrency=KeyConcurrency(limit=2, path="kwargs.user"),
     )
     spec = TaskCreate(name="keyed", payload={"kwargs": {"user": "u1"}})
-    new = new_task(spec, NOW, {}, "q", policy)
+    new = _new_task(spec, NOW, {}, "q", policy)
     assert new.record()["ck"] == "u1"
     record = new.record()
     record.update(state="queued", att=0)
@@ -161,12 +161,12 @@ def test_a_plain_task_is_made_as_any_other(
     fields: dict[str, Any], request_trace: TraceHeaders | None
 ) -> None:
     spec = TaskCreate.model_validate(fields)
-    assert is_plain(spec, QueuePolicy())
+    assert _plain(spec, QueuePolicy())
     rated = KeyRateLimit(path="kwargs.user", per_second=1, burst=1)
-    assert not is_plain(spec, QueuePolicy(key_rate_limit=rated))
-    assert not is_plain(spec, QueuePolicy(key_concurrency=KeyConcurrency(limit=2, path="k")))
-    made = new_plain_task(spec, NOW, request_trace, DEP)
-    assert made == new_task(spec, NOW, {}, "q", QueuePolicy(), request_trace, DEP)
+    assert not _plain(spec, QueuePolicy(key_rate_limit=rated))
+    assert not _plain(spec, QueuePolicy(key_concurrency=KeyConcurrency(limit=2, path="k")))
+    made = _new_plain_task(spec, NOW, request_trace, DEP)
+    assert made == _new_task(spec, NOW, {}, "q", QueuePolicy(), request_trace, DEP)
 
 
 SAMPLE_VALUES = {
@@ -190,7 +190,7 @@ def test_every_option_of_a_new_task_comes_out_in_the_answer_as_the_general_path_
 ) -> None:
     """A field added to NewTask that the answer shows must also make the task not plain (or
     the format string, written for plain tasks, would leave it out)."""
-    plain = new_plain_task(TaskCreate(name="noop", payload={"n": 1}), NOW, None, DEP)
+    plain = _new_plain_task(TaskCreate(name="noop", payload={"n": 1}), NOW, None, DEP)
     value = SAMPLE_VALUES[str(field.type)]
     optioned = dataclasses.replace(plain, **{field.name: value})
     policy = QueuePolicy(max_attempts=3)
@@ -201,7 +201,7 @@ def test_every_option_of_a_new_task_comes_out_in_the_answer_as_the_general_path_
 def test_a_debounced_task_answers_as_stored() -> None:
     policy = QueuePolicy()
     spec = TaskCreate(name="burst", debounce={"key": "doc-7", "window": 30, "max_wait": 60})
-    new = new_task(spec, NOW, {}, "q", policy)
+    new = _new_task(spec, NOW, {}, "q", policy)
     assert new.run_at_ms == NOW + 30_000
     record = new.record()
     record.update(state="scheduled", att=0, dbn=1)  # the enqueue script numbers the burst
@@ -222,9 +222,9 @@ def test_a_task_giving_options_at_their_default_is_plain(fields: dict[str, Any])
     "depends_on": []``) takes the plain path, and makes the same task as the general one."""
     spec = TaskCreate.model_validate_json(json.dumps(fields), strict=True)
     assert spec.model_fields_set == set(fields)
-    assert is_plain(spec, QueuePolicy())
-    made = new_plain_task(spec, NOW, None, DEP)
-    assert made == new_task(spec, NOW, {}, "q", QueuePolicy(), None, DEP)
+    assert _plain(spec, QueuePolicy())
+    made = _new_plain_task(spec, NOW, None, DEP)
+    assert made == _new_task(spec, NOW, {}, "q", QueuePolicy(), None, DEP)
 
 
 @pytest.mark.parametrize(
@@ -238,7 +238,7 @@ def test_a_task_giving_options_at_their_default_is_plain(fields: dict[str, Any])
 )
 def test_a_task_giving_an_option_off_its_default_is_not_plain(fields: dict[str, Any]) -> None:
     spec = TaskCreate.model_validate_json(json.dumps(fields), strict=True)
-    assert not is_plain(spec, QueuePolicy())
+    assert not _plain(spec, QueuePolicy())
 
 
 RECORD_KEYS = {  # NewTask field → its key in the record (lua/prelude.lua)
@@ -294,7 +294,7 @@ def _record_as_before(new: NewTask) -> dict[str, Any]:
     ids=lambda f: f.name,
 )
 def test_each_option_goes_into_the_record_under_its_key(field: dataclasses.Field[Any]) -> None:
-    plain = new_plain_task(TaskCreate(name="noop", payload={"n": 1}), NOW, None, DEP)
+    plain = _new_plain_task(TaskCreate(name="noop", payload={"n": 1}), NOW, None, DEP)
     assert (
         plain.record()
         == _record_as_before(plain)
