@@ -1,5 +1,6 @@
 """The recoverer's work on one due queue: promote due tasks, record expired leases, redispatch
-stalled attempts, sweep finished tasks, deliver dependency notices to other queues.
+stalled attempts, deliver the outbox (dependency notices to other queues, ends of job runs to
+their jobs), sweep finished tasks.
 
 :class:`QueueRecovery` does it for one queue at a time; :class:`~gateway.recoverer.Recoverer`
 decides which queues are due and when. Each change is one script, fenced where it must be: an
@@ -106,8 +107,10 @@ class QueueRecovery:
                 requeued += again
         if promoted or requeued:
             self._on_ready(queue)
+        # Notices first: the sweep keeps a job's run while the outbox may hold its end.
+        notified = await self._notify(queue, now)
         report = RecoveryReport(promoted=promoted, swept=await self._sweep(queue, now))
-        return report + expired + await self._notify(queue, now)
+        return report + expired + notified
 
     async def _sweep(self, queue: str, now: int) -> int:
         """Delete the queue's finished tasks past retention (and its ended dedup windows)."""
@@ -120,8 +123,9 @@ class QueueRecovery:
                 return deleted
 
     async def _notify(self, queue: str, now: int) -> RecoveryReport:
-        """Deliver this queue's dependency notices to other queues, and link again the
-        cross-queue dependencies a stopped gateway left unregistered."""
+        """Deliver this queue's outbox (dependency notices to other queues, ends of job runs to
+        their jobs), and link again the cross-queue dependencies a stopped gateway left
+        unregistered."""
         if self._dependencies is None:
             return RecoveryReport()
         notified = 0

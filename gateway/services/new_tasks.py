@@ -5,6 +5,8 @@ task, which gives nothing but its id, name, payload and priority."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ulid import ULID
 
 from gateway.rate_keys import rate_key_of
@@ -125,6 +127,11 @@ def new_plain_task(
         traceparent=trace.traceparent if trace else None,
         tracestate=trace.tracestate if trace else None,
     )
+
+
+def runs_of(job: str | None, new: list[NewTask]) -> list[NewTask]:
+    """The tasks as runs of ``job``: their records name it (``jb``)."""
+    return new if job is None else [replace(n, job=job) for n in new]
 
 
 def is_ready_now(spec: TaskCreate, now_ms: int) -> bool:

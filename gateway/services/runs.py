@@ -12,8 +12,10 @@ of every pending run that old from its record. The task id is the run id, fixed 
 so a task that exists already counts as done and two gateways resuming the same run make one
 task: a claimed firing, or a run now, always ends as exactly one task.
 
-A run's status is read from its task (``run_status``); once final it is also kept in the run
-record, which outlives the task's retention.
+A run's status is read from its task (``run_status``). The task's record names its job, and
+the script that ends it records the end for the run (:mod:`gateway.store.run_ends`), kept
+beside the run record, which outlives the task's retention: a run whose task is gone reads as
+that end says.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from gateway.errors import GatewayError, InvalidRequest, QueueNotFound, TaskExis
 from gateway.services.tasks import TaskService
 from gateway.store.jobs import Begun, JobStore, StoredJob
 from gateway.store.records import to_datetime, to_ms
+from gateway.store.run_ends import RunEnd, end_of
 from sdk.wire import LAST_SUCCESSFUL_RUN, Run, RunStatus, RunSummary, TaskCreate, TaskState
 
 logger = logging.getLogger(__name__)
@@ -56,7 +59,8 @@ _STATUS = {
 def run_status(
     record: dict[str, Any], task: dict[str, Any] | None, *, pending: bool = False
 ) -> tuple[RunStatus, str | None]:
-    """A run's status and message, from its task's record (None: the task is gone)."""
+    """A run's status and message, from its task's record or the end kept for it (None: the
+    task is gone and no end is kept)."""
     if task is None:
         if "status" in record:
             return RunStatus(record["status"]), record.get("message")
@@ -82,6 +86,10 @@ def _ms(task: dict[str, Any] | None, record: dict[str, Any], field: str) -> date
 def run_view(
     job_id: str, run_id: str, record: dict[str, Any], task: dict[str, Any] | None, pending: bool
 ) -> Run:
+    """The run as the API shows it: from its task while the task exists, then from the end
+    kept beside its record (the same fields as the task's), then from the record alone."""
+    if task is None:
+        task = record.get("end")
     status, message = run_status(record, task, pending=pending)
     return Run(
         id=run_id,
@@ -102,17 +110,12 @@ def run_view(
     )
 
 
-def settled(
-    record: dict[str, Any], task: dict[str, Any], status: RunStatus, message: str | None
-) -> dict[str, Any]:
-    """The run record with its final status, times and attempt count kept."""
-    kept = dict(record, status=status.value, att=task.get("att", 0))
-    for field in ("first", "finished"):
-        if task.get(field):
-            kept[field] = task[field]
-    if message:
-        kept["message"] = message
-    return kept
+def _unkept(record: dict[str, Any], task: dict[str, Any]) -> bool:
+    """Whether a finished task's end is newer than the end kept for its run: the script that
+    ended it records it (through the outbox, delivered soon after), except for a task enqueued
+    by an older version, which does not name its job."""
+    kept = record.get("end")
+    return kept is None or kept.get("finished", 0) < task.get("finished", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +245,7 @@ class Runs:
                     ),
                 }
             )
-            await self._tasks.enqueue(queue, [spec], batch=False)
+            await self._tasks.enqueue(queue, [spec], batch=False, job=job_id)
         except TaskExists:
             pass  # a resumed enqueue that had been done
         except (QueueNotFound, InvalidRequest, ValidationError) as e:
@@ -290,16 +293,17 @@ class Runs:
 
     async def _views(self, runs: Sequence[tuple[str, str, dict[str, Any], bool]]) -> list[Run]:
         """Runs ``(job id, run id, record, whether it is pending)`` as the API shows them, their
-        tasks read in one round trip; keeps the final status of finished ones in their
-        records."""
+        tasks read in one round trip. A finished task whose end is not kept yet (its task was
+        enqueued by an older version, or the outbox is not delivered yet) has it kept now."""
         tasks = await self._store.task_records([(r["queue"], run_id) for _, run_id, r, _ in runs])
         views = []
+        unkept: list[RunEnd] = []
         for (job_id, run_id, record, pending), (task, _) in zip(runs, tasks, strict=True):
             view = run_view(job_id, run_id, record, task, pending)
-            if task is not None and view.status.finished and "status" not in record:
-                kept = settled(record, task, view.status, view.message)
-                await self._store.settle_run(job_id, run_id, kept)
+            if task is not None and view.status.finished and _unkept(record, task):
+                unkept.append((job_id, run_id, end_of(task)))
             views.append(view)
+        await self._store.keep_ends(unkept)
         return views
 
     async def summary(self, job: StoredJob) -> RunSummary | None:

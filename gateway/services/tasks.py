@@ -23,7 +23,13 @@ from gateway.ids import IdMaker
 from gateway.services.catalog import CatalogService
 from gateway.services.created import Created
 from gateway.services.enqueue_answers import answers
-from gateway.services.new_tasks import is_plain, is_ready_now, new_plain_task, new_task
+from gateway.services.new_tasks import (
+    is_plain,
+    is_ready_now,
+    new_plain_task,
+    new_task,
+    runs_of,
+)
 from gateway.ssrf import check_endpoint_url
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
@@ -97,16 +103,19 @@ class TaskService:
         *,
         batch: bool = True,
         trace: TraceHeaders | None = None,
+        job: str | None = None,
     ) -> list[Task]:
         """Store every task or none; the answer shows each as stored (or, for a task that
         matched an earlier one by its dedup or singleton key, that earlier task).
 
         ``trace``: the request's W3C headers. A task without a ``traceparent`` of its own keeps
         them as its trace context; when tracing is on, each task gets an enqueue span instead
-        (its parent: the task's own context, else the request's span) and keeps that."""
-        return [
-            c.view() for c in await self.enqueue_created(queue, specs, batch=batch, trace=trace)
-        ]
+        (its parent: the task's own context, else the request's span) and keeps that.
+
+        ``job``: the tasks are runs of this job (their ids the runs'); their records name it,
+        so the scripts that end them record each run's end (:mod:`gateway.store.run_ends`)."""
+        created = await self.enqueue_created(queue, specs, batch=batch, trace=trace, job=job)
+        return [c.view() for c in created]
 
     async def enqueue_created(
         self,
@@ -115,11 +124,12 @@ class TaskService:
         *,
         batch: bool = True,
         trace: TraceHeaders | None = None,
+        job: str | None = None,
     ) -> list[Created]:
         """:meth:`enqueue`, each task's answer not yet made into a Task (for the routes that
         answer with its JSON: :func:`gateway.services.created.answer_json`)."""
         try:
-            return await self._enqueue(queue, specs, batch, trace)
+            return await self._enqueue(queue, specs, batch, trace, job)
         except ValidationFailed as e:
             if batch:
                 raise
@@ -133,6 +143,7 @@ class TaskService:
         specs: Sequence[TaskCreate],
         batch: bool,
         trace: TraceHeaders | None,
+        job: str | None = None,
     ) -> list[Created]:
         seen: dict[str, int] = {}
         problems = []
@@ -169,21 +180,27 @@ class TaskService:
         order = None
         ids = iter(self._ids.take(len(specs) - sum(spec.id is not None for spec in specs)))
         if not self._tracing.enabled:
-            new = [
-                new_plain_task(spec, now, trace, spec.id or next(ids))
-                if is_plain(spec, policy)
-                else new_task(spec, now, located, queue, policy, trace, spec.id or next(ids))
-                for spec in specs
-            ]
+            new = runs_of(
+                job,
+                [
+                    new_plain_task(spec, now, trace, spec.id or next(ids))
+                    if is_plain(spec, policy)
+                    else new_task(spec, now, located, queue, policy, trace, spec.id or next(ids))
+                    for spec in specs
+                ],
+            )
             order = self._claim_for(queue) if ready_now else None
             enqueued = await self._tasks.enqueue_batch(
                 queue, new, now, client_ids=bool(seen), claim=order
             )
         else:
-            untraced = [
-                new_task(spec, now, located, queue, policy, task_id=spec.id or next(ids))
-                for spec in specs
-            ]
+            untraced = runs_of(
+                job,
+                [
+                    new_task(spec, now, located, queue, policy, task_id=spec.id or next(ids))
+                    for spec in specs
+                ],
+            )
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
                 order = self._claim_for(queue) if ready_now else None
                 enqueued = await self._tasks.enqueue_batch(

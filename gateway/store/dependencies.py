@@ -13,7 +13,8 @@ queues, a dependency is kept in two steps, each atomic and each safe to repeat:
    task's queue and then drops them (``ack_outbox.lua``), so a crash delivers them again.
 
 Settling is idempotent (a dependency no longer awaited changes nothing), so a repeat of either
-step is harmless.
+step is harmless. The same outbox carries the ends of job runs to their jobs' keys
+(:mod:`gateway.store.run_ends`), delivered and dropped with the notices.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from redis.asyncio import Redis
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
+from gateway.store.run_ends import RunEnd, keep_ends, run_end_notice
 from gateway.store.scripts import Scripts
 
 OUTBOX_BATCH = 200
@@ -89,17 +91,25 @@ class DependencyStore:
         return int(changed)
 
     async def deliver(self, queue: str, now_ms: int) -> int:
-        """Deliver the notices in ``queue``'s outbox; returns how many were delivered."""
+        """Deliver the notices in ``queue``'s outbox, and the ends of job runs it holds
+        (:mod:`gateway.store.run_ends`); returns how many were delivered."""
         outbox = QueueKeys.of(queue).outbox
         raw = cast(list[str], await self._redis.lrange(outbox, 0, OUTBOX_BATCH - 1))
         if not raw:
             return 0
         by_queue: dict[str, list[tuple[str, str, bool, str]]] = defaultdict(list)
+        ends: list[RunEnd] = []
         for notice in raw:
-            target, task_id, dep, ok, reason = json.loads(notice)
+            found = json.loads(notice)
+            end = run_end_notice(found)
+            if end is not None:
+                ends.append(end)
+                continue
+            target, task_id, dep, ok, reason = found
             by_queue[target].append((task_id, dep, bool(ok), str(reason)))
         for target, notices in by_queue.items():
             await self.resolve(target, notices, now_ms)
+        await keep_ends(self._scripts, ends)
         await self._scripts.call("ack_outbox", [outbox], [raw[0], len(raw)])
         return len(raw)
 

@@ -2,7 +2,8 @@
 
 Every key of one job carries the hash tag ``{job:<id>}`` (``keys.JobKeys``), so each change of
 a job is one script on one Redis Cluster slot: ``save_job`` (create, replace), ``begin_run``
-(claim a firing or record a manual run), ``end_run`` (its task is enqueued), ``settle_run``,
+(claim a firing or record a manual run), ``end_run`` (its task is enqueued), ``settle_run`` (a
+run that never got its task), ``run_ended`` (how its task ended: :mod:`gateway.store.run_ends`),
 ``delete_run``. A run's task lives in its queue's keys, like any task, so enqueuing it is a
 script of its own: between ``begin_run`` and ``end_run`` the run waits in the job's pending set,
 from which any gateway resumes it (``StoredJob.pending``).
@@ -27,6 +28,7 @@ from redis.asyncio import Redis
 from gateway.store import keys
 from gateway.store.keys import JobKeys, QueueKeys
 from gateway.store.records import load_record
+from gateway.store.run_ends import RunEnd, end_field, keep_ends
 from gateway.store.scripts import Scripts
 
 
@@ -58,6 +60,14 @@ class StoredJob:
     @property
     def pending_ids(self) -> frozenset[str]:
         return frozenset(run_id for run_id, _ in self.pending)
+
+
+def _record(raw: str, end: str | None) -> dict[str, Any]:
+    """A run record as read, with the end kept beside it (if any) under ``end``."""
+    record: dict[str, Any] = json.loads(raw)
+    if end is not None:
+        record["end"] = json.loads(end)
+    return record
 
 
 def _int(raw: str | None) -> int | None:
@@ -270,12 +280,15 @@ class JobStore:
         ids = ids[:limit]
         if not ids:
             return [], more
-        raw = cast(list[str | None], await self._redis.hmget(k.run, ids))
-        return [(i, json.loads(r)) for i, r in zip(ids, raw, strict=True) if r is not None], more
+        raw = cast(list[str | None], await self._redis.hmget(k.run, [*ids, *map(end_field, ids)]))
+        found = zip(ids, raw[: len(ids)], raw[len(ids) :], strict=True)
+        return [(i, _record(r, end)) for i, r, end in found if r is not None], more
 
     async def run(self, job_id: str, run_id: str) -> dict[str, Any] | None:
-        raw = await self._redis.hget(JobKeys.of(job_id).run, run_id)
-        return None if raw is None else cast(dict[str, Any], json.loads(raw))
+        """A run's record, with its end (``end``) when one is kept."""
+        found = await self._redis.hmget(JobKeys.of(job_id).run, [run_id, end_field(run_id)])
+        raw, end = cast(list[str | None], found)
+        return None if raw is None else _record(raw, end)
 
     async def job_of_run(self, run_id: str) -> str | None:
         """The job that has a run with this id, or None. A run is filed under its job only, so
@@ -293,21 +306,30 @@ class JobStore:
     async def run_records(
         self, runs: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], dict[str, Any]]:
-        """The record of each (job id, run id) that exists."""
+        """The record of each (job id, run id) that exists, with its end (``end``) when one is
+        kept."""
         if not runs:
             return {}
         async with self._redis.pipeline(transaction=False) as pipe:
             for job_id, run_id in runs:
-                pipe.hget(JobKeys.of(job_id).run, run_id)
+                pipe.hmget(JobKeys.of(job_id).run, [run_id, end_field(run_id)])
             raw = await pipe.execute()
-        return {key: json.loads(r) for key, r in zip(runs, raw, strict=True) if r is not None}
+        return {
+            key: _record(r, end) for key, (r, end) in zip(runs, raw, strict=True) if r is not None
+        }
 
     async def settle_run(self, job_id: str, run_id: str, record: dict[str, Any]) -> None:
+        """Write a run's record (a run whose task could not be made ends so)."""
+        kept = {k: v for k, v in record.items() if k != "end"}  # (kept beside it, see run)
         await self._scripts.call(
             "settle_run",
             [JobKeys.of(job_id).run],
-            [run_id, json.dumps(record, separators=(",", ":"))],
+            [run_id, json.dumps(kept, separators=(",", ":"))],
         )
+
+    async def keep_ends(self, ends: Sequence[RunEnd]) -> None:
+        """Keep how runs ended (:mod:`gateway.store.run_ends`)."""
+        await keep_ends(self._scripts, ends)
 
     async def delete_run(self, job_id: str, run_id: str) -> bool:
         k = JobKeys.of(job_id)

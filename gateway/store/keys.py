@@ -52,7 +52,9 @@ key                   type   content
 ``dependents``        HASH   task id or ``group:<name>`` → JSON list of ``[queue, id]`` waiting
 ``groups``            HASH   group name → JSON ``{n: members, ok: succeeded, bad: failure}``
 ``outbox``            LIST   JSON notices ``[queue, id, dependency, ok, reason]`` for waiting tasks
-                             of other queues (delivered by the recoverer)
+                             of other queues, and ends of job runs ``{run: job id, id, state,
+                             ...}`` for their jobs' keys (``gateway.store.run_ends``); both
+                             delivered by the recoverer
 ``links``             ZSET   ``"<id> <queue> <dependency>"`` → ms: dependencies in other queues not
                              yet registered there (registered right after enqueue; retried)
 ``dedup``             HASH   dedup key → id of the first task
@@ -126,7 +128,9 @@ key                   type   content
                              (enqueued from its record) until its task exists
 ``runs``              ZSET   run id → created ms
 ``run``               HASH   run id → run record JSON (job, title, note, by, queue, args, fire
-                             time; the final status once seen)
+                             time; ``status`` and ``message`` when its task could not be made,
+                             or as older versions kept the end), and ``<run id>:end`` → how its
+                             task ended (``gateway.store.run_ends``)
 ====================  =====  ======================================================================
 
 Global job keys (one command each, outside any script):

@@ -123,6 +123,7 @@ class NewTask:
     # Each gives the enqueue script one more key (lua/enqueue.lua, "Debounce and throttle").
     debounce: tuple[str, int, int] | None = None
     throttle: tuple[str, int, int, bool] | None = None
+    job: str | None = None  # the job whose run this task is (lua/prelude.lua, record_run_end)
 
     def record_json(self) -> str:
         """The record for the enqueue script's ARGV, as it is stored: without ``prio`` at 0
@@ -184,6 +185,8 @@ class NewTask:
             record["rk"] = self.rate_key
         if self.concurrency_key is not None:
             record["ck"] = self.concurrency_key
+        if self.job is not None:
+            record["jb"] = self.job
         if self.debounce is not None:
             record["dbk"], window, most = self.debounce
             record["fl"] = ["d", window, most]

@@ -78,6 +78,7 @@ ScriptName = Literal[
     "begin_run",
     "end_run",
     "settle_run",
+    "run_ended",
     "delete_run",
     "open_session",
     "sign_in_attempt",

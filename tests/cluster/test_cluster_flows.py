@@ -3,6 +3,7 @@ loopback: the main task flows, with queues whose keys live on different primarie
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +18,8 @@ from gateway.store import keys
 from gateway.store.connection import connect
 from gateway.store.gauges import GaugeStore
 from gateway.store.index import BUCKETS, IndexRepair
+from gateway.store.keys import JobKeys
+from gateway.store.run_ends import end_field
 from gateway.store.scripts import Scripts
 from sdk.wire import TaskState
 from tests.scripted_worker import ADMIN, Rig, Worker
@@ -192,6 +195,27 @@ async def test_a_recurring_job_fires_and_its_task_runs(rig: Rig) -> None:
 
     await until(succeeded_run, timeout=10, what="a run of the job to succeed")
     assert (await rig.api.delete(f"/v1/jobs/{job_id}")).status_code == 204
+
+
+async def test_a_run_keeps_its_end_in_its_jobs_slot(rig: Rig, cluster_url: str) -> None:
+    """The run's end crosses from its queue's slot to its job's through the outbox."""
+    r = await rig.api.post(
+        "/v1/jobs", json={"title": "by hand", "task": {"queue": RIGHT, "name": "tick"}}
+    )
+    job_id = r.json()["id"]
+    run_id = (await rig.api.post(f"/v1/jobs/{job_id}/runs", json={})).json()["id"]
+    runs = JobKeys.of(job_id).run
+    client = await connect(cluster_url)
+    try:
+        assert client.keyslot(runs) != client.keyslot(f"jg:{{{RIGHT}}}:outbox")  # type: ignore[attr-defined]
+        kept = await until(
+            lambda: client.hget(runs, end_field(run_id)), timeout=30, what="the run's end kept"
+        )
+    finally:
+        await client.aclose()
+    assert json.loads(kept)["state"] == "succeeded"
+    run = (await rig.api.get(f"/v1/jobs/{job_id}/runs/{run_id}")).json()
+    assert (run["status"], run["attempts"]) == ("success", 1)
 
 
 async def test_scripts_flushed_from_every_node_are_loaded_again(

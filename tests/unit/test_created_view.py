@@ -261,6 +261,7 @@ RECORD_KEYS = {  # NewTask field → its key in the record (lua/prelude.lua)
     "notify": "nfy",
     "rate_key": "rk",
     "concurrency_key": "ck",
+    "job": "jb",
 }
 
 

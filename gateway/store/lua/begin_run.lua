@@ -4,7 +4,8 @@
 -- find it moved on and change nothing. The run enters the job's pending set here, in the same
 -- step as the claim; its task is enqueued next, by the caller, and end_run takes it out of the
 -- set. Until then, another gateway redoes that enqueue after the resume delay.
--- KEYS[1] job hash   KEYS[2] runs (ZSET)   KEYS[3] run records (HASH)   KEYS[4] pending (ZSET)
+-- KEYS[1] job hash   KEYS[2] runs (ZSET)   KEYS[3] run records and ends (HASH)
+-- KEYS[4] pending (ZSET)
 -- ARGV[1] now ms   ARGV[2] kind: 'fire' (a due fire time) | 'release' (a held firing) | 'manual'
 -- ARGV[3] fire ms the caller read (fire: next; release: held; manual: '')
 -- ARGV[4] newest run id the caller read ('' none): its overlap decision is about that run
@@ -62,7 +63,7 @@ else
   if extra > 0 then
     for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, extra - 1)) do
       if not redis.call('ZSCORE', KEYS[4], old) then
-        redis.call('HDEL', KEYS[3], old)
+        redis.call('HDEL', KEYS[3], old, old .. ':end')
         redis.call('ZREM', KEYS[2], old)
       end
     end

@@ -58,6 +58,9 @@ t.state = 'cancelled'
 t.cancel = true
 t.finished = now
 record_notice(Q, id, t)
+if t.jb then
+  record_run_end(Q, id, t)
+end
 save_task(KEYS[1], id, t)
 redis.call('ZADD', KEYS[4], int(now), id)
 redis.call('PUBLISH', ARGV[3] .. id, 'cancelled')

@@ -44,7 +44,7 @@
 -- (heartbeats meanwhile do not change that: they may have gone to the dead gateway): it counts
 -- for nothing, and its retry goes at once, without the backoff delay.
 -- A final state settles the task's dependents (in this queue at once; in other queues through
--- the outbox) and its group.
+-- the outbox) and its group; a job's run puts its end in the outbox too (record_run_end).
 local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
 if not policy then
@@ -329,6 +329,9 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     entries[#entries + 1] = id
     redis.call('PUBLISH', CHANNEL .. id, next_state)
     record_notice(Q, id, t)
+    if t.jb then
+      record_run_end(Q, id, t)
+    end
     ended[#ended + 1] = {id, next_state == 'succeeded', t.error or next_state, t.grp}
   end
   if t.ck and t.state ~= 'queued' then

@@ -13,7 +13,8 @@
 --   interval this attempt is held to), acc (ms when the endpoint accepted this attempt: 202),
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
---   the task ended: see record_notice), ck (concurrency key: key_limits.lua).
+--   the task ended: see record_notice), ck (concurrency key: key_limits.lua), jb (the job whose
+--   run the task is: see record_run_end).
 --   Debounced tasks also have dbk (debounce key) and dbn (enqueues merged into it);
 --   a task a throttle delayed to a later window has thd (1): enqueue.lua.
 
@@ -250,6 +251,20 @@ local function record_notice(Q, id, t)
   end
 end
 
+-- Runs of jobs. A task enqueued as a run of a job has ``jb`` (the job id; the run id is the task
+-- id). The script that ends it appends its end to the queue's ``outbox`` in the same step, as
+-- {run = job id, id, state, att, first, finished, error, warn} (the record's own fields): the
+-- run's record lives in the job's keys, on another Cluster slot, where the recoverer delivers
+-- it (gateway/store/run_ends.py), so no stopped gateway can lose a run's end. Called only for
+-- a record with ``jb``: other tasks pay nothing.
+local function record_run_end(Q, id, t)
+  redis.call('RPUSH', Q.outbox, cjson.encode({
+    run = t.jb, id = id, state = t.state, att = t.att, first = t.first, finished = t.finished,
+    error = t.error, warn = t.warn,
+  }))
+  due_at(Q.now)
+end
+
 -- Remove ``id`` from the waiting set and make it ready, or scheduled when its time is ahead.
 local function release(Q, id, t)
   redis.call('ZREM', Q.waiting, id)
@@ -286,6 +301,9 @@ local function fail_unrun(Q, id, t, reason)
   redis.call('ZADD', Q[state], int(Q.now), id)
   redis.call('PUBLISH', Q.channel .. id, state)
   record_notice(Q, id, t)
+  if t.jb then
+    record_run_end(Q, id, t)
+  end
 end
 
 -- Dependency ``source`` of waiting task ``id`` ended: drop it from the task's wait list, then

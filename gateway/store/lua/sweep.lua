@@ -9,11 +9,16 @@
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] result   KEYS[5] checkpoint
 -- KEYS[6] attempts   KEYS[7] done:succeeded   KEYS[8] done:failed   KEYS[9] done:dead
 -- KEYS[10] done:cancelled   KEYS[11] dedup   KEYS[12] dedup expiry   KEYS[13] steps
--- KEYS[14] singleton   KEYS[15] notify   KEYS[16..] the candidates' log lists, in their order
+-- KEYS[14] singleton   KEYS[15] notify   KEYS[16] outbox
+-- KEYS[17..] the candidates' log lists, in their order
 -- ARGV[1] now ms   ARGV[2] most dedup keys to drop
 -- ARGV[3..6] how many candidates of each state (succeeded, failed, dead, cancelled)
 -- ARGV[7..] the candidates' ids, state by state in that order
 -- Returns the ids deleted (the caller deletes their index entries).
+-- A job's run (a record with ``jb``) is kept while the outbox holds anything: its end may be
+-- there, not yet kept with the run (record_run_end in the prelude). The recoverer delivers the
+-- outbox before it sweeps, so this holds a run only for an end recorded meanwhile; a task that
+-- is not a run costs nothing more (the LLEN is made at the first run met, if any).
 local policy = policy_of(KEYS[1])
 if not policy then
   return {}
@@ -29,7 +34,8 @@ local K = {
   payload = KEYS[3], result = KEYS[4], checkpoint = KEYS[5], attempts = KEYS[6], steps = KEYS[13],
   dedup = KEYS[11], dedup_exp = KEYS[12], singleton = KEYS[14], notify = KEYS[15],
 }
-local i = 0  -- candidates seen (ARGV[6 + i], KEYS[15 + i])
+local i = 0  -- candidates seen (ARGV[6 + i], KEYS[16 + i])
+local undelivered = nil  -- whether the outbox holds anything: asked at the first run met
 for k = 7, 10 do
   local retention = policy.retention_failed
   if k == 7 then
@@ -41,10 +47,20 @@ for k = 7, 10 do
     local id = ARGV[6 + i]
     local finished = redis.call('ZSCORE', KEYS[k], id)
     if finished and tonumber(finished) <= cutoff then
-      forget_task(KEYS[2], id, load_task(KEYS[2], id), K)
-      redis.call('DEL', KEYS[15 + i])
-      redis.call('ZREM', KEYS[k], id)
-      deleted[#deleted + 1] = id
+      local t = load_task(KEYS[2], id)
+      local held = false
+      if t and t.jb then
+        if undelivered == nil then
+          undelivered = redis.call('LLEN', KEYS[16]) > 0
+        end
+        held = undelivered
+      end
+      if not held then
+        forget_task(KEYS[2], id, t, K)
+        redis.call('DEL', KEYS[16 + i])
+        redis.call('ZREM', KEYS[k], id)
+        deleted[#deleted + 1] = id
+      end
     end
   end
 end

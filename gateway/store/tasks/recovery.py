@@ -82,7 +82,8 @@ class Recovering(StoreBase):
         gateway that stops right after it leaves: index entries, which the index's repair
         drops. The candidates are read first (the policy, then each state's oldest past its
         retention), so that the script can be given their log lists; it deletes only those
-        still past retention when it runs."""
+        still past retention when it runs. A job's run is kept while the queue's outbox holds
+        anything (its end may be there): the recoverer delivers it first."""
         k = QueueKeys.of(queue)
         raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
         if raw is None:
@@ -117,6 +118,7 @@ class Recovering(StoreBase):
                 k.steps,
                 k.singleton,
                 k.notify,
+                k.outbox,
                 *(k.log(task_id) for task_id in candidates),
             ],
             [now_ms, limit, *(len(ids) for ids in found), *candidates],
