@@ -232,8 +232,10 @@ async def test_queue_lifecycle(api: httpx.AsyncClient, redis_url: str) -> None:
     assert patched.json()["policy"] | {"paused": True} == patched.json()["policy"]
     assert patched.json()["policy"]["max_attempts"] == 4
     problem(await api.patch("/v1/queues/work", json={"max_attempts": 0}), 422)
-    bad_backoff = {"backoff": {"base_delay": 10, "max_delay": 1}}
-    problem(await api.patch("/v1/queues/work", json=bad_backoff), 422)
+    capped = {"backoff": {"base_delay": 10, "max_delay": 1}}  # the cap wins: every delay 1 s
+    taken = await api.patch("/v1/queues/work", json=capped)
+    assert taken.json()["policy"]["backoff"]["max_delay"] == 1, taken.text
+    problem(await api.patch("/v1/queues/work", json={"backoff": {"max_delay": -1}}), 422)
     task = (await api.post("/v1/queues/work/tasks", json={"name": "x"})).json()
     problem(await api.delete("/v1/queues/work"), 409)
     cancelled = await api.post(f"/v1/tasks/{task['id']}/cancel")
