@@ -16,6 +16,7 @@ services only raise them::
     │   └── RunNotFound
     ├── Conflict                    409
     │   ├── TaskExists              a task with this id exists already
+    │   ├── DuplicateTaskId         a batch gives one task id twice
     │   ├── DuplicateTaskName       an endpoint's task list names one task twice
     │   ├── IdempotencyKeyReused    an Idempotency-Key already used with another body
     │   ├── QueueNotEmpty           deleting a queue with unfinished tasks
@@ -132,6 +133,22 @@ class TaskExists(Conflict):
 
     def __init__(self, task_id: str) -> None:
         super().__init__(f"a task with id '{task_id}' exists already")
+
+
+class DuplicateTaskId(Conflict):
+    """A batch gives one task id twice: the second task would be the first one again, as an id
+    that exists already is (TaskExists), and nothing of the batch is stored. JSON Schema cannot
+    say "unique by id" (uniqueItems compares whole tasks), so the schema admits such a batch
+    and this answer is declared for it."""
+
+    title = "Duplicate task id"
+    problem_type = PROBLEM_TYPE_BASE + "duplicate-task-id"
+
+    def __init__(self, repeats: list[tuple[int, int]]) -> None:
+        super().__init__(
+            "; ".join(f"tasks.{i}.id repeats tasks.{first}.id" for i, first in repeats)
+            + ": a task id at most once in a batch"
+        )
 
 
 class DuplicateTaskName(Conflict):

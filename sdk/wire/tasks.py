@@ -132,7 +132,7 @@ class TaskCreate(InputModel):
     id: TaskId | None = Field(
         None,
         description="A ULID; the gateway makes one when absent. In a batch, each id at most "
-        "once (422 otherwise).",
+        "once (409 otherwise, problem type 'tag:jobgate.dev,2026:problem/duplicate-task-id').",
     )
     name: TaskName
     payload: Json = None
@@ -244,8 +244,9 @@ class BatchCreate(InputModel):
     tasks: list[TaskCreate] = Field(
         min_length=1,
         max_length=1000,
-        description="At most 1000 tasks; a client-given id at most once among them (422 "
-        "naming the repeat otherwise).",
+        description="At most 1000 tasks; a client-given id at most once among them (409 "
+        "naming the repeat otherwise, problem type "
+        "'tag:jobgate.dev,2026:problem/duplicate-task-id').",
     )
 
 
