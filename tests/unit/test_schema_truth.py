@@ -22,6 +22,7 @@ from sdk.wire import (
     Backoff,
     BackoffStrategy,
     CrontabSchedule,
+    EndpointCreate,
     EndpointTasks,
     QueuePolicyPatch,
     TaskCreate,
@@ -67,6 +68,8 @@ GOOD_URLS = [
     "https://example.com?x=1",
     "http://[::1]:80/a@b",
     "http://h:65535",
+    "http://[::ffff:10.0.0.1]:8080/",
+    "http://[fe80::1:2]/x?y=%20",
 ]
 BAD_URLS = [
     "https://",
@@ -78,6 +81,10 @@ BAD_URLS = [
     "http://example.com:x/",
     "ftp://example.com/",
     "http://exa mple.com/",  # parses, but no such host can resolve
+    "https://[7]/",  # not an IPv6 address: urlsplit refuses it
+    "http://[1::2::3]/",
+    "http://h/\u0085",  # whitespace to Rust's regex (pydantic's), not to ECMAScript's
+    "http://h\u00e9.com/",  # non-ASCII travels percent-encoded
 ]
 
 
@@ -235,3 +242,13 @@ def test_every_crontab_field_the_pattern_admits_makes_a_trigger(field: str, data
     value = data.draw(st.from_regex(CRON_SCHEMAS[field]["pattern"], fullmatch=True))
     assume(len(value) <= 100)
     cron_trigger(CrontabSchedule.model_validate({"kind": "crontab", field: value}))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_url_the_pattern_admits_parses_and_validates(data: Any) -> None:
+    schema = SCHEMAS["EndpointCreate"]["properties"]["url"]["anyOf"][0]
+    url = data.draw(st.from_regex(schema["pattern"], fullmatch=True))
+    assume(8 <= len(url) <= 2048)
+    parse_endpoint_url(url)
+    EndpointCreate.model_validate({"url": url})
