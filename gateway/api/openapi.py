@@ -83,9 +83,11 @@ def _problem(status: int, problems: Sequence[type[GatewayError]] = ()) -> dict[s
 def error_statuses(op: Operation) -> set[int]:
     """Every error status the operation can answer: its own, and those that come with what it
     reads (a body, parameters, credentials, an Idempotency-Key)."""
+    # Every route: a request target holding a '#' (gateway/api/target.py).
+    statuses = set(op.errors) | {p.status for p in op.problems} | {400}
     if op.access is Access.PUBLIC:
-        return set(op.errors)  # the probes read no body, no key, and answer 503 themselves
-    statuses = set(op.errors) | {p.status for p in op.problems} | {503}
+        return statuses  # the probes read no body, no key, and answer 503 themselves
+    statuses.add(503)
     if op.body is not None:
         statuses |= {400, 413, 415, 422}  # not JSON, too large, not JSON's media type, invalid
     if op.params:
