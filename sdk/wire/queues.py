@@ -322,14 +322,18 @@ class EndpointCreate(InputModel):
 
     model_config = ConfigDict(
         json_schema_extra={  # a url, or pull: true and no url (a null url is no url)
-            "anyOf": [
+            "allOf": [
                 {
-                    "required": ["url"],
-                    "properties": {"url": {"type": "string"}, "pull": {"const": False}},
+                    "not": {
+                        "required": ["pull", "url"],
+                        "properties": {"pull": {"enum": [True]}, "url": {"type": "string"}},
+                    }
                 },
                 {
-                    "required": ["pull"],
-                    "properties": {"pull": {"const": True}, "url": {"type": "null"}},
+                    "anyOf": [
+                        {"required": ["url"], "properties": {"url": {"type": "string"}}},
+                        {"required": ["pull"], "properties": {"pull": {"enum": [True]}}},
+                    ]
                 },
             ]
         }
