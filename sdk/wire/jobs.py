@@ -59,7 +59,8 @@ def _any_case(word: str) -> str:
 
 
 def cron_pattern(field: str) -> str:
-    """The JSON Schema pattern of one crontab field: a comma list of ``*``, a value or a range
+    """The JSON Schema pattern of one crontab field: a comma list (spaces allowed around its
+    commas and ends) of ``*``, a value or a range
     ``a-b`` (an end below its start wraps around), each with an optional ``/step`` (a whole
     number from 1; a step past the range keeps its first value only). Values are the field's
     numbers (leading zeros allowed, within the range only) and, for months and weekdays, their
@@ -76,7 +77,7 @@ def cron_pattern(field: str) -> str:
         nth = "|".join(_any_case(n) for n in ("1st", "2nd", "3rd", "4th", "5th", "last"))
         days = "|".join(_any_case(day) for day in WEEKDAYS)
         token = f"(?:{token}|{_any_case('last')}|(?:{nth}) +(?:{days}))"
-    return f"^{token}(?: *, *{token})*$"
+    return f"^ *{token}(?: *, *{token})* *$"
 
 
 @functools.cache

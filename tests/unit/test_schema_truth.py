@@ -221,7 +221,8 @@ CRON_SCHEMAS = SCHEMAS["CrontabSchedule"]["properties"]
         ("month_of_year", "nov-feb/2", True),
         ("day_of_month", "last fri, 1st mon,last,1-31/7", True),
         ("minute", "1,,2", False),
-        ("minute", " 1", False),
+        ("minute", " 1 , 2 ", True),  # spaces around commas and ends, as crontab(5) reads
+        ("minute", "1 2", False),
     ],
 )
 def test_a_crontab_field_the_schema_admits_is_one_the_gateway_takes(
