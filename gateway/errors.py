@@ -16,6 +16,9 @@ services only raise them::
     │   └── RunNotFound
     ├── Conflict                    409
     │   ├── TaskExists              a task with this id exists already
+    │   ├── DuplicateTaskId         a batch gives one task id twice
+    │   ├── DuplicateTaskName       an endpoint's task list names one task twice
+    │   ├── IdempotencyKeyReused    an Idempotency-Key already used with another body
     │   ├── QueueNotEmpty           deleting a queue with unfinished tasks
     │   ├── TaskFinished            cancelling a finished task (or stopping a finished run)
     │   ├── RunActive               deleting a run that is pending or running
@@ -38,9 +41,16 @@ class FieldProblem:
     reason: str
 
 
+PROBLEM_TYPE_BASE = "tag:jobgate.dev,2026:problem/"
+"""Where the gateway's own problem types are named (RFC 9457 §3.1.1 allows a tag URI, which
+nobody dereferences); docs/api.md lists them. Every other error is ``about:blank``: its status
+and title say it all."""
+
+
 class GatewayError(Exception):
     status = 500
     title = "Internal error"
+    problem_type = "about:blank"
 
     def __init__(self, detail: str | None = None) -> None:
         super().__init__(detail or self.title)
@@ -123,6 +133,44 @@ class TaskExists(Conflict):
 
     def __init__(self, task_id: str) -> None:
         super().__init__(f"a task with id '{task_id}' exists already")
+
+
+class DuplicateTaskId(Conflict):
+    """A batch gives one task id twice: the second task would be the first one again, as an id
+    that exists already is (TaskExists), and nothing of the batch is stored. JSON Schema cannot
+    say "unique by id" (uniqueItems compares whole tasks), so the schema admits such a batch
+    and this answer is declared for it."""
+
+    title = "Duplicate task id"
+    problem_type = PROBLEM_TYPE_BASE + "duplicate-task-id"
+
+    def __init__(self, repeats: list[tuple[int, int]]) -> None:
+        super().__init__(
+            "; ".join(f"tasks.{i}.id repeats tasks.{first}.id" for i, first in repeats)
+            + ": a task id at most once in a batch"
+        )
+
+
+class DuplicateTaskName(Conflict):
+    """An endpoint's task list names one task twice, alike or not: the catalog holds one schema
+    per name, and which one the worker meant is not the gateway's to guess. JSON Schema cannot
+    say "unique by name", so the schema admits such a list and this answer is declared for it."""
+
+    title = "Duplicate task name"
+    problem_type = PROBLEM_TYPE_BASE + "duplicate-task-name"
+
+    def __init__(self, name: str, first: str, again: str) -> None:
+        super().__init__(f"task name '{name}' is listed twice: {first}.name and {again}.name")
+
+
+class IdempotencyKeyReused(Conflict):
+    """An ``Idempotency-Key`` already used with another body or query: the key is taken by the
+    request it was first sent with. The draft standard answers 422 here; the body itself is
+    valid, though, and only what happened before refuses it, so Jobgate answers 409 with its
+    own problem type (docs/idempotency.md)."""
+
+    title = "Idempotency-Key reused"
+    problem_type = PROBLEM_TYPE_BASE + "idempotency-key-reused"
 
 
 class QueueNotEmpty(Conflict):

@@ -68,7 +68,7 @@ class Section:
     inputs: tuple[Input, ...]
     optional: bool = False  # may be off (removed from the policy)
     on: bool = True
-    problem: str = ""  # a rule between its fields (max_delay at least base_delay)
+    problem: str = ""  # a rule of the section as a whole (redrive's on: no kind twice)
 
     @property
     def label(self) -> str:

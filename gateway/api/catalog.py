@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from gateway.api.queues import ENDPOINT_ID
 from gateway.api.routing import QUEUE, Call, Operation, Param
 from gateway.auth import Access
+from gateway.errors import DuplicateTaskName
 from gateway.services.catalog import MAX_LIMIT
 from sdk.wire import CatalogPage, EndpointCatalog, EndpointTasks, QueueName, TaskName
 
@@ -63,9 +64,10 @@ OPERATIONS = [
         response=EndpointCatalog,
         params=(QUEUE, ENDPOINT_ID),
         errors=(404,),
+        problems=(DuplicateTaskName,),
         description="What a worker calls when it starts with new code: the endpoint keeps its "
         "id, secret and health. An empty list withdraws every name. A schema that is not a "
         "usable JSON Schema (draft 2020-12 unless $schema says otherwise; $ref only within "
-        "the schema) is refused (422 naming it).",
+        "the schema) is refused (422 naming it); a task name listed twice, with 409.",
     ),
 ]

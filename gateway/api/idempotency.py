@@ -5,9 +5,10 @@ the API key's name, the method and the path. The first request with it runs and,
 succeeds (2xx), its answer is kept for ``idempotency_ttl``; a repeat with the same body and query
 gets that answer again, ``201`` turned into ``200``, with ``Idempotent-Replayed: true`` (and the
 first answer's ``Preference-Applied``, whatever the repeat's ``Prefer`` asks). The same
-key with another body is refused (422); a repeat while the first still runs gets 409 with
-``Retry-After: 1``. An error answer is not kept, so a corrected retry goes through. Worker
-callbacks are not covered: their lease token fences them already.
+key with another body is refused (409, problem type ``idempotency-key-reused``); a repeat
+while the first still runs gets 409 with ``Retry-After: 1``. An error answer is not kept, so a
+corrected retry goes through. Worker callbacks are not covered: their lease token fences them
+already.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.api.problems import gateway_problem
-from gateway.errors import Conflict, FieldProblem, InvalidRequest, ValidationFailed
+from gateway.errors import Conflict, IdempotencyKeyReused, InvalidRequest
 from gateway.store.idempotency import (
     Answered,
     IdempotencyStore,
@@ -104,9 +105,8 @@ async def run_once(
 def _repeat(found: Record, expected: str) -> Response:
     """The answer to a repeat: refused, asked to wait, or the kept answer again."""
     if found.fingerprint != expected:
-        raise ValidationFailed(
-            [FieldProblem(HEADER, "reused with a different request body")],
-            f"{HEADER} reused with a different request body; use a new key for a new request",
+        raise IdempotencyKeyReused(
+            f"{HEADER} reused with a different request body; use a new key for a new request"
         )
     if isinstance(found, InProgress):
         response = gateway_problem(

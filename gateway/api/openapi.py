@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -15,6 +17,7 @@ from gateway.api import OPERATIONS
 from gateway.api.idempotency import REPLAYED
 from gateway.api.routing import IDEMPOTENCY_KEY, Operation, Param
 from gateway.auth import Access
+from gateway.errors import GatewayError, IdempotencyKeyReused
 from sdk.wire import PROBLEM_CONTENT_TYPE, RETURN_MINIMAL, Problem
 
 REF = "#/components/schemas/{model}"
@@ -64,9 +67,15 @@ def _schemas() -> tuple[Refs, dict[str, Any]]:
     return dict(refs), dict(defs.get("$defs", {}))
 
 
-def _problem(status: int) -> dict[str, Any]:
+def _problem(status: int, problems: Sequence[type[GatewayError]] = ()) -> dict[str, Any]:
+    description = ERROR_TEXT.get(status, "Error")
+    typed = [p for p in problems if p.status == status]
+    if typed:
+        description += "; of its own problem type: " + "; ".join(
+            f"{p.problem_type} ({p.title}): {inspect.getdoc(p) or p.title}" for p in typed
+        )
     return {
-        "description": ERROR_TEXT.get(status, "Error"),
+        "description": description,
         "content": {PROBLEM_CONTENT_TYPE: {"schema": {"$ref": REF.format(model="Problem")}}},
     }
 
@@ -74,9 +83,11 @@ def _problem(status: int) -> dict[str, Any]:
 def error_statuses(op: Operation) -> set[int]:
     """Every error status the operation can answer: its own, and those that come with what it
     reads (a body, parameters, credentials, an Idempotency-Key)."""
+    # Every route: a request target holding a '#' (gateway/api/target.py).
+    statuses = set(op.errors) | {p.status for p in op.problems} | {400}
     if op.access is Access.PUBLIC:
-        return set(op.errors)  # the probes read no body, no key, and answer 503 themselves
-    statuses = set(op.errors) | {503}
+        return statuses  # the probes read no body, no key, and answer 503 themselves
+    statuses.add(503)
     if op.body is not None:
         statuses |= {400, 413, 415, 422}  # not JSON, too large, not JSON's media type, invalid
     if op.params:
@@ -143,8 +154,9 @@ def _operation(op: Operation, refs: Refs) -> dict[str, Any]:
         doc["security"] = [{"apiKey": []}]
     else:
         doc["security"] = []
+    problems = (*op.problems, IdempotencyKeyReused) if op.idempotent else op.problems
     for status in sorted(error_statuses(op)):
-        responses[str(status)] = _problem(status)
+        responses[str(status)] = _problem(status, problems)
     doc["responses"] = responses
     return doc
 

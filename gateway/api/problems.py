@@ -21,8 +21,9 @@ def problem_response(
     detail: str | None = None,
     errors: list[FieldError] | None = None,
     headers: dict[str, str] | None = None,
+    problem_type: str = "about:blank",
 ) -> Response:
-    problem = Problem(title=title, status=status, detail=detail, errors=errors)
+    problem = Problem(type=problem_type, title=title, status=status, detail=detail, errors=errors)
     return Response(
         problem.model_dump_json(exclude_none=True),
         status_code=status,
@@ -38,7 +39,7 @@ def gateway_problem(exc: GatewayError) -> Response:
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
     if exc.status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
-    return problem_response(exc.status, exc.title, exc.detail, errors, headers)
+    return problem_response(exc.status, exc.title, exc.detail, errors, headers, exc.problem_type)
 
 
 async def on_gateway_error(request: Request, exc: Exception) -> Response:

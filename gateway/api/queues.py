@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from gateway.api.routing import QUEUE, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
+from gateway.errors import DuplicateTaskName
 from sdk.wire import (
     Endpoint,
     EndpointCreate,
@@ -156,6 +157,7 @@ OPERATIONS = [
         status=201,
         params=(QUEUE,),
         errors=(404,),
+        problems=(DuplicateTaskName,),
         links=(
             Link(
                 "DeleteEndpoint",

@@ -23,6 +23,7 @@ from gateway.api import idempotency
 from gateway.api.body import parse_value, read_model
 from gateway.api.problems import answered_inside, known_error
 from gateway.auth import Access, Principal
+from gateway.errors import GatewayError
 from gateway.services import Services
 from gateway.store.failures import as_gateway_error
 from sdk.wire import QueueName, TaskId
@@ -157,6 +158,9 @@ class Operation:
     status: int = 200
     params: tuple[Param, ...] = ()
     errors: tuple[int, ...] = ()
+    # Errors of their own problem type (not about:blank) the operation may answer, which
+    # openapi.yaml names under their status.
+    problems: tuple[type[GatewayError], ...] = ()
     description: str = ""
     also: tuple[int, ...] = ()  # other success statuses, with the same response
     stream: str | None = None  # another media type of the answer, streamed when Accept asks
@@ -184,7 +188,8 @@ IDEMPOTENCY_KEY = Param(
     "header",
     "Makes a retry safe: a repeat with this key and the same body gets the first answer again "
     f"(201 as 200, with '{idempotency.REPLAYED}: true') instead of running twice, for 24 h by "
-    "default; the key with another body is refused (422), a repeat while the first still runs "
+    "default; the key with another body is refused (409, problem type idempotency-key-reused), "
+    "a repeat while the first still runs "
     "gets 409. Error answers are not kept. Scoped to the API key and the path.",
     idempotency.Key,
 )

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from gateway.api.prefer import wants_minimal
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.auth import Access
+from gateway.errors import DuplicateTaskId
 from gateway.services.created import Created, answer_json
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
 from gateway.telemetry.tracing import TraceHeaders
@@ -164,6 +165,7 @@ OPERATIONS = [
         status=201,
         params=(QUEUE, PREFER),
         errors=(404, 409, 429),
+        problems=(DuplicateTaskId,),
         links=(Link("GetFirstTask", "get_task", {"task_id": "$response.body#/tasks/0/id"}),),
     ),
     Operation(

@@ -28,6 +28,8 @@ from zoneinfo import ZoneInfo
 from apscheduler.triggers.cron import CronTrigger
 
 from sdk.wire import CrontabSchedule, IntervalSchedule, Schedule
+from sdk.wire.jobs import CRON_NAMES, CRON_RANGES
+from sdk.wire.jobs import WEEKDAYS as _DAYS
 
 LAST_MS = 253_402_300_799_999
 """9999-12-31T23:59:59.999Z, the last instant a date-time can show: no fire time after it."""
@@ -37,43 +39,70 @@ stands for them."""
 
 CRON_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
 _APSCHEDULER_NAME = {"day_of_month": "day", "month_of_year": "month"}
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_DOW_TOKEN = re.compile(r"^(\*|[0-7](?:-[0-7])?)(?:/([1-9][0-9]*))?$")
+_PART = re.compile(r"(\*|[0-9]+|[a-z]{3})(?:-([0-9]+|[a-z]{3}))?(?:/([0-9]+))?")
+
+
+def _number(field: str, text: str) -> int:
+    names = CRON_NAMES.get(field, ())
+    if text in names:
+        return names.index(text) + (1 if field == "month_of_year" else 0)
+    return int(text)
+
+
+def _values(field: str, part: re.Match[str]) -> list[int]:
+    """The values one part (``*``, ``a``, ``a-b``, each with an optional ``/step``) stands for.
+    A range whose end is below its start wraps around (hour ``22-2`` is 22, 23, 0, 1, 2); a
+    step counts from the part's first value, so one past the range keeps that value only."""
+    low, high = CRON_RANGES[field]
+    if field == "day_of_week":
+        high = 6  # 7 is Sunday again: taken as a value, never counted past
+    start, end, step = part.groups()
+    if start == "*":
+        first, last = low, high
+    else:
+        first = _number(field, start)
+        last = _number(field, end) if end else (high if step else first)
+    if field == "day_of_week" and not (first <= last <= 7):
+        first, last = first % 7, last % 7  # 7-3 is 0-3; 5-0 wraps
+    if first <= last:
+        span = list(range(first, last + 1))
+    else:
+        span = [*range(first, high + 1), *range(low, last + 1)]
+    return span[:: max(int(step or 1), 1)]
+
+
+def cron_field(field: str, expr: str) -> str:
+    """One crontab field as APScheduler's ``CronTrigger`` reads it: each part (the schema's
+    grammar, ``sdk.wire.jobs.cron_pattern``) as the list of values it stands for, weekdays by
+    name (APScheduler counts them from Monday, crontab from Sunday); ``day_of_month``'s
+    ``last`` and ``<nth> <day>`` are APScheduler's own and kept as they are."""
+    values: set[int] = set()
+    kept: list[str] = []
+    for text in re.split(r" *, *", expr.strip().lower()):
+        part = _PART.fullmatch(text)
+        if part is None:
+            kept.append(" ".join(text.split()))
+        else:
+            values.update(_values(field, part))
+    if field == "day_of_week":
+        words = [_DAYS[day] for day in sorted({value % 7 for value in values})]
+    else:
+        words = [str(value) for value in sorted(values)]
+    return ",".join([*words, *kept])
 
 
 def cron_day_of_week(expr: str) -> str:
-    """crontab's ``day_of_week`` (0 or 7 = Sunday) as APScheduler spells it (names; its numbers
-    count from Monday). Numeric parts become lists of names; named parts are kept."""
-    parts = []
-    for token in expr.replace(" ", "").split(","):
-        found = _DOW_TOKEN.fullmatch(token)
-        if found is None:
-            parts.append(token)
-            continue
-        span, step = found.group(1), int(found.group(2) or 1)
-        if span == "*":
-            low, high = 0, 6
-        elif "-" in span:
-            low, high = (int(x) for x in span.split("-"))
-        else:
-            low = high = int(span)
-            if found.group(2):
-                high = 6
-        if low > high:
-            raise ValueError(f"'{token}' is not a valid day range")
-        parts += [_DAYS[day % 7] for day in range(low, high + 1, step)]
-    return ",".join(dict.fromkeys(parts))
+    """crontab's ``day_of_week`` (0 or 7 = Sunday) as APScheduler spells it (names)."""
+    return cron_field("day_of_week", expr)
 
 
 def cron_trigger(schedule: CrontabSchedule) -> CronTrigger:
     """The trigger of the schedule's wall-clock times (in UTC, which has no DST); raises
-    ValueError naming the field that APScheduler refuses."""
+    ValueError naming the field that APScheduler refuses (none of those the schema admits)."""
     fields: dict[str, str] = {}
     for name in CRON_FIELDS:
-        value = getattr(schedule, name)
+        value = cron_field(name, getattr(schedule, name))
         try:
-            if name == "day_of_week":
-                value = cron_day_of_week(value)
             CronTrigger(timezone=UTC, **{_APSCHEDULER_NAME.get(name, name): value})
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from e
@@ -183,6 +212,7 @@ def timezone_of(schedule: Schedule | None) -> str | None:
 __all__ = [
     "MAX_CRON_STEPS",
     "cron_day_of_week",
+    "cron_field",
     "cron_trigger",
     "fire_times",
     "first_anchor",

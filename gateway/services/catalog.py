@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.catalog import Catalog, CatalogedTask, CatalogView, compile_schema
 from gateway.clock import Clock
-from gateway.errors import EndpointNotFound, FieldProblem, ValidationFailed
+from gateway.errors import DuplicateTaskName, EndpointNotFound, FieldProblem, ValidationFailed
 from gateway.store.catalog import CatalogStore
 from gateway.store.queues import QueueStore
 from gateway.store.records import to_datetime
@@ -61,7 +61,7 @@ class CatalogService:
 
     def encode(self, tasks: Sequence[CatalogTask], now_ms: int, field: str = "tasks") -> str:
         """The stored form of a reported list; 422 naming each schema that is not a usable
-        JSON Schema (``tasks.<i>.schema``)."""
+        JSON Schema (``tasks.<i>.schema``), then 409 for a task name listed twice."""
         problems = []
         for i, task in enumerate(tasks):
             try:
@@ -70,6 +70,11 @@ class CatalogService:
                 problems.append(FieldProblem(f"{field}.{i}.schema", str(e)))
         if problems:
             raise ValidationFailed(problems)
+        first: dict[str, int] = {}
+        for i, task in enumerate(tasks):
+            if task.name in first:
+                raise DuplicateTaskName(task.name, f"{field}.{first[task.name]}", f"{field}.{i}")
+            first[task.name] = i
         listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tasks]
         return json.dumps({"at": now_ms, "tasks": listed}, separators=(",", ":"))
 

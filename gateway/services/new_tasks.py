@@ -36,7 +36,7 @@ def new_task(
         window = seconds_to_ms(spec.debounce.window)
         most = 0 if spec.debounce.max_wait is None else seconds_to_ms(spec.debounce.max_wait)
         debounce = (spec.debounce.key, window, most)
-        run_at = now_ms + window  # (max_wait is at least the window)
+        run_at = now_ms + (min(window, most) if most else window)
     else:
         run_at = now_ms
     if spec.throttle is not None:

@@ -13,6 +13,7 @@ from pydantic import Field
 from gateway.clock import Clock
 from gateway.directory import Directory
 from gateway.errors import (
+    DuplicateTaskId,
     FieldProblem,
     QueueNotFound,
     TaskFinished,
@@ -146,15 +147,15 @@ class TaskService:
         job: str | None = None,
     ) -> list[Created]:
         seen: dict[str, int] = {}
-        problems = []
+        repeats = []
         for i, spec in enumerate(specs):
             if spec.id is not None:
                 if spec.id in seen:
-                    problems.append(
-                        FieldProblem(f"tasks.{i}.id", f"repeats tasks.{seen[spec.id]}.id")
-                    )
+                    repeats.append((i, seen[spec.id]))
                 seen[spec.id] = i
-        problems += await self._check_notify_urls(specs)
+        if repeats:
+            raise DuplicateTaskId(repeats)
+        problems = await self._check_notify_urls(specs)
         view = await self._directory.view(queue)
         if view is None:
             raise QueueNotFound(queue)

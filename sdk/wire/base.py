@@ -163,13 +163,39 @@ Json = Annotated[JsonValue, AfterValidator(_finite)]
 """Any JSON value (a payload, a result, a checkpoint), finite numbers only."""
 Label = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")]
 Seconds = Annotated[float, Field(ge=0, le=365 * DAY)]
-# An http(s) URL with a host (a name, or an IPv6 address in brackets), a port of 0-65535 if any,
-# no credentials (no '@' before the path) and no fragment: what gateway.ssrf.parse_endpoint_url
-# takes. Whether the host resolves, and to allowed addresses, depends on the world.
+# An IPv6 address as RFC 4291 writes it (no zone id): eight groups, or fewer around one '::',
+# the last two groups possibly an IPv4 address.
+_H16 = "[0-9A-Fa-f]{1,4}"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"(?:{_OCTET}\.){{3}}{_OCTET}"
+_LS32 = f"(?:{_H16}:{_H16}|{_IPV4})"
+IPV6_PATTERN = (
+    "(?:"
+    + "|".join(
+        [
+            f"(?:{_H16}:){{6}}{_LS32}",
+            f"::(?:{_H16}:){{5}}{_LS32}",
+            f"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+            f"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+            f"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+            f"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+            f"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+            f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+            f"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+        ]
+    )
+    + ")"
+)
+# An http(s) URL in printable ASCII (RFC 3986: other characters travel percent-encoded) with a
+# host (a name of RFC 3986's reg-name characters, or an IPv6 address in brackets), a port of
+# 0-65535 if any, no credentials (no '@' before the path) and no fragment: exactly what
+# gateway.ssrf.parse_endpoint_url takes (a test holds the two equal). Whether the host
+# resolves, and to allowed addresses, depends on the world. Written without \s, which
+# ECMAScript, Python and Rust (pydantic) read differently.
 WEB_URL_PATTERN = (
-    r"^https?://([^\s/?#@\[\]:]+|\[[0-9A-Fa-f:.]+\])"
+    rf"^https?://([A-Za-z0-9._~%!$&'()*+,;=-]+|\[{IPV6_PATTERN}\])"
     r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5]?[0-9]{1,4}))?"
-    r"([/?][^\s#]*)?$"
+    r"([/?][!-\"$-~]*)?$"
 )
 WebUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=WEB_URL_PATTERN)]
 """A URL the gateway will POST to (an endpoint, a completion callback); checked against SSRF:

@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, ConfigDict, Field
-from pydantic_core import PydanticCustomError
 
 from sdk.wire.base import InputModel, Json, OutputModel, TaskName
 
@@ -54,30 +53,17 @@ class CatalogTask(InputModel):
     description: str | None = Field(None, max_length=2000)
 
 
-def _unique_names(tasks: list[CatalogTask]) -> list[CatalogTask]:
-    first: dict[str, int] = {}
-    for i, task in enumerate(tasks):
-        if task.name in first:
-            raise PydanticCustomError(
-                "duplicate_task_name",
-                "task name '{name}' is listed twice: tasks.{first}.name and tasks.{again}.name",
-                {"name": task.name, "first": first[task.name], "again": i},
-            )
-        first[task.name] = i
-    return tasks
-
-
 CatalogTasks = Annotated[
     list[CatalogTask],
     Field(
         max_length=MAX_CATALOG_TASKS,
-        # uniqueItems says what JSON Schema can: no two tasks alike. That no two share a name
-        # (with different schemas) it cannot say: the description does, and 422 refuses it.
-        description="Each task name at most once (422 naming both places otherwise); at most "
-        "500 tasks.",
-        json_schema_extra={"uniqueItems": True},
+        # Unique by name is a rule JSON Schema cannot state (uniqueItems compares whole
+        # entries): the gateway answers a repeated name with its own 409, which openapi.yaml
+        # declares, rather than a 422 for a body the schema admits.
+        description="At most 500 tasks, each task name at most once: a name listed twice "
+        "(alike or not) is refused with 409, problem type "
+        "'tag:jobgate.dev,2026:problem/duplicate-task-name', naming both places.",
     ),
-    AfterValidator(_unique_names),
 ]
 
 

@@ -8,11 +8,14 @@ status is read from its task's state (see :class:`RunStatus`). ``docs/jobs.md`` 
 
 from __future__ import annotations
 
+import functools
+import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, ConfigDict, Field, JsonValue, model_validator
+from pydantic_core import PydanticCustomError
 
 from sdk.wire.base import (
     InputModel,
@@ -36,10 +39,80 @@ TimezoneName = Annotated[
     # The pattern is made when a schema is asked for, not when the SDK is imported.
     Field(json_schema_extra=add_pattern),
 ]
-CronField = Annotated[
-    str,
-    Field(min_length=1, max_length=100, pattern=r"^[0-9A-Za-z*/,\- ]+$"),
-]
+WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+"""crontab's day names, from 0; 7 is Sunday again."""
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+"""crontab's month names, from 1."""
+CRON_RANGES = {
+    "minute": (0, 59),
+    "hour": (0, 23),
+    "day_of_week": (0, 7),
+    "day_of_month": (1, 31),
+    "month_of_year": (1, 12),
+}
+"""The values each crontab field takes."""
+CRON_NAMES = {"day_of_week": WEEKDAYS, "month_of_year": MONTHS}
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c}]" for c in word)
+
+
+def cron_pattern(field: str) -> str:
+    """The JSON Schema pattern of one crontab field: a comma list (spaces allowed around its
+    commas and ends) of ``*``, a value or a range
+    ``a-b`` (an end below its start wraps around), each with an optional ``/step`` (a whole
+    number from 1; a step past the range keeps its first value only). Values are the field's
+    numbers (leading zeros allowed, within the range only) and, for months and weekdays, their
+    names in any case; ``day_of_month`` also takes APScheduler's ``last`` and ``<nth> <day>``
+    (``1st``-``5th`` or ``last``, e.g. ``last fri``). So every value the pattern admits means
+    a set of fire times (docs/jobs.md)."""
+    low, high = CRON_RANGES[field]
+    value = "0*(?:" + "|".join(str(n) for n in range(high, low - 1, -1)) + ")"
+    names = CRON_NAMES.get(field, ())
+    if names:
+        value = f"(?:{value}|{'|'.join(_any_case(name) for name in names)})"
+    token = rf"(?:\*|{value}(?:-{value})?)(?:/0*[1-9][0-9]*)?"
+    if field == "day_of_month":
+        nth = "|".join(_any_case(n) for n in ("1st", "2nd", "3rd", "4th", "5th", "last"))
+        days = "|".join(_any_case(day) for day in WEEKDAYS)
+        token = f"(?:{token}|{_any_case('last')}|(?:{nth}) +(?:{days}))"
+    return f"^ *{token}(?: *, *{token})* *$"
+
+
+@functools.cache
+def _cron_regex(field: str) -> re.Pattern[str]:
+    return re.compile(cron_pattern(field).removeprefix("^").removesuffix("$"))
+
+
+def _cron_check(field: str) -> AfterValidator:
+    low, high = CRON_RANGES[field]
+    names = CRON_NAMES.get(field)
+    message = (
+        f"must be a comma list of '*', values {low}-{high}"
+        + (f" or names ({names[0]}-{names[-1]})" if names else "")
+        + " and ranges 'a-b', each with an optional '/step'"
+    )
+
+    def check(value: str) -> str:
+        if not _cron_regex(field).fullmatch(value):  # compiled at first use, not at import
+            raise PydanticCustomError("crontab_field", message)
+        return value
+
+    return AfterValidator(check)
+
+
+def _cron_field(field: str) -> Any:
+    """A crontab field's pattern, in the schema (checked by :func:`_cron_check`, with a
+    readable message)."""
+    return Field(min_length=1, max_length=100, json_schema_extra={"pattern": cron_pattern(field)})
+
+
+Minute = Annotated[str, _cron_field("minute"), _cron_check("minute")]
+Hour = Annotated[str, _cron_field("hour"), _cron_check("hour")]
+DayOfWeek = Annotated[str, _cron_field("day_of_week"), _cron_check("day_of_week")]
+DayOfMonth = Annotated[str, _cron_field("day_of_month"), _cron_check("day_of_month")]
+MonthOfYear = Annotated[str, _cron_field("month_of_year"), _cron_check("month_of_year")]
 Title = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=10_000)]
 
@@ -53,17 +126,17 @@ class OverlapPolicy(StrEnum):
 
 
 class CrontabSchedule(InputModel):
-    """Cron fields as in crontab(5) (each must parse, 422 otherwise: APScheduler's CronTrigger
-    reads them, and the pattern only bounds their characters);
-    ``day_of_week`` numbers count from Sunday (0 or 7) and names (``mon``-``sun``) work too.
-    Times are wall-clock times in ``timezone``, a name of the IANA timezone database."""
+    """Cron fields as in crontab(5), each a comma list of ``*``, values and ranges with an
+    optional ``/step`` (see :func:`cron_pattern`: the pattern admits exactly what the gateway
+    takes); ``day_of_week`` numbers count from Sunday (0 or 7) and names (``mon``-``sun``) work
+    too. Times are wall-clock times in ``timezone``, a name of the IANA timezone database."""
 
     kind: Literal["crontab"]
-    minute: CronField = "*"
-    hour: CronField = "*"
-    day_of_week: CronField = "*"
-    day_of_month: CronField = "*"
-    month_of_year: CronField = "*"
+    minute: Minute = "*"
+    hour: Hour = "*"
+    day_of_week: DayOfWeek = "*"
+    day_of_month: DayOfMonth = "*"
+    month_of_year: MonthOfYear = "*"
     timezone: TimezoneName = Field(
         "UTC",
         description="A zone of the IANA tz database (2026f), e.g. 'Europe/Berlin', 'UTC' or "

@@ -7,7 +7,6 @@ from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import ConfigDict, Field, model_validator
-from pydantic_core import PydanticCustomError
 
 from sdk.wire.base import (
     DAY,
@@ -33,22 +32,17 @@ class BackoffStrategy(StrEnum):
 
 
 class Backoff(InputModel):
-    """Retry delays: ``strategy`` from ``base_delay``, never more than ``max_delay``, which
-    must be at least ``base_delay`` (422 otherwise)."""
+    """Retry delays: ``strategy`` from ``base_delay``, never more than ``max_delay``. The cap
+    wins: a ``max_delay`` below ``base_delay`` makes every delay ``max_delay`` (JSON Schema
+    cannot compare two fields, so the schema admits that pair and the gateway takes it)."""
 
     strategy: BackoffStrategy = BackoffStrategy.EXPONENTIAL_JITTER
     base_delay: Seconds = 1.0
     max_delay: Seconds = Field(
         300.0,
-        description="At least base_delay, which is 1 when not given (422 otherwise: a rule "
-        "between two fields that JSON Schema cannot state).",
+        description="No computed delay is longer, base_delay included: below base_delay, "
+        "every delay is max_delay.",
     )
-
-    @model_validator(mode="after")
-    def _cap_not_below_base(self) -> Self:
-        if self.max_delay < self.base_delay:
-            raise PydanticCustomError("ordered", "max_delay must be at least base_delay")
-        return self
 
 
 class RateLimit(InputModel):
@@ -98,21 +92,15 @@ class KeyConcurrency(InputModel):
 class CircuitBreaker(InputModel):
     """When an endpoint keeps failing: after ``failures`` failed pushes in a row it gets no
     pushes for ``open_for`` seconds, then one probe; each failed probe doubles the pause, up to
-    ``max_open_for``. One success closes it."""
+    ``max_open_for`` (which caps the first pause too). One success closes it."""
 
     failures: int = Field(5, ge=1, le=10_000, description="Failed pushes in a row that open it.")
     open_for: PositiveSeconds = Field(5.0, description="First pause.")
     max_open_for: PositiveSeconds = Field(
         300.0,
-        description="Longest pause; at least open_for, which is 5 when not given (422 "
-        "otherwise: a rule between two fields that JSON Schema cannot state).",
+        description="Longest pause, the first included: below open_for, every pause is "
+        "max_open_for.",
     )
-
-    @model_validator(mode="after")
-    def _cap_not_below_first(self) -> Self:
-        if self.max_open_for < self.open_for:
-            raise PydanticCustomError("ordered", "max_open_for must be at least open_for")
-        return self
 
 
 class Redrive(InputModel):
@@ -255,8 +243,7 @@ class QueuePolicyPatch(InputModel):
     max_attempts: int | None = Field(None, ge=1, le=1000)
     backoff: Backoff | None = Field(
         None,
-        description="Replaces the queue's backoff whole: its fields not given take their "
-        "defaults, and max_delay must be at least base_delay.",
+        description="Replaces the queue's backoff whole: its fields not given take their defaults.",
     )
     push_timeout: PositiveSeconds | None = Field(None, le=900)
     max_run_time: PositiveSeconds | None = None
@@ -293,7 +280,7 @@ class QueuePolicyPatch(InputModel):
     circuit_breaker: CircuitBreaker | None = Field(
         None,
         description="Replaces the queue's circuit breaker whole: its fields not given take "
-        "their defaults, and max_open_for must be at least open_for.",
+        "their defaults.",
     )
     dedup_window: Seconds | None = None
     max_heartbeat_interval: PositiveSeconds | None = None
@@ -332,6 +319,25 @@ class EndpointCreate(InputModel):
     """Body of ``POST /v1/queues/{queue}/endpoints``: a push endpoint (``url``, which the
     gateway POSTs tasks to) or a pull one (``pull: true``, no ``url``: its workers lease tasks
     with ``POST /v1/queues/{queue}/leases``)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={  # a url, or pull: true and no url (a null url is no url)
+            "allOf": [
+                {
+                    "not": {
+                        "required": ["pull", "url"],
+                        "properties": {"pull": {"enum": [True]}, "url": {"type": "string"}},
+                    }
+                },
+                {
+                    "anyOf": [
+                        {"required": ["url"], "properties": {"url": {"type": "string"}}},
+                        {"required": ["pull"], "properties": {"pull": {"enum": [True]}}},
+                    ]
+                },
+            ]
+        }
+    )
 
     url: WebUrl | None = Field(
         None, description="Where tasks are pushed. Required unless pull; forbidden if pull."

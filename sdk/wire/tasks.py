@@ -61,14 +61,9 @@ class Debounce(InputModel):
     max_wait: WindowSeconds | None = Field(
         None,
         description="Seconds after the first enqueue of a burst at which the task runs however "
-        "many enqueues keep coming (Inngest's timeout); none: no limit. At least window.",
+        "many enqueues keep coming (Inngest's timeout); none: no limit. Below window, the "
+        "task runs max_wait after the burst's first enqueue.",
     )
-
-    @model_validator(mode="after")
-    def _wait_past_window(self) -> Self:
-        if self.max_wait is not None and self.max_wait < self.window:
-            raise ValueError("max_wait must be at least window")
-        return self
 
 
 class Throttle(InputModel):
@@ -108,14 +103,36 @@ class TaskCreate(InputModel):
             "not": {
                 "required": ["delay", "run_at"],
                 "properties": {"delay": {"type": "number"}, "run_at": {"type": "string"}},
-            }
+            },
+            # The model validator's other two rules, so that every body the schema admits is
+            # one the gateway takes (written as alternatives, not if/then: generators handle
+            # them without rejection sampling).
+            "allOf": [
+                {  # pass_results needs depends_on
+                    "anyOf": [
+                        {"properties": {"pass_results": {"enum": [False, None]}}},
+                        {"required": ["depends_on"], "properties": {"depends_on": {"minItems": 1}}},
+                    ]
+                },
+                {  # a debounce comes with none of the options it cannot be combined with
+                    "anyOf": [
+                        {"properties": {"debounce": {"type": "null"}}},
+                        {
+                            "properties": {
+                                name: {"maxItems": 0} if name == "depends_on" else {"type": "null"}
+                                for name in _NOT_WITH_DEBOUNCE
+                            }
+                        },
+                    ]
+                },
+            ],
         }
     )
 
     id: TaskId | None = Field(
         None,
         description="A ULID; the gateway makes one when absent. In a batch, each id at most "
-        "once (422 otherwise).",
+        "once (409 otherwise, problem type 'tag:jobgate.dev,2026:problem/duplicate-task-id').",
     )
     name: TaskName
     payload: Json = None
@@ -228,8 +245,9 @@ class BatchCreate(InputModel):
     tasks: list[TaskCreate] = Field(
         min_length=1,
         max_length=1000,
-        description="At most 1000 tasks; a client-given id at most once among them (422 "
-        "naming the repeat otherwise).",
+        description="At most 1000 tasks; a client-given id at most once among them (409 "
+        "naming the repeat otherwise, problem type "
+        "'tag:jobgate.dev,2026:problem/duplicate-task-id').",
     )
 
 

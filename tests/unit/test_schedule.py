@@ -81,7 +81,7 @@ def test_day_of_week_counts_from_sunday_as_in_crontab() -> None:
     assert cron_day_of_week("7") == "sun"
     assert cron_day_of_week("1-5") == "mon,tue,wed,thu,fri"
     assert cron_day_of_week("*/2") == "sun,tue,thu,sat"
-    assert cron_day_of_week("sat,0") == "sat,sun"
+    assert cron_day_of_week("sat,0") == "sun,sat"
     # 2026-01-01 is a Thursday; weekdays at 09:00 UTC.
     times = next_fire_times(cron(hour="9", minute="0", day_of_week="1-5"), ms(2026, 1, 1), 3)
     assert [datetime.fromtimestamp(t / 1000, UTC).strftime("%a") for t in times] == [
