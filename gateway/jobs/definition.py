@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import zoneinfo
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from gateway.jobs.schedule import first_anchor
 from gateway.store.jobs import StoredJob
 from gateway.store.records import to_datetime
 from sdk.wire import Job, JobCreate, RunSummary
+from sdk.wire.jobs import CRON_RANGES
 from sdk.wire.timezones import timezones
 
 
@@ -35,11 +37,30 @@ def _readable(stored: dict[str, Any]) -> dict[str, Any]:
     ``localtime``: the machine's own zone, a name this version refuses, so a job stored with it
     failed validation on every read (a 500 for its page, the jobs list, and each firing). It is
     read as the zone that name stood for on this machine (:func:`machine_zone`), which is what
-    those gateways computed its fire times in; the next save stores that name."""
+    those gateways computed its fire times in; the next save stores that name.
+
+    Crontab fields are read the same way: gateways before the fields' patterns took spaces
+    inside a field (``mon - fri``, stripped for the day of the week), which the patterns refuse
+    but around commas and at the ends; such a field reads with those spaces dropped, meaning
+    what it meant (``mon-fri``), and the next save stores that."""
     schedule = stored.get("schedule")
-    if isinstance(schedule, dict) and schedule.get("timezone") == "localtime":
-        return {**stored, "schedule": {**schedule, "timezone": machine_zone()}}
-    return stored
+    if not isinstance(schedule, dict):
+        return stored
+    if schedule.get("timezone") == "localtime":
+        schedule = {**schedule, "timezone": machine_zone()}
+    if schedule.get("kind") == "crontab":
+        schedule = {
+            name: _INNER_SPACES.sub(r"\1", value)
+            if name in CRON_RANGES and isinstance(value, str)
+            else value
+            for name, value in schedule.items()
+        }
+    return {**stored, "schedule": schedule}
+
+
+# Spaces around a range's dash or a step's slash: what older gateways stored and this one's
+# crontab patterns refuse.
+_INNER_SPACES = re.compile(r" *([-/]) *")
 
 
 @functools.cache

@@ -153,6 +153,29 @@ async def test_a_job_stored_with_localtime_by_an_older_gateway_is_readable(
     await redis.aclose()
 
 
+async def test_a_crontab_stored_with_inner_spaces_by_an_older_gateway_is_readable(
+    api: httpx.AsyncClient, redis_url: str
+) -> None:
+    """Gateways before the crontab fields' patterns took ``mon - fri`` (the day of the week's
+    spaces were stripped); the patterns refuse it on write, so a stored one would fail every
+    read. It reads as ``mon-fri``, and a save stores that."""
+    job = await create(api, schedule=CRON)
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    key = f"jg:{{job:{job['id']}}}:job"
+    stored = json.loads(await redis.hget(key, "def"))
+    stored["schedule"].update(day_of_week="mon - fri", hour="8 - 18 / 2")
+    await redis.hset(key, "def", json.dumps(stored))
+    got = await api.get(f"/v1/jobs/{job['id']}")
+    assert got.status_code == 200, got.text
+    schedule = got.json()["schedule"]
+    assert (schedule["day_of_week"], schedule["hour"]) == ("mon-fri", "8-18/2")
+    assert (await api.get(f"/v1/jobs/{job['id']}/preview")).status_code == 200
+    patched = await api.patch(f"/v1/jobs/{job['id']}", json={"title": "Renamed"})
+    assert patched.status_code == 200, patched.text
+    assert json.loads(await redis.hget(key, "def"))["schedule"]["day_of_week"] == "mon-fri"
+    await redis.aclose()
+
+
 def test_the_machine_zone_is_the_one_localtime_links_to(tmp_path: Path) -> None:
     zoneinfo_dir = tmp_path / "zoneinfo"
     (zoneinfo_dir / "Europe").mkdir(parents=True)
