@@ -21,8 +21,10 @@ EXPIRES = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def channel_with(
-    answers: list[httpx.Response | Exception], **options: object
+    answers: list[httpx.Response | Exception], expires: datetime = EXPIRES
 ) -> tuple[CallbackChannel, list[httpx.Request]]:
+    """A channel answered by ``answers`` in turn, whose retries (final callbacks, and those the
+    task waits for) come at once; the requests it sent."""
     seen: list[httpx.Request] = []
 
     def handle(request: httpx.Request) -> httpx.Response:
@@ -33,7 +35,10 @@ def channel_with(
         return answer
 
     http = HttpxSession(httpx.MockTransport(handle))
-    return CallbackChannel(http, BASE, "L1", EXPIRES, final_retry_delays=(0, 0, 0)), seen
+    channel = CallbackChannel(
+        http, BASE, "L1", expires, final_retry_delays=(0, 0, 0), call_retry_delays=(0,)
+    )
+    return channel, seen
 
 
 async def test_final_callback_retries_connection_errors_and_5xx() -> None:
@@ -128,23 +133,6 @@ async def test_default_heartbeat_interval_is_a_third_of_the_lease_left() -> None
     assert Attempt(noop, push, channel, clock=lambda: late)._interval() == MIN_HEARTBEAT_INTERVAL
 
 
-def calls_with(
-    answers: list[httpx.Response | Exception], expires: datetime = EXPIRES
-) -> tuple[CallbackChannel, list[httpx.Request]]:
-    """A channel whose callbacks the task waits for are tried again at once."""
-    seen: list[httpx.Request] = []
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    http = HttpxSession(httpx.MockTransport(handle))
-    return CallbackChannel(http, BASE, "L1", expires, call_retry_delays=(0,)), seen
-
-
 UNAVAILABLE = httpx.Response(
     503, json={"title": "Service unavailable", "status": 503}, headers={"retry-after": "1"}
 )
@@ -152,7 +140,7 @@ UNAVAILABLE = httpx.Response(
 
 async def test_a_heartbeat_the_gateway_cannot_answer_yet_is_sent_again() -> None:
     later = (datetime.now(UTC) + timedelta(seconds=30)).isoformat()
-    channel, seen = calls_with(
+    channel, seen = channel_with(
         [
             UNAVAILABLE,  # its Redis restarting
             httpx.ConnectError("refused"),  # the gateway itself restarting
@@ -166,7 +154,7 @@ async def test_a_heartbeat_the_gateway_cannot_answer_yet_is_sent_again() -> None
 
 
 async def test_a_step_is_recorded_through_a_gateway_restart() -> None:
-    channel, seen = calls_with(
+    channel, seen = channel_with(
         [
             httpx.RemoteProtocolError("closed"),
             UNAVAILABLE,
@@ -178,7 +166,7 @@ async def test_a_step_is_recorded_through_a_gateway_restart() -> None:
 
 
 async def test_checkpoint_and_logs_are_sent_again_too() -> None:
-    channel, seen = calls_with([UNAVAILABLE, httpx.Response(200, json={})] * 2)
+    channel, seen = channel_with([UNAVAILABLE, httpx.Response(200, json={})] * 2)
     await channel.checkpoint({"page": 3})
     await channel.log("hello", "info")
     assert [str(request.url).rsplit("/", 1)[1] for request in seen] == [
@@ -191,7 +179,7 @@ async def test_checkpoint_and_logs_are_sent_again_too() -> None:
 
 async def test_no_callback_is_retried_past_the_lease() -> None:
     expired = datetime.now(UTC) - timedelta(seconds=1)
-    channel, seen = calls_with([UNAVAILABLE], expires=expired)
+    channel, seen = channel_with([UNAVAILABLE], expires=expired)
     with pytest.raises(ApiError) as refused:
         await channel.step("charge", 1)
     assert refused.value.status == 503
@@ -199,11 +187,11 @@ async def test_no_callback_is_retried_past_the_lease() -> None:
 
 
 async def test_a_refusal_is_not_retried() -> None:
-    channel, seen = calls_with([httpx.Response(422, json={"title": "bad", "status": 422})])
+    channel, seen = channel_with([httpx.Response(422, json={"title": "bad", "status": 422})])
     with pytest.raises(ApiError):
         await channel.checkpoint({"x": 1})
     assert len(seen) == 1
-    stale, seen = calls_with([httpx.Response(409, json={"title": "Stale lease", "status": 409})])
+    stale, seen = channel_with([httpx.Response(409, json={"title": "Stale lease", "status": 409})])
     with pytest.raises(LeaseLost):
         await stale.heartbeat(None)
     assert len(seen) == 1
