@@ -15,6 +15,11 @@ from redis.exceptions import (
 
 from gateway.errors import GatewayError, Unavailable
 
+UNREACHABLE = (
+    "the gateway cannot reach its {}; the request may or may not have taken effect: send it "
+    "again (with the same task id, dedup_key or Idempotency-Key, a repeat is stored once)"
+)
+
 
 def as_gateway_error(exc: BaseException) -> GatewayError | None:
     """The client-facing error for a Redis failure, or None when it is not one."""
@@ -22,8 +27,10 @@ def as_gateway_error(exc: BaseException) -> GatewayError | None:
         isinstance(exc, ResponseError) and str(exc).startswith("OOM")
     ):
         return Unavailable("the gateway's Redis is out of memory; nothing was stored", 30)
+    # A connection lost or a reply late mid-command: the command may have run (a timeout, a
+    # server that died after running it), so the answer does not say that nothing was stored.
     if isinstance(exc, ConnectionError | TimeoutError):
-        return Unavailable("the gateway cannot reach its Redis; nothing was stored", 5)
+        return Unavailable(UNREACHABLE.format("Redis"), 5)
     # A Redis Cluster between losing a primary and promoting its replica (CLUSTERDOWN, or no
     # node for the slot), or moving a slot (TRYAGAIN; or redirected more times than redis-py
     # follows, its ClusterError "TTL exhausted"): redis-py retried for about a second.
@@ -34,5 +41,5 @@ def as_gateway_error(exc: BaseException) -> GatewayError | None:
     if isinstance(exc, RedisClusterException) and isinstance(
         exc.__cause__, ConnectionError | TimeoutError
     ):
-        return Unavailable("the gateway cannot reach its Redis Cluster; nothing was stored", 5)
+        return Unavailable(UNREACHABLE.format("Redis Cluster"), 5)
     return None
