@@ -447,18 +447,26 @@ def check_tasks(
     ]
     ticks = {line["id"] for line in runs if line.get("k") == "tick"}
     steps = Counter((line["id"], line["s"]) for line in logs if line.get("e") == "step")
-    recorded: dict[tuple[str, str], float] = {}
-    for line in logs:
+    # A step function run again after the gateway said it was recorded: by the recording
+    # attempt or a later one (a step the push failed to carry: a broken promise), or by an
+    # earlier attempt resumed past its lease (a SIGSTOPped zombie, whose callbacks get 409).
+    attempt_of: dict[tuple[str, int], int] = {}  # (task id, pid) -> the attempt that pid runs
+    recorded: dict[tuple[str, str], tuple[float, int]] = {}  # -> first recorded: time, attempt
+    after_record: list[tuple[str, str]] = []
+    by_zombies = 0
+    for line in sorted(logs, key=lambda line: line["t"]):
+        if line.get("e") == "run":
+            attempt_of[(line["id"], line["p"])] = line["a"]
+            continue
+        key = (line["id"], line.get("s", ""))
+        attempt = attempt_of.get((line["id"], line["p"]), 0)
         if line.get("e") == "recorded":
-            key = (line["id"], line["s"])
-            recorded[key] = min(recorded.get(key, line["t"]), line["t"])
-    after_record = [
-        key
-        for line in logs
-        if line.get("e") == "step"
-        and (key := (line["id"], line["s"])) in recorded
-        and line["t"] > recorded[key]
-    ]
+            recorded.setdefault(key, (line["t"], attempt))
+        elif line.get("e") == "step" and key in recorded and line["t"] > recorded[key][0]:
+            if attempt < recorded[key][1]:
+                by_zombies += 1
+            else:
+                after_record.append(key)
     planned = {"fail_once": 2}
     extra_attempts = Counter(
         acked[i][0]
@@ -491,6 +499,7 @@ def check_tasks(
         ),
         "durable step runs": sum(steps.values()),
         "durable steps run again after the gateway said recorded": after_record[:20],
+        "... of which run by an older attempt resumed past its lease (a zombie)": by_zombies,
         "succeeded durable tasks missing a recorded step": recorded_missing[:20],
     }
 
