@@ -12,7 +12,7 @@ PYTEST_PATHS ?= tests
 PYTEST_ARGS ?=
 # The suite runs in this many pytest-xdist workers (tests/conftest.py says how it is split);
 # PYTEST_WORKERS=0 runs it in one process.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 DEV_ARGS ?=
 BENCH_ARGS ?=
 # The benchmark's own extra (Dramatiq, taskiq, Celery, py-spy), installed by `make bench` only.
