@@ -6,7 +6,6 @@ what may keep its end (the end is recorded with the task's end, by the script th
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,22 +16,13 @@ import pytest
 from tests.support import free_port
 
 from .conftest import Cluster, pushes
+from .test_e2e import until
 
 pytestmark = pytest.mark.e2e
 
 ECHO = "tests.e2e.worker_app.echo"
 RUNS = 5
 SWEEP = "0.2"  # seconds between sweeps of a queue (60 by default)
-
-
-def until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def all_runs(api: httpx.Client, job_id: str) -> list[dict[str, Any]]:
