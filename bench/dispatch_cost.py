@@ -48,9 +48,10 @@ from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.redis_server import ManagedRedis, free_port
 from gateway.store import keys
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys
 from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord, NewTask
+from gateway.store.records import NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finished, TaskStore
 from gateway.telemetry.export import METER_NAME, metrics_export

@@ -27,9 +27,10 @@ from gateway.dispatch.pusher import Pusher, batch_body
 from gateway.dispatch.verdict import Answer, batch_answers, judge
 from gateway.redis_server import ManagedRedis
 from gateway.store import coalescing, keys
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys
 from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord, NewTask
+from gateway.store.records import NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish, TaskStore
 from gateway.store.tasks.finish import _finish_keys, _finished

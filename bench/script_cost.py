@@ -24,8 +24,9 @@ from ulid import ULID
 from bench.proc_stat import cpu_seconds
 from gateway.clock import ManualClock
 from gateway.redis_server import ManagedRedis
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord, Lease, NewTask
+from gateway.store.records import Lease, NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish, TaskStore
 from sdk.wire import AttemptOutcome, QueuePolicy

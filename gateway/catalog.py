@@ -28,7 +28,7 @@ import jsonschema_rs
 
 from gateway.errors import FieldProblem
 from gateway.store.catalog import CatalogStore, StoredCatalog
-from gateway.store.records import EndpointRecord
+from gateway.store.endpoint_records import EndpointRecord
 
 log = logging.getLogger(__name__)
 

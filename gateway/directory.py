@@ -13,8 +13,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord
 from sdk.wire import QueuePolicy
 
 log = logging.getLogger(__name__)

@@ -46,8 +46,9 @@ from gateway.dispatch.deadlines import Cut, Deadlines
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
 from gateway.errors import Unavailable
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.failures import as_gateway_error
-from gateway.store.records import EndpointRecord, Lease
+from gateway.store.records import Lease
 from gateway.store.tasks import (
     Claim,
     ClaimOrder,

@@ -14,8 +14,9 @@ from gateway.clock import Clock
 from gateway.errors import EndpointNotFound, FieldProblem, ValidationFailed
 from gateway.services.catalog import CatalogService
 from gateway.ssrf import check_endpoint_url
+from gateway.store.endpoint_records import EndpointRecord, StoredQueue
 from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord, StoredQueue, to_datetime
+from gateway.store.records import to_datetime
 from gateway.store.tasks import TaskStore
 from sdk.wire import (
     Endpoint,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys
-from gateway.store.records import EndpointRecord
 from gateway.store.scripts import Scripts
 
 

@@ -15,8 +15,13 @@ from redis.asyncio import Redis
 
 from gateway.errors import QueueNotEmpty, QueueNotFound
 from gateway.store import keys
+from gateway.store.endpoint_records import (
+    EndpointHealth,
+    EndpointRecord,
+    ListedEndpoint,
+    StoredQueue,
+)
 from gateway.store.keys import QueueKeys
-from gateway.store.records import EndpointHealth, EndpointRecord, ListedEndpoint, StoredQueue
 from gateway.store.scripts import Scripts
 from sdk.wire import QueuePolicy
 

@@ -49,7 +49,8 @@ from opentelemetry.sdk.trace.sampling import ParentBased
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway.store.records import EndpointRecord, Lease, NewTask
+from gateway.store.endpoint_records import EndpointRecord
+from gateway.store.records import Lease, NewTask
 from sdk.wire import HEADER_TRACEPARENT, HEADER_TRACESTATE, TRACEPARENT_PATTERN
 
 log = logging.getLogger(__name__)

@@ -34,15 +34,23 @@ Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the leas
 ``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``,
 ``release`` (give the task back at once, no attempt spent).
 
-The models live by concept -- :mod:`sdk.wire.tasks`, :mod:`sdk.wire.queues` (with endpoints),
-:mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
-:mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs),
-:mod:`sdk.wire.health` (the probes) on
+The models live by concept -- :mod:`sdk.wire.tasks` (a task's history in
+:mod:`sdk.wire.attempts`), :mod:`sdk.wire.queues` (with endpoints), :mod:`sdk.wire.pushes`
+(pushes and callbacks), :mod:`sdk.wire.operations` (operator tools), :mod:`sdk.wire.catalog`
+(the task catalog), :mod:`sdk.wire.jobs` (jobs and runs), :mod:`sdk.wire.health` (the probes) on
 :mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
 """
 
 from __future__ import annotations
 
+from sdk.wire.attempts import (
+    Attempt,
+    AttemptOutcome,
+    FailureKind,
+    NoticeState,
+    NoticeStatus,
+    TaskStep,
+)
 from sdk.wire.base import (
     DAY,
     HEADER_ATTEMPT,
@@ -165,15 +173,10 @@ from sdk.wire.queues import (
     StallPolicy,
 )
 from sdk.wire.tasks import (
-    Attempt,
-    AttemptOutcome,
     BatchCreate,
     BatchCreated,
     BatchReceipt,
     Debounce,
-    FailureKind,
-    NoticeState,
-    NoticeStatus,
     Task,
     TaskArgs,
     TaskCreate,
@@ -181,7 +184,6 @@ from sdk.wire.tasks import (
     TaskPage,
     TaskReceipt,
     TaskState,
-    TaskStep,
     Throttle,
 )
 

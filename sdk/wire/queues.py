@@ -8,6 +8,7 @@ from typing import Annotated, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
+from sdk.wire.attempts import FailureKind
 from sdk.wire.base import (
     DAY,
     Capability,
@@ -19,7 +20,7 @@ from sdk.wire.base import (
     WebUrl,
 )
 from sdk.wire.catalog import CatalogTasks
-from sdk.wire.tasks import FailureKind, TaskState
+from sdk.wire.tasks import TaskState
 
 
 class BackoffStrategy(StrEnum):

@@ -319,8 +319,8 @@ async def test_service_validate_and_served_for_jobs(redis_url: str) -> None:
     from gateway.errors import ValidationFailed
     from gateway.services.catalog import CatalogService
     from gateway.store.catalog import CatalogStore
+    from gateway.store.endpoint_records import EndpointRecord
     from gateway.store.queues import QueueStore
-    from gateway.store.records import EndpointRecord
     from gateway.store.scripts import Scripts
     from sdk.wire import EndpointTasks, QueuePolicy
 

@@ -18,8 +18,9 @@ from ulid import ULID
 from gateway.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher, lease_budget
 from gateway.dispatch.verdict import Answer
+from gateway.store.endpoint_records import EndpointHealth, EndpointRecord
 from gateway.store.keys import QueueKeys
-from gateway.store.records import EndpointHealth, EndpointRecord, Lease, NewTask
+from gateway.store.records import Lease, NewTask
 from gateway.store.tasks import ClaimStatus, Fence, Finish
 from sdk.wire import AttemptOutcome, CircuitState, QueuePolicy, TaskState
 from tests.support import until

@@ -10,8 +10,9 @@ from ulid import ULID
 
 from gateway.recoverer import Recoverer
 from gateway.store.dependencies import DependencyStore
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys
-from gateway.store.records import EndpointRecord, NewTask
+from gateway.store.records import NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import ClaimStatus, Finish
 from sdk.wire import AttemptOutcome, CircuitBreaker, QueuePolicy, RateLimit, TaskState

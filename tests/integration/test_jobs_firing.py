@@ -21,11 +21,11 @@ from gateway.services.logs import LogService
 from gateway.services.runs import Runs
 from gateway.services.tasks import TaskService
 from gateway.store.dependencies import DependencyStore
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.jobs import JobStore
 from gateway.store.keys import JOBS_DUE
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish, TaskStore
 from sdk.wire import (

@@ -14,9 +14,10 @@ from ulid import ULID
 from gateway.errors import QueueNotFound, ValidationFailed
 from gateway.services.operations import OperationsService, decode_cursor, encode_cursor
 from gateway.store import keys
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys
 from gateway.store.operations import OperationsStore, Position
-from gateway.store.records import EndpointRecord, NewTask, to_datetime
+from gateway.store.records import NewTask, to_datetime
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish
 from sdk.wire import (

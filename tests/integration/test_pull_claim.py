@@ -4,7 +4,7 @@ limits of pushes (endpoint concurrency, capabilities, queue concurrency) hold fo
 
 from __future__ import annotations
 
-from gateway.store.records import EndpointRecord
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.tasks import ClaimStatus
 from sdk.wire import QueuePolicy
 

@@ -20,10 +20,11 @@ from ulid import ULID
 
 from gateway.clock import ManualClock
 from gateway.recoverer import RECKON_EVERY, RESCAN_JOB_ID, Recoverer, RecoveryReport
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.index import IndexRepair
 from gateway.store.keys import DUE, INDEX_SUSPECTS, INDEX_TURN, QueueKeys, task_index
 from gateway.store.queues import QueueStore
-from gateway.store.records import EndpointRecord, Lease, NewTask
+from gateway.store.records import Lease, NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import CancelResult, Expired, Finish, TaskStore
 from gateway.store.tasks.due import HOLD_MS

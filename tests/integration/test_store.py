@@ -10,8 +10,9 @@ from ulid import ULID
 
 from gateway.errors import QueueNotEmpty, QueueNotFound, TaskExists
 from gateway.store import keys
+from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys
-from gateway.store.records import EndpointRecord, NewTask
+from gateway.store.records import NewTask
 from gateway.store.tasks import CancelResult, ClaimStatus, Fence, Finish, Stored
 from sdk.wire import AttemptOutcome, Backoff, BackoffStrategy, QueuePolicy, TaskState
 from tests.support import until

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.dispatch.pusher import Pusher, new_session
-from gateway.store.records import EndpointRecord
+from gateway.store.endpoint_records import EndpointRecord
 from sdk.wire import FailureKind
 
 

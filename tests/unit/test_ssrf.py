@@ -19,7 +19,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from gateway.dispatch.pusher import Pusher, new_session
 from gateway.services.queues import new_signing_secret
 from gateway.ssrf import check_endpoint_url, refusal
-from gateway.store.records import EndpointRecord, Lease
+from gateway.store.endpoint_records import EndpointRecord
+from gateway.store.records import Lease
 
 NEVER = "never allowed"
 UNLESS = "unless JOBGATE_ALLOW_PRIVATE_ENDPOINTS is set"

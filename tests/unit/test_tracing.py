@@ -11,7 +11,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway.store.records import EndpointRecord, Lease
+from gateway.store.endpoint_records import EndpointRecord
+from gateway.store.records import Lease
 from gateway.telemetry.tracing import (
     TraceHeaders,
     Tracing,
