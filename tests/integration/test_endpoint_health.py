@@ -16,7 +16,8 @@ import pytest
 from ulid import ULID
 
 from gateway.directory import Directory
-from gateway.dispatch.dispatcher import Dispatcher, lease_budget
+from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.lease_watch import lease_budget
 from gateway.dispatch.verdict import Answer
 from gateway.store.endpoint_records import EndpointHealth, EndpointRecord
 from gateway.store.keys import QueueKeys
