@@ -24,18 +24,22 @@ async def matching_ids(
     owner: str | None = None,
 ) -> list[str]:
     """Ids of up to ``limit`` tasks of ``queue`` in ``state`` matching the filters, in the
-    state's order (a filtered walk goes through the whole index if it must)."""
-    ids: list[str] = []
+    state's order (a filtered walk goes through the whole index if it must), each once.
+
+    Pages follow each other by offset while tasks come and go: one enqueued ahead of those
+    already listed moves them back a place, so a page can start with a task listed before
+    (kept once; the walk goes on until ``limit`` distinct tasks)."""
+    ids: dict[str, None] = {}
     cursor: str | None = None
     while len(ids) < limit:
         found = await tasks.search(
             queue, state, cursor, min(limit - len(ids), STEP), owner=owner, name=name
         )
-        ids += [t.id for t in found.page.items]
+        ids.update(dict.fromkeys(t.id for t in found.page.items))
         cursor = found.page.next_cursor
         if cursor is None:
             break
-    return ids[:limit]
+    return list(ids)[:limit]
 
 
 async def cancel_matching(

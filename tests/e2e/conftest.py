@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import ssl
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ import httpx
 import pytest
 
 from sdk import Client
+from tests import launcher
 from tests.support import free_port
 
 ADMIN = "e2e-admin-key-0123456789"
@@ -33,7 +32,7 @@ STARTUP = 60.0
 
 def wait_http(
     url: str,
-    proc: subprocess.Popen[bytes],
+    proc: launcher.Process,
     timeout: float = STARTUP,
     verify: ssl.SSLContext | bool = True,
 ) -> None:
@@ -53,7 +52,7 @@ def wait_http(
 class Cluster:
     redis_url: str
     tmp: Path
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    procs: list[launcher.Process] = field(default_factory=list)
     gateways: list[str] = field(default_factory=list)
     clients: list[Client] = field(default_factory=list)
 
@@ -76,10 +75,7 @@ class Cluster:
             "JOBGATE_LOG_LEVEL": "warning",
             **env,
         }
-        with open(log, "ab") if log else contextlib.nullcontext() as stderr:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway", "serve"], env=environ, cwd=ROOT, stderr=stderr
-            )
+        proc = launcher.start("gateway", ["serve"], env=environ, cwd=ROOT, stderr=log)
         self.procs.append(proc)
         cert = env.get("JOBGATE_CERTFILE")  # TLS: https, trusting that certificate
         url = f"{'https' if cert else 'http'}://127.0.0.1:{port}"
@@ -95,21 +91,11 @@ class Cluster:
         log: Path,
         app: str = "tests.e2e.worker_app:app",
         **env: str,
-    ) -> subprocess.Popen[bytes]:
+    ) -> launcher.Process:
         environ = {**os.environ, "JOBGATE_WORKER_SECRET": secret, "E2E_LOG": str(log), **env}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                app,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
+        proc = launcher.start(
+            "uvicorn",
+            [app, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
             env=environ,
             cwd=ROOT,
         )

@@ -11,8 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +20,7 @@ from redis.asyncio import Redis
 
 from sdk import Client
 from sdk.wire import Task, TaskState
+from tests import launcher
 
 from .conftest import ADMIN, ROOT, Cluster
 
@@ -55,17 +54,14 @@ def setup(cluster: Cluster, **policy: Any) -> tuple[str, Client, str]:
 
 def pull_worker(
     cluster: Cluster, gateway: str, endpoint_id: str, wait: float = 5, **env: str
-) -> subprocess.Popen[bytes]:
+) -> launcher.Process:
     environ = {
         **os.environ,
         "JOBGATE_URL": gateway,
         "JOBGATE_API_KEY": WORKER_KEY,
         **env,
     }
-    command = [
-        sys.executable,
-        "-m",
-        "gateway",
+    argv = [
         "worker",
         "--pull",
         "--queue",
@@ -78,7 +74,7 @@ def pull_worker(
         "warning",
         "tests.e2e.pull_worker_app:worker",
     ]
-    proc = subprocess.Popen(command, env=environ, cwd=ROOT)
+    proc = launcher.start("gateway", argv, env=environ, cwd=ROOT)
     cluster.procs.append(proc)
     return proc
 

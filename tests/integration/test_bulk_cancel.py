@@ -4,10 +4,13 @@ are cancelled (and only they), up to the limit; refusals change nothing."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 
+from gateway.services import bulk
+from gateway.services.tasks import TaskService
 from gateway.settings import ApiKey, Settings
 from tests.support import gateway_client
 
@@ -61,3 +64,34 @@ async def test_refusals_cancel_nothing(api: httpx.AsyncClient) -> None:
     reader = await api.post(url, json={}, headers={"authorization": f"Bearer {READER}"})
     assert reader.status_code == 403
     assert await state(api, task) == "queued"
+
+
+async def test_a_task_listed_twice_while_the_index_moves_is_cancelled_and_counted_once(
+    api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing pages through the queued index by offset while tasks come and go: a task
+    enqueued ahead of the ones already listed moves them one place back, so the next page
+    starts with one already listed. It is cancelled once and counted once, and the walk goes on
+    to the limit."""
+    first, second = await enqueue(api, "send"), await enqueue(api, "send")
+    search = TaskService.search
+    pages = 0
+    jumped: list[str] = []
+
+    async def search_while_one_jumps_the_queue(self: TaskService, *args: Any, **kw: Any) -> Any:
+        nonlocal pages
+        found = await search(self, *args, **kw)
+        pages += 1
+        if pages == 1:  # between the first page and the second
+            made = await api.post("/v1/queues/mail/tasks", json={"name": "send", "priority": 9})
+            assert made.status_code == 201, made.text
+            jumped.append(made.json()["id"])
+        return found
+
+    monkeypatch.setattr(bulk, "STEP", 1)
+    monkeypatch.setattr(TaskService, "search", search_while_one_jumps_the_queue)
+    done = await api.post("/v1/queues/mail/tasks/cancel", json={"limit": 2})
+    assert done.status_code == 200, done.text
+    assert pages == 3  # [first], [first] again, [second]
+    assert done.json() == {"cancelled": [first, second], "cancel_requested": [], "skipped": []}
+    assert await state(api, jumped[0]) == "queued"
