@@ -28,6 +28,7 @@ import os
 import runpy
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -116,21 +117,62 @@ def start(
     return Launched(process)
 
 
+def run(
+    module: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m module *argv`` to its end, as ``subprocess.run`` with
+    ``capture_output=True, text=True`` and a stdin that is not a terminal would."""
+    if not forking():
+        return subprocess.run(
+            [sys.executable, "-m", module, *argv],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+        process = _forkserver().Process(
+            target=_run_module,
+            args=(module, list(argv), dict(env), str(cwd), str(err), str(out)),
+            daemon=False,
+        )
+        process.start()
+        code = Launched(process).wait(timeout)
+        return subprocess.CompletedProcess([module, *argv], code, out.read_text(), err.read_text())
+
+
+def _redirect(path: str, fd: int) -> None:
+    opened = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(opened, fd)
+    os.close(opened)
+
+
 def _run_module(
-    module: str, argv: list[str], env: dict[str, str], cwd: str, stderr: str | None
+    module: str,
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str,
+    stderr: str | None,
+    stdout: str | None = None,
 ) -> None:
     """In the forked child: become ``python -m module *argv``."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
     if stderr:
-        fd = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.dup2(fd, 2)
-        os.close(fd)
+        _redirect(stderr, 2)
+    if stdout:
+        _redirect(stdout, 1)
     sys.argv = [module, *argv]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
         # What a normal interpreter exit runs (log flushes, exporters' shutdown): the
         # forkserver's child ends with os._exit, which skips them.
         atexit._run_exitfuncs()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TypeVar
 import pytest
 
 from sdk import TaskState
+from tests import launcher
 from tests.support import free_port
 
 from .conftest import ADMIN, ROOT, Cluster
@@ -32,16 +32,7 @@ def jobgate(gateway: str, *argv: str, key: str | None = ADMIN) -> subprocess.Com
     env.pop("JOBGATE_API_KEY", None)
     if key is not None:
         env["JOBGATE_API_KEY"] = key
-    return subprocess.run(
-        [sys.executable, "-m", "gateway", *argv],
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return launcher.run("gateway", argv, env=env, cwd=ROOT, timeout=60)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
