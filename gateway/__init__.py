@@ -4,7 +4,7 @@ Its root holds the entry points (``__main__``, :mod:`gateway.cli`), the app fact
 (:mod:`gateway.app`) and :mod:`gateway.settings`; everything else lives in a room. Imports flow
 one way, down this list (a room imports only rooms below it; tests/unit/test_imports.py checks)::
 
-    cli, __main__       the ``jobgate`` command
+    __main__, cli       the ``jobgate`` command
     commands            operator commands (they speak to a gateway through the SDK alone)
     serving             processes, sockets, TLS; the dev/test Redis processes
     app                 the app factory: builds every room below and runs the loops
