@@ -41,7 +41,7 @@ from redis import asyncio as aioredis
 
 from bench.e2e import KEY, ROOT, wait_http
 from bench.proc_stat import cpu_seconds
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 from gateway.store.overview import OverviewStore
 from gateway.store.scripts import Scripts
 from sdk.wire import TaskState

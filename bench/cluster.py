@@ -22,8 +22,8 @@ import redis
 
 from bench.e2e import KEY, enqueue_batches, jobgate
 from bench.proc_stat import cpu_seconds
-from gateway.redis_cluster import ManagedCluster
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_cluster import ManagedCluster
+from gateway.serving.redis_server import ManagedRedis
 from sdk import Client, TaskState
 
 

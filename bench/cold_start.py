@@ -39,7 +39,7 @@ from pathlib import Path
 
 from standardwebhooks import Webhook
 
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 from sdk import Client
 
 if __package__ in (None, ""):  # run as a script: make the `bench` folder importable as a package

@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 
 from bench.e2e import KEY, NOOP, enqueue_batches, jobgate
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from sdk import Client, TaskCreate, TaskState
 
 

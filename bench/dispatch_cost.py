@@ -42,12 +42,12 @@ import uvloop
 from redis.asyncio import Redis
 from ulid import ULID
 
-from gateway.clock import Clock
-from gateway.directory import Directory
+from gateway.caches.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.pusher import Pusher, new_session
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 from gateway.store import keys
+from gateway.store.clock import Clock
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys
 from gateway.store.queues import QueueStore

@@ -25,7 +25,7 @@ from ulid import ULID
 from bench import mypyc_micro
 from gateway.dispatch.pusher import Pusher, batch_body
 from gateway.dispatch.verdict import Answer, batch_answers, judge
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from gateway.store import coalescing, keys
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys

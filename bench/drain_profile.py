@@ -43,7 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.e2e import KEY, ROOT, enqueue_batches, wait_http
 from bench.proc_stat import cpu_seconds, descendants
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 from gateway.store.keys import QueueKeys
 from gateway.store.records import load_record
 from sdk import Client

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 from sdk import AsyncClient, Client, TaskCreate, TaskState
 
 if __package__ in (None, ""):  # run as a script: make the `bench` folder importable as a package

@@ -36,7 +36,7 @@ from pathlib import Path
 import aiohttp
 import httpx
 
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 
 if __package__ in (None, ""):  # run as a script: make the `bench` folder importable as a package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

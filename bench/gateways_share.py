@@ -16,7 +16,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.e2e import KEY, enqueue_batches, jobgate
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from sdk import Client, TaskState
 
 TASKS = 20_000

@@ -32,7 +32,7 @@ import redis
 
 from bench.e2e import KEY, ROOT, wait_http
 from bench.proc_stat import cpu_seconds
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 from sdk import Client
 
 

@@ -17,9 +17,9 @@ from redis.asyncio import Redis
 
 from bench.proc_stat import cpu_seconds
 from bench.script_cost import delta, stats
-from gateway.clock import ManualClock
-from gateway.ids import IdMaker
-from gateway.redis_server import ManagedRedis
+from gateway.core.ids import IdMaker
+from gateway.serving.redis_server import ManagedRedis
+from gateway.store.clock import ManualClock
 from gateway.store.index import IndexRepair
 from gateway.store.queues import QueueStore
 from gateway.store.records import NewTask

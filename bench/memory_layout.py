@@ -5,7 +5,7 @@ encoding, summed by kind (the id index's buckets ``jg:ix:<bucket>`` as one kind,
 versions' ``jg:idx:<id>`` entries) and divided by the task count, beside the mean length of what
 each task stores and ``INFO``'s ``used_memory`` growth (which also counts what ``MEMORY USAGE``
 leaves out: the main dictionary's entries and expiries, but moves with client buffers). Ids are
-made as the gateway makes them (:class:`gateway.ids.IdMaker`, counting up) unless
+made as the gateway makes them (:class:`gateway.core.ids.IdMaker`, counting up) unless
 ``--random-ids`` (as clients choosing ULIDs of their own would). Run:
 ``.venv/bin/python -m bench.memory_layout``.
 """
@@ -23,9 +23,9 @@ from typing import cast
 from redis.asyncio import Redis
 from ulid import ULID
 
-from gateway.clock import ManualClock
-from gateway.ids import IdMaker
-from gateway.redis_server import ManagedRedis
+from gateway.core.ids import IdMaker
+from gateway.serving.redis_server import ManagedRedis
+from gateway.store.clock import ManualClock
 from gateway.store.keys import QueueKeys
 from gateway.store.queues import QueueStore
 from gateway.store.records import NewTask

@@ -74,7 +74,7 @@ from bench.peers_report import (
 )
 from bench.peers_session import Service, Session, Stage
 from bench.peers_targets import backlog_note, target_table, targets
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 
 # What a producer imports to send, per system (the label its figures go under).
 # Jobgate's names load on first use (docs/architecture.md), so `import sdk` alone is the target's

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.e2e import KEY, NOOP, jobgate
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from sdk import AsyncClient, Client, TaskCreate, coalescing
 
 QUEUE = "enqueue-many"

@@ -31,7 +31,7 @@ import httptools
 import uvloop
 
 from bench.e2e import wait_http
-from gateway.redis_server import free_port
+from gateway.serving.redis_server import free_port
 
 HEADERS = {
     "content-type": "application/json",

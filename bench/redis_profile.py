@@ -22,7 +22,7 @@ from redis.asyncio import Redis as AsyncRedis
 
 from bench.e2e import KEY, enqueue_batches, jobgate
 from bench.proc_stat import cpu_seconds
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from gateway.store.scripts import SCRIPT_NAMES, Scripts
 from sdk import Client, TaskState
 

@@ -22,8 +22,8 @@ from redis.asyncio import Redis
 from ulid import ULID
 
 from bench.proc_stat import cpu_seconds
-from gateway.clock import ManualClock
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
+from gateway.store.clock import ManualClock
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.queues import QueueStore
 from gateway.store.records import Lease, NewTask

@@ -48,7 +48,7 @@ import aiohttp
 import redis
 from ulid import ULID
 
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN = "soak-admin-key-0123456789abcdef"

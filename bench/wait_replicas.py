@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 from bench.e2e import KEY, NOOP, enqueue_batches, enqueue_concurrent, jobgate
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from sdk import Client
 
 SYNC_AT_ONCE = ("--repl-diskless-sync-delay", "0")

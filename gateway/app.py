@@ -31,18 +31,16 @@ from gateway.api.direct import DirectRoute
 from gateway.api.problems import EXCEPTION_HANDLERS
 from gateway.api.routing import routes
 from gateway.api.target import RefuseFragments
-from gateway.auth import Authenticator
-from gateway.catalog import Catalog
-from gateway.clock import RedisClock
-from gateway.directory import Directory
+from gateway.background.due_loop import DueLoop
+from gateway.background.job_firing import Firing
+from gateway.background.recover_loop import Recoverer
+from gateway.background.redriver import Redriver
+from gateway.caches.catalog import Catalog
+from gateway.caches.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
-from gateway.due_loop import DueLoop
-from gateway.jobs.firing import Firing
-from gateway.readiness import Readiness
-from gateway.recoverer import Recoverer
-from gateway.redrive import Redriver
+from gateway.security.auth import Authenticator
 from gateway.services import Services
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
@@ -55,11 +53,13 @@ from gateway.services.overview import OverviewService
 from gateway.services.pull_waiters import PullWaiters
 from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
+from gateway.services.readiness import Readiness
 from gateway.services.runs import Runs
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.catalog import CatalogStore
+from gateway.store.clock import RedisClock
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
 from gateway.store.idempotency import IdempotencyStore
@@ -95,7 +95,7 @@ def create_app(
     (gateway/telemetry/export.py)."""
     tracing = tracing or Tracing.from_env()
     # Pull long polls waiting for work; made here so the server can end them as soon as it is
-    # told to stop, before it waits for the requests in flight (gateway/server.py).
+    # told to stop, before it waits for the requests in flight (gateway/serving/server.py).
     pull_waiters = PullWaiters()
     codec = session_codec(settings)  # admin UI session cookies
 

@@ -44,11 +44,11 @@ from pydantic_settings import SettingsError
 
 from gateway.commands import jobs, keys, queues, repair, worker
 from gateway.commands.common import CommandError, gateway_flags
-from gateway.redis_server import ManagedRedis, RedisServerNotFound, RedisServerStartError
+from gateway.serving.redis_server import ManagedRedis, RedisServerNotFound, RedisServerStartError
 from gateway.settings import ADMIN_SCOPE, ApiKey, Settings
 
 if TYPE_CHECKING:
-    from gateway.server import Listening
+    from gateway.serving.server import Listening
 
 __all__ = ["CommandError", "main"]
 
@@ -151,7 +151,7 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gateway.server import ServerError, serve
+    from gateway.serving.server import ServerError, serve
 
     settings = _settings(args, redis_url=args.redis_url)
     try:
@@ -165,8 +165,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from gateway import gc_tuning
-    from gateway.server import ServerError, configure_logging, run, serve_async
+    from gateway.serving import gc_tuning
+    from gateway.serving.server import ServerError, configure_logging, run, serve_async
 
     data_dir: Path = args.data_dir
     # A dev gateway pushes to workers on this machine, and logs each request unless told not to.
@@ -175,7 +175,7 @@ def _dev(args: argparse.Namespace) -> int:
         settings.access_log = True
     cert = None
     if args.tls and settings.certfile is None:
-        from gateway.tls import self_signed
+        from gateway.serving.tls import self_signed
 
         cert, settings.keyfile = self_signed(data_dir / "tls")
         settings.certfile = cert

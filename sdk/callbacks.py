@@ -59,7 +59,8 @@ DEFAULT_TIMEOUT = 10.0
 """Seconds a callback may wait for a connection, and for each read of the answer."""
 
 _STALE = frozenset({403, 409})
-# The problem titles of the gateway's 404s for a callback whose task is gone (gateway/errors.py).
+# The problem titles of the gateway's 404s for a callback whose task is gone
+# (gateway/core/errors.py).
 _GONE = frozenset({"Task not found", "Queue not found"})
 
 

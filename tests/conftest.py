@@ -3,7 +3,7 @@ workers.
 
 Redis: one real ``redis-server`` per test session -- under pytest-xdist, per worker: each worker
 is its own session, with its own temporary directory -- started on a port of
-:func:`tests.support.free_port` in a temporary directory (see ``gateway.redis_server``), and
+:func:`tests.support.free_port` in a temporary directory (see ``gateway.serving.redis_server``), and
 flushed before each test that asks for ``redis_url``, so every test starts from an empty Redis.
 
 Workers (``make test`` runs ``pytest -n N``): tests are dealt out one by one, except the folders
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from tests.support import free_port
 
 # Folder under tests/ -> the group whose tests all run in one xdist worker.

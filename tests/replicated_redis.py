@@ -1,7 +1,7 @@
 """Real Redis replication on loopback for tests: replicas of a primary, and Sentinels.
 
-Built on :class:`gateway.redis_server.ManagedRedis`: a replica is a ManagedRedis started with
-``--replicaof``; a Sentinel is ``redis-server <conf> --sentinel`` with a config file (which
+Built on :class:`gateway.serving.redis_server.ManagedRedis`: a replica is a ManagedRedis started
+with ``--replicaof``; a Sentinel is ``redis-server <conf> --sentinel`` with a config file (which
 Sentinel rewrites) in its own data directory.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 
 HOST = "127.0.0.1"
 # For a primary: a replica's first sync starts at once, not after Redis's default 5 s wait for

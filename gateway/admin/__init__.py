@@ -2,6 +2,9 @@
 
 :func:`admin_mount` makes the mount the app factory adds to its routes. Pages call the same
 services as the JSON API (``request.state.services``), never the store. See ``docs/admin.md``.
+
+Imports api (its problem pages), services, security, settings and core, never the store;
+only the app factory imports it.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import JsonValue
 from pydantic_core import from_json
 
-from gateway.errors import FieldProblem
+from gateway.core.errors import FieldProblem
 
 FIELD_PREFIX = "arg."
 """Form field names of the per-parameter inputs: ``arg.<parameter>``."""

@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from gateway.admin.web import Admin
 from gateway.api.problems import known_error, on_disconnect
-from gateway.errors import Unavailable
+from gateway.core.errors import Unavailable
 
 TITLES = {404: "Not found", 405: "Method not allowed"}
 DETAILS = {

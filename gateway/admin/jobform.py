@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gateway.admin.argsform import ArgsForm, Shape, fields_of, form_for, read_args
-from gateway.errors import FieldProblem
+from gateway.core.errors import FieldProblem
 from sdk.wire import CrontabSchedule, IntervalSchedule, Job, JobCreate, OverlapPolicy
 
 CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")

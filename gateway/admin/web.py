@@ -11,7 +11,7 @@ principal, the form of a POST) returning a response; :meth:`Admin.page` wraps it
 - a POST without this session's CSRF token (form field ``csrf`` or header ``X-CSRF-Token``):
   403, before anything runs;
 - a POST to a page that changes something, by a key without the ``admin`` scope: 403;
-- a :class:`~gateway.errors.GatewayError` the services raise: an error page with its status.
+- a :class:`~gateway.core.errors.GatewayError` the services raise: an error page with its status.
 
 Pages call the same services as the JSON API, never the store.
 """
@@ -32,8 +32,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from gateway.admin.nav import NAV
 from gateway.admin.render import CSRF_FIELD
 from gateway.admin.session import Session, SessionCodec
-from gateway.auth import Access, Principal
-from gateway.errors import (
+from gateway.core.errors import (
     FieldProblem,
     Forbidden,
     GatewayError,
@@ -42,6 +41,7 @@ from gateway.errors import (
     Unauthorized,
     ValidationFailed,
 )
+from gateway.security.auth import Access, Principal
 from gateway.services import Services
 
 PREFIX = "/admin"

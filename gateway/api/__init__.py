@@ -1,4 +1,8 @@
-"""The HTTP API under ``/v1``, and the probes ``/healthz`` and ``/readyz``."""
+"""The HTTP API under ``/v1``, and the probes ``/healthz`` and ``/readyz``.
+
+Imports services, telemetry, security, store and core; imported by admin, the app factory and
+``gateway.cli`` (``openapi``).
+"""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 from starlette.requests import Request
 
-from gateway.errors import (
+from gateway.core.errors import (
     FieldProblem,
     InvalidRequest,
     PayloadTooLarge,

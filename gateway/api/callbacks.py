@@ -11,8 +11,8 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from gateway.api.routing import QUEUE, TASK_ID, Call, Handler, Operation, Param
-from gateway.auth import Access
-from gateway.errors import Unauthorized
+from gateway.core.errors import Unauthorized
+from gateway.security.auth import Access
 from sdk.wire import (
     HEADER_LEASE,
     CallbackAck,

@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from gateway.api.queues import ENDPOINT_ID
 from gateway.api.routing import QUEUE, Call, Operation, Param
-from gateway.auth import Access
-from gateway.errors import DuplicateTaskName
+from gateway.core.errors import DuplicateTaskName
+from gateway.security.auth import Access
 from gateway.services.catalog import MAX_LIMIT
 from sdk.wire import CatalogPage, EndpointCatalog, EndpointTasks, QueueName, TaskName
 

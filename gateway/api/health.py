@@ -1,8 +1,8 @@
 """The probes: ``/healthz`` (liveness) and ``/readyz`` (readiness), unauthenticated.
 
 Liveness checks nothing but that the process serves HTTP, so a restart is never triggered by a
-Redis outage that a restart would not fix; readiness (:mod:`gateway.readiness`) says whether
-this gateway can do its work, for load balancers and Kubernetes' readiness probes.
+Redis outage that a restart would not fix; readiness (:mod:`gateway.services.readiness`) says
+whether this gateway can do its work, for load balancers and Kubernetes' readiness probes.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from gateway.api.routing import Call, Operation, Reply
-from gateway.auth import Access
+from gateway.security.auth import Access
 from sdk.wire import Health, Readiness
 
 

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.api.problems import gateway_problem
-from gateway.errors import Conflict, IdempotencyKeyReused, InvalidRequest
+from gateway.core.errors import Conflict, IdempotencyKeyReused, InvalidRequest
 from gateway.store.idempotency import (
     Answered,
     IdempotencyStore,

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from gateway.api.routing import Call, Link, Operation, Param
-from gateway.auth import Access
+from gateway.security.auth import Access
 from gateway.services.jobs import JobService
 from gateway.services.tasks import OffsetCursor
 from sdk.wire import (

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from gateway.api.routing import Call, Operation, Param
-from gateway.auth import Access
+from gateway.security.auth import Access
 from sdk.wire import SessionsEnded
 
 KEY_NAME = Param(

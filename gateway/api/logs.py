@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway.api.routing import TASK_ID, Call, Operation, Param
-from gateway.auth import Access
+from gateway.security.auth import Access
 from gateway.services.logs import LogCursor, LogStream
 from sdk.wire import LogPage
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from gateway.api.routing import Call, Operation
-from gateway.auth import Access
-from gateway.errors import NotFound
+from gateway.core.errors import NotFound
+from gateway.security.auth import Access
 from gateway.telemetry.export import PROMETHEUS_CONTENT_TYPE
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from gateway.api.routing import QUEUE, Call, Operation
-from gateway.auth import Access
+from gateway.security.auth import Access
 from sdk.wire import NotifySecret, SecretRotation
 
 

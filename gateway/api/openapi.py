@@ -16,8 +16,8 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from gateway.api import OPERATIONS
 from gateway.api.idempotency import REPLAYED
 from gateway.api.routing import IDEMPOTENCY_KEY, Operation, Param
-from gateway.auth import Access
-from gateway.errors import GatewayError, IdempotencyKeyReused
+from gateway.core.errors import GatewayError, IdempotencyKeyReused
+from gateway.security.auth import Access
 from sdk.wire import PROBLEM_CONTENT_TYPE, RETURN_MINIMAL, Problem
 
 REF = "#/components/schemas/{model}"

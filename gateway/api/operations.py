@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from gateway.api.routing import QUEUE, Call, Operation, Param
-from gateway.auth import Access
+from gateway.security.auth import Access
 from gateway.services.bulk import cancel_matching
 from gateway.services.operations import DeadLetterCursor, ScheduledCursor
 from sdk.wire import (

@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from gateway.errors import GatewayError, Unavailable, ValidationFailed
+from gateway.core.errors import GatewayError, Unavailable, ValidationFailed
 from gateway.store.failures import as_gateway_error
 from sdk.wire import PROBLEM_CONTENT_TYPE, FieldError, Problem
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from gateway.api.routing import QUEUE, Call, Operation
-from gateway.auth import Access
+from gateway.security.auth import Access
 from sdk.wire import LeaseRequest, PushBatch
 
 

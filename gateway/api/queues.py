@@ -7,8 +7,8 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from gateway.api.routing import QUEUE, Call, Link, Operation, Param, Reply
-from gateway.auth import Access
-from gateway.errors import DuplicateTaskName
+from gateway.core.errors import DuplicateTaskName
+from gateway.security.auth import Access
 from sdk.wire import (
     Endpoint,
     EndpointCreate,

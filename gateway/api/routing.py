@@ -22,8 +22,8 @@ from starlette.routing import Route
 from gateway.api import idempotency
 from gateway.api.body import parse_value, read_model
 from gateway.api.problems import answered_inside, known_error
-from gateway.auth import Access, Principal
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
+from gateway.security.auth import Access, Principal
 from gateway.services import Services
 from gateway.store.failures import as_gateway_error
 from sdk.wire import QueueName, TaskId

@@ -5,8 +5,8 @@ server that quietly drops one would act on another resource than the one written
 ``PUT /v1/queues/a#b`` would create queue ``a``. Servers hand a target to the app differently:
 h11-based ones (Hypercorn) split it at its first ``?`` and keep a ``#`` in ``raw_path`` or
 ``query_string``; uvicorn's httptools parser drops the fragment, so the gateway's uvicorn
-protocol (:mod:`gateway.tcp_server`) hands it over the same way as h11. A ``#`` a client meant
-as a character travels percent-encoded (``%23``) and is not refused here.
+protocol (:mod:`gateway.serving.tcp_server`) hands it over the same way as h11. A ``#`` a client
+meant as a character travels percent-encoded (``%23``) and is not refused here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.problems import gateway_problem
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 FRAGMENT = b"#"
 

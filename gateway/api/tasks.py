@@ -10,8 +10,8 @@ from starlette.responses import Response
 
 from gateway.api.prefer import wants_minimal
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
-from gateway.auth import Access
-from gateway.errors import DuplicateTaskId
+from gateway.core.errors import DuplicateTaskId
+from gateway.security.auth import Access
 from gateway.services.created import Created, answer_json
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
 from gateway.telemetry.tracing import TraceHeaders

@@ -10,4 +10,6 @@ API user; ``gateway.cli`` registers them next to ``serve``, ``dev`` and ``openap
 - :mod:`~gateway.commands.repair`: ``dlq list``, ``dlq resubmit`` and ``clean``.
 - :mod:`~gateway.commands.jobs`: ``jobs list|show|run|pause|resume|delete|runs|logs``.
 - :mod:`~gateway.commands.keys`: ``keys end-sessions``.
+
+Imports the SDK alone, nothing of the gateway; only ``gateway.cli`` imports it.
 """

@@ -38,14 +38,14 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from gateway.backoff import loop_retry_delay, retry_delay_ms
-from gateway.clock import Clock
-from gateway.directory import Directory, QueueView
+from gateway.caches.directory import Directory, QueueView
+from gateway.core.backoff import loop_retry_delay, retry_delay_ms
+from gateway.core.errors import Unavailable
 from gateway.dispatch.batching import Coalescer
 from gateway.dispatch.lease_watch import LeaseWatch, Watched
 from gateway.dispatch.pusher import Pusher
 from gateway.dispatch.verdict import Answer, Verdict, judge
-from gateway.errors import Unavailable
+from gateway.store.clock import Clock
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.failures import as_gateway_error
 from gateway.store.records import Lease

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.clock import Clock
 from gateway.dispatch.deadlines import Cut, Deadlines
+from gateway.store.clock import Clock
 from gateway.store.records import Lease
 from gateway.store.tasks import TaskStore
 

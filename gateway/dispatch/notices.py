@@ -29,11 +29,11 @@ from datetime import UTC, datetime
 import aiohttp
 from standardwebhooks import Webhook
 
-from gateway.backoff import compute_backoff
-from gateway.clock import Clock
+from gateway.core.backoff import compute_backoff
+from gateway.core.errors import Unavailable
 from gateway.dispatch.pusher import closed_under_it, fresh_connection, mark_sent
-from gateway.errors import Unavailable
-from gateway.ssrf import AddressRefused
+from gateway.security.ssrf import AddressRefused
+from gateway.store.clock import Clock
 from gateway.store.failures import as_gateway_error
 from gateway.store.notices import ClaimedNotice, NoticeStore
 from gateway.store.records import load_json, to_datetime

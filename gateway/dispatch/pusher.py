@@ -24,7 +24,7 @@ from aiohttp.connector import Connection
 
 from gateway.dispatch.deadlines import Cut, Deadlines
 from gateway.dispatch.verdict import Answer, batch_answers
-from gateway.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
+from gateway.security.ssrf import AddressRefused, GuardedResolver, guarded_socket_factory
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.records import Lease, to_datetime
 from gateway.telemetry.metrics import Metrics, answer_class

@@ -1,11 +1,14 @@
-"""Services: what the HTTP routes call. Routes call services, services call the store."""
+"""Services: what the HTTP routes call. Routes call services, services call the store.
+
+Imports dispatch, jobs, telemetry, caches, security, store and core; imported by admin, api,
+background and the app factory.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.auth import Authenticator
-from gateway.readiness import Readiness
+from gateway.security.auth import Authenticator
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
@@ -16,6 +19,7 @@ from gateway.services.operations import OperationsService
 from gateway.services.overview import OverviewService
 from gateway.services.pulls import PullService
 from gateway.services.queues import QueueService
+from gateway.services.readiness import Readiness
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
 from gateway.store.idempotency import IdempotencyStore

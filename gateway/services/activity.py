@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from gateway.clock import Clock
+from gateway.store.clock import Clock
 from gateway.store.keys import FINISHED_STATES
 from gateway.store.queues import QueueStore
 from gateway.store.records import to_datetime

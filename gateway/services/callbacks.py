@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import random
 
-from gateway.backoff import retry_delay_ms
-from gateway.clock import Clock
-from gateway.errors import QueueNotFound, StaleLease, StepsTooLarge, TaskNotFound
+from gateway.core.backoff import retry_delay_ms
+from gateway.core.errors import QueueNotFound, StaleLease, StepsTooLarge, TaskNotFound
+from gateway.store.clock import Clock
 from gateway.store.queues import QueueStore
 from gateway.store.records import seconds_to_ms, to_datetime
 from gateway.store.tasks import LOG_LINES_KEPT, Fence, Finish, TaskStore

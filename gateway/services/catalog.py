@@ -12,10 +12,10 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gateway.catalog import Catalog, CatalogedTask, CatalogView, compile_schema
-from gateway.clock import Clock
-from gateway.errors import DuplicateTaskName, EndpointNotFound, FieldProblem, ValidationFailed
+from gateway.caches.catalog import Catalog, CatalogedTask, CatalogView, compile_schema
+from gateway.core.errors import DuplicateTaskName, EndpointNotFound, FieldProblem, ValidationFailed
 from gateway.store.catalog import CatalogStore
+from gateway.store.clock import Clock
 from gateway.store.queues import QueueStore
 from gateway.store.records import to_datetime
 from sdk.wire import (

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
-from gateway.errors import TaskNotFound, Throttled
+from gateway.core.errors import TaskNotFound, Throttled
 from gateway.services.created import Created, created_view
 from gateway.store.records import NewTask, task_from_record, to_datetime
 from gateway.store.tasks import Stored

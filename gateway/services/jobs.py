@@ -3,7 +3,7 @@
 A job's next fire time is computed and stored on every change (create, replace, patch), and
 its due time is written to the firing loop's index at once, so an edit takes effect on every
 gateway at the next step of any of them. Making runs and reading their status is
-``gateway.services.runs``'s; firing them on schedule is ``gateway.jobs.firing``'s.
+``gateway.services.runs``'s; firing them on schedule is ``gateway.background.job_firing``'s.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 from pydantic import JsonValue
 from ulid import ULID
 
-from gateway.clock import Clock
-from gateway.errors import (
+from gateway.core.errors import (
     FieldProblem,
     JobNotFound,
     QueueNotFound,
@@ -30,6 +29,7 @@ from gateway.services.catalog import CatalogService
 from gateway.services.logs import LogService
 from gateway.services.runs import RunRequest, Runs
 from gateway.services.tasks import FILTER_SCAN, TaskService
+from gateway.store.clock import Clock
 from gateway.store.jobs import JobStore, StoredJob
 from gateway.store.queues import QueueStore
 from gateway.store.records import to_datetime

@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from gateway.errors import FieldProblem, TaskNotFound, ValidationFailed
+from gateway.core.errors import FieldProblem, TaskNotFound, ValidationFailed
 from gateway.store.tasks import TaskStore
 from gateway.store.tasks.reads import LogSlice
 from sdk.wire import LogLine, LogPage

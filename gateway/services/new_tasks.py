@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ulid import ULID
 
-from gateway.rate_keys import rate_key_of
+from gateway.core.rate_keys import rate_key_of
 from gateway.store.records import NewTask, dump_json, seconds_to_ms, to_ms
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import KeyConcurrency, QueuePolicy, TaskCreate
@@ -83,7 +83,7 @@ def new_task(
 
 def _concurrency_key(spec: TaskCreate, limit: KeyConcurrency | None) -> str | None:
     """The task's key under the queue's key_concurrency: its own, else the payload's value at
-    the policy's path (as a rate key is read: gateway.rate_keys)."""
+    the policy's path (as a rate key is read: gateway.core.rate_keys)."""
     if limit is None:
         return None
     if spec.concurrency_key is not None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.clock import Clock
-from gateway.errors import QueueNotFound
+from gateway.core.errors import QueueNotFound
 from gateway.services.queues import overlap_end_ms
+from gateway.store.clock import Clock
 from gateway.store.notices import NoticeStore, new_notify_secret
 from gateway.store.records import to_datetime
 from sdk.wire import NotifySecret, SecretRotation

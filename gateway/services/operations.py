@@ -13,8 +13,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from gateway.clock import Clock
-from gateway.errors import FieldProblem, ValidationFailed
+from gateway.core.errors import FieldProblem, ValidationFailed
+from gateway.store.clock import Clock
 from gateway.store.operations import (
     Entry,
     OperationsStore,

@@ -16,8 +16,8 @@ import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gateway.clock import Clock
 from gateway.services.activity import Throughput
+from gateway.store.clock import Clock
 from gateway.store.overview import COUNTED_STATES, OverviewStore, QueueGlance
 from gateway.store.records import to_datetime
 from sdk.wire import TaskState

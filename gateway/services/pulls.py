@@ -25,11 +25,11 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 
-from gateway.clock import Clock
-from gateway.directory import Directory
+from gateway.caches.directory import Directory
+from gateway.core.errors import EndpointNotFound, FieldProblem, QueueNotFound, ValidationFailed
 from gateway.dispatch.pusher import batch_body
-from gateway.errors import EndpointNotFound, FieldProblem, QueueNotFound, ValidationFailed
 from gateway.services.pull_waiters import PullWaiters, Turn
+from gateway.store.clock import Clock
 from gateway.store.records import Lease
 from gateway.store.tasks import Claim, ClaimStatus, TaskStore
 from sdk.wire import LeaseRequest

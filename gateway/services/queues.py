@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from ulid import ULID
 
-from gateway.clock import Clock
-from gateway.errors import EndpointNotFound, FieldProblem, ValidationFailed
+from gateway.core.errors import EndpointNotFound, FieldProblem, ValidationFailed
+from gateway.security.ssrf import check_endpoint_url
 from gateway.services.catalog import CatalogService
-from gateway.ssrf import check_endpoint_url
+from gateway.store.clock import Clock
 from gateway.store.endpoint_records import EndpointRecord, StoredQueue
 from gateway.store.queues import QueueStore
 from gateway.store.records import to_datetime

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import JsonValue, ValidationError
 from ulid import ULID
 
-from gateway.errors import GatewayError, InvalidRequest, QueueNotFound, TaskExists
+from gateway.core.errors import GatewayError, InvalidRequest, QueueNotFound, TaskExists
 from gateway.services.tasks import TaskService
 from gateway.store.jobs import Begun, JobStore, StoredJob
 from gateway.store.records import to_datetime, to_ms

@@ -12,9 +12,9 @@ import ipaddress
 import math
 from collections.abc import Callable
 
-from gateway.auth import Authenticator
-from gateway.clock import Clock
-from gateway.errors import NotFound
+from gateway.core.errors import NotFound
+from gateway.security.auth import Authenticator
+from gateway.store.clock import Clock
 from gateway.store.sessions import Attempt, SessionStore, SignInRules
 from sdk.wire import SessionsEnded
 

@@ -10,9 +10,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from gateway.clock import Clock
-from gateway.directory import Directory
-from gateway.errors import (
+from gateway.caches.directory import Directory
+from gateway.core.errors import (
     DuplicateTaskId,
     FieldProblem,
     QueueNotFound,
@@ -20,7 +19,8 @@ from gateway.errors import (
     TaskNotFound,
     ValidationFailed,
 )
-from gateway.ids import IdMaker
+from gateway.core.ids import IdMaker
+from gateway.security.ssrf import check_endpoint_url
 from gateway.services.catalog import CatalogService
 from gateway.services.created import Created
 from gateway.services.enqueue_answers import answers
@@ -31,7 +31,7 @@ from gateway.services.new_tasks import (
     new_task,
     runs_of,
 )
-from gateway.ssrf import check_endpoint_url
+from gateway.store.clock import Clock
 from gateway.store.dependencies import DependencyStore
 from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore

@@ -13,7 +13,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from gateway.errors import GatewayError, Unavailable
+from gateway.core.errors import GatewayError, Unavailable
 
 UNREACHABLE = (
     "the gateway cannot reach its {}; the request may or may not have taken effect: send it "

@@ -13,7 +13,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from gateway.errors import QueueNotEmpty, QueueNotFound
+from gateway.core.errors import QueueNotEmpty, QueueNotFound
 from gateway.store import keys
 from gateway.store.endpoint_records import (
     EndpointHealth,

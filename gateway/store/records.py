@@ -114,7 +114,7 @@ class NewTask:
     version: str | None = None
     heartbeat_ms: int | None = None
     notify: str | None = None
-    rate_key: str | None = None  # its bucket under the queue's key_rate_limit (gateway.rate_keys)
+    rate_key: str | None = None  # its bucket under key_rate_limit (gateway.core.rate_keys)
     concurrency_key: str | None = None  # its key under key_concurrency (lua/key_limits.lua)
     # Debounce: (key, window ms, max wait ms or 0); throttle: (key, window ms, limit, delay?).
     # Each gives the enqueue script one more key (lua/enqueue.lua, "Debounce and throttle").

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.errors import NotReplicated
+from gateway.core.errors import NotReplicated
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,4 +11,7 @@ OpenTelemetry objects, so the hot path stays readable and turning metrics off co
 when ``OTEL_EXPORTER_OTLP_*`` asks); :mod:`gateway.telemetry.labels` keeps attributes bounded;
 :mod:`gateway.telemetry.gauges` reads queue depths and pushes in flight from Redis once per
 collection. See docs/observability.md.
+
+Imports caches, settings and store; imported by api, services, dispatch, background and the app
+factory.
 """

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from gateway.directory import Directory
+from gateway.caches.directory import Directory
 from gateway.settings import Settings
 from gateway.store.gauges import GaugeStore
 from gateway.telemetry.export import METER_NAME, MetricsExport, metrics_export

@@ -189,7 +189,7 @@ IPV6_PATTERN = (
 # An http(s) URL in printable ASCII (RFC 3986: other characters travel percent-encoded) with a
 # host (a name of RFC 3986's reg-name characters, or an IPv6 address in brackets), a port of
 # 0-65535 if any, no credentials (no '@' before the path) and no fragment: exactly what
-# gateway.ssrf.parse_endpoint_url takes (a test holds the two equal). Whether the host
+# gateway.security.ssrf.parse_endpoint_url takes (a test holds the two equal). Whether the host
 # resolves, and to allowed addresses, depends on the world. Written without \s, which
 # ECMAScript, Python and Rust (pydantic) read differently.
 WEB_URL_PATTERN = (
@@ -257,7 +257,7 @@ def build_models() -> int:
     """Build every wire model now rather than at its first use (they are declared with
     ``defer_build`` so that ``import sdk`` stays light). A long-lived server calls this at
     start, so no request pays for a build and the built schemas are in the startup heap it
-    freezes (gateway/gc_tuning.py). Returns how many were built."""
+    freezes (gateway/serving/gc_tuning.py). Returns how many were built."""
     built = 0
     waiting: list[type[BaseModel]] = [InputModel, OutputModel]
     while waiting:

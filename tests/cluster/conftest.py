@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from redis.cluster import RedisCluster
 
-from gateway.redis_cluster import ManagedCluster
+from gateway.serving.redis_cluster import ManagedCluster
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from redis.exceptions import RedisClusterException
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from gateway.redis_cluster import ManagedCluster
+from gateway.serving.redis_cluster import ManagedCluster
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from tests.enqueue_load import report, through_failover

@@ -32,8 +32,8 @@ import httpx
 import pytest
 from redis.cluster import RedisCluster
 
-from gateway.ids import IdMaker
-from gateway.redis_cluster import ManagedCluster
+from gateway.core.ids import IdMaker
+from gateway.serving.redis_cluster import ManagedCluster
 from gateway.store.keys import QueueKeys
 from tests.cluster.test_cluster_failover import (
     cluster_agrees,

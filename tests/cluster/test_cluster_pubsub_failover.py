@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import redis
 
-from gateway.redis_cluster import ManagedCluster
+from gateway.serving.redis_cluster import ManagedCluster
 from gateway.settings import ApiKey, Settings
 from gateway.store import keys
 from gateway.store.connection import connect

@@ -1,4 +1,4 @@
-"""HTTP/3 for real: a gateway process with a certificate (``gateway.tls.self_signed``, as
+"""HTTP/3 for real: a gateway process with a certificate (``gateway.serving.tls.self_signed``, as
 ``jobgate dev --tls`` makes) serves the API over QUIC; an aioquic client enqueues a task and
 reads it back, and the TCP side (HTTPS) advertises HTTP/3 with Alt-Svc."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.tls import self_signed
+from gateway.serving.tls import self_signed
 
 from .conftest import ADMIN, Cluster
 from .h3client import h3_client

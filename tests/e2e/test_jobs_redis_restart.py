@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.backoff import LOOP_RETRY_CAP
-from gateway.redis_server import ManagedRedis
+from gateway.core.backoff import LOOP_RETRY_CAP
+from gateway.serving.redis_server import ManagedRedis
 from tests.support import free_port
 
 from .conftest import Cluster

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from tests.support import free_port
 
 from .conftest import ADMIN, Cluster

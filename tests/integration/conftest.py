@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
-from gateway.clock import ManualClock
+from gateway.store.clock import ManualClock
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import TaskStore

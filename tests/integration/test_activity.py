@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import QueueNotFound
+from gateway.core.errors import QueueNotFound
 from gateway.services.activity import ActivityService
 from sdk.wire import AttemptOutcome, TaskState
 

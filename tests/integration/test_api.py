@@ -16,7 +16,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError
 
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from gateway.settings import ApiKey, Settings
 from tests.support import free_port, gateway_client
 

@@ -314,11 +314,11 @@ async def test_a_disabled_endpoint_does_not_serve(api: httpx.AsyncClient, redis_
 
 
 async def test_service_validate_and_served_for_jobs(redis_url: str) -> None:
-    from gateway.catalog import Catalog
-    from gateway.clock import ManualClock
-    from gateway.errors import ValidationFailed
+    from gateway.caches.catalog import Catalog
+    from gateway.core.errors import ValidationFailed
     from gateway.services.catalog import CatalogService
     from gateway.store.catalog import CatalogStore
+    from gateway.store.clock import ManualClock
     from gateway.store.endpoint_records import EndpointRecord
     from gateway.store.queues import QueueStore
     from gateway.store.scripts import Scripts

@@ -16,8 +16,8 @@ import pytest
 from redis.asyncio import Redis
 from ulid import ULID
 
-from gateway.clock import ManualClock
-from gateway.recoverer import RECKON_EVERY, Recoverer, RecoveryReport
+from gateway.background.recover_loop import RECKON_EVERY, Recoverer, RecoveryReport
+from gateway.store.clock import ManualClock
 from gateway.store.dependencies import DependencyStore
 from gateway.store.keys import DUE, QueueKeys
 from gateway.store.pubsub import Notifier

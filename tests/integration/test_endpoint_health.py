@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ulid import ULID
 
-from gateway.directory import Directory
+from gateway.caches.directory import Directory
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.lease_watch import lease_budget
 from gateway.dispatch.verdict import Answer

@@ -20,11 +20,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from gateway.clock import ManualClock
+from gateway.core.errors import QueueNotFound
 from gateway.dispatch import dispatcher as dispatcher_module
 from gateway.dispatch.dispatcher import Dispatcher
-from gateway.errors import QueueNotFound
 from gateway.services.created import Created
+from gateway.store.clock import ManualClock
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
 from gateway.store.records import load_record

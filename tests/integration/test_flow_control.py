@@ -8,7 +8,7 @@ import secrets
 
 from ulid import ULID
 
-from gateway.recoverer import Recoverer
+from gateway.background.recover_loop import Recoverer
 from gateway.store.dependencies import DependencyStore
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys

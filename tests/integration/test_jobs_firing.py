@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from gateway.clock import ManualClock
-from gateway.directory import Directory
-from gateway.jobs.firing import Firing
+from gateway.background.job_firing import Firing
+from gateway.caches.directory import Directory
 from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.runs import Runs
 from gateway.services.tasks import TaskService
+from gateway.store.clock import ManualClock
 from gateway.store.dependencies import DependencyStore
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.jobs import JobStore

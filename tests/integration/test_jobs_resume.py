@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import FieldProblem, ValidationFailed
+from gateway.core.errors import FieldProblem, ValidationFailed
 from gateway.store.keys import JOBS_DUE, JobKeys
 from sdk.wire import RunCreate, RunStatus, TaskState
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from gateway.clock import ManualClock
 from gateway.services import logs as log_service
 from gateway.settings import ApiKey, Settings
+from gateway.store.clock import ManualClock
 from gateway.store.tasks import TaskStore
 from tests.support import gateway_client
 

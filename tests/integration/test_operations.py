@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 from ulid import ULID
 
-from gateway.errors import QueueNotFound, ValidationFailed
+from gateway.core.errors import QueueNotFound, ValidationFailed
 from gateway.services.operations import OperationsService, decode_cursor, encode_cursor
 from gateway.store import keys
 from gateway.store.endpoint_records import EndpointRecord

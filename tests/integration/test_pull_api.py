@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from starlette.applications import Starlette
 
 from gateway.app import create_app
-from gateway.server import serve_async
+from gateway.serving.server import serve_async
 from gateway.settings import ApiKey, Settings
 from sdk.callbacks import CallbackChannel
 from sdk.errors import LeaseLost
@@ -239,7 +239,7 @@ async def test_gateway_shutdown_answers_waiting_polls_at_once(
         apps.append(create_app(settings))
         return apps[-1]
 
-    monkeypatch.setattr("gateway.server.create_app", recording_create_app)
+    monkeypatch.setattr("gateway.serving.server.create_app", recording_create_app)
     sock = bind()
     port = sock.getsockname()[1]
     sock.close()

@@ -10,7 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.api.openapi import build_openapi
-from gateway.readiness import Readiness
+from gateway.services.readiness import Readiness
 from gateway.settings import Settings
 from gateway.store.scripts import Scripts
 from tests.support import gateway_client

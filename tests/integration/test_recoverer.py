@@ -18,8 +18,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from ulid import ULID
 
-from gateway.clock import ManualClock
-from gateway.recoverer import RECKON_EVERY, RESCAN_JOB_ID, Recoverer, RecoveryReport
+from gateway.background.recover_loop import RECKON_EVERY, RESCAN_JOB_ID, Recoverer, RecoveryReport
+from gateway.store.clock import ManualClock
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.index import IndexRepair
 from gateway.store.keys import DUE, INDEX_SUSPECTS, INDEX_TURN, QueueKeys, task_index
@@ -366,7 +366,7 @@ async def test_one_broken_queue_does_not_stall_the_others(
     await stores.redis.hset(QueueKeys.of("a-broken").policy, "policy", "not json")
     rec, _ = recoverer(stores)
     stores.clock.advance(LEASE_MS)
-    with caplog.at_level(logging.ERROR, logger="gateway.recoverer"):
+    with caplog.at_level(logging.ERROR, logger="gateway.background.recover_loop"):
         assert await rec.step() == RecoveryReport(expired=1, retried=1, errors=1)
     assert [r.getMessage() for r in caplog.records] == ["recovering queue 'a-broken' failed"]
     # The broken queue's entry keeps the mark: it is tried again later, not at every step.
@@ -471,7 +471,7 @@ async def test_a_redis_error_in_a_scheduled_job_is_logged_and_the_job_goes_on(
     rec, _ = recoverer(stores)
     await stores.redis.delete(DUE)
     await stores.redis.set(DUE, "not a sorted set")  # every ZRANGE now fails with WRONGTYPE
-    with caplog.at_level(logging.DEBUG, logger="gateway.recoverer"):
+    with caplog.at_level(logging.DEBUG, logger="gateway.background.recover_loop"):
         assert not await rec.recover_job()
         assert not await rec.recover_job()
         await stores.redis.delete(DUE)
@@ -489,7 +489,7 @@ async def test_scheduled_jobs_survive_an_unreachable_redis(
     rec = Recoverer(TaskStore(broken, scripts), QueueStore(broken, scripts), ManualClock())
     with pytest.raises(RedisConnectionError):
         await rec.step()
-    with caplog.at_level(logging.ERROR, logger="gateway.recoverer"):
+    with caplog.at_level(logging.ERROR, logger="gateway.background.recover_loop"):
         await rec.recover_job()
         await rec.rescan_job()
     await broken.aclose()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from gateway.redrive import Redriver
+from gateway.background.redriver import Redriver
 from gateway.store.keys import QueueKeys
 from gateway.store.operations import OperationsStore
 from gateway.store.queues import QueueStore

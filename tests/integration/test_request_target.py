@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from gateway.server import Listening, serve_async
+from gateway.serving.server import Listening, serve_async
 from gateway.settings import ApiKey, Settings
 from sdk.wire import PROBLEM_CONTENT_TYPE
 

@@ -9,7 +9,7 @@ import socket
 import httpx
 import pytest
 
-from gateway.server import Listening, ServerError, serve_async
+from gateway.serving.server import Listening, ServerError, serve_async
 from gateway.settings import Settings
 from tests.support import free_port
 

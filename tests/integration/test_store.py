@@ -8,7 +8,7 @@ import secrets
 import pytest
 from ulid import ULID
 
-from gateway.errors import QueueNotEmpty, QueueNotFound, TaskExists
+from gateway.core.errors import QueueNotEmpty, QueueNotFound, TaskExists
 from gateway.store import keys
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.keys import QueueKeys

@@ -13,7 +13,7 @@ import secrets
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from gateway.recoverer import RECKON_EVERY, Recoverer
+from gateway.background.recover_loop import RECKON_EVERY, Recoverer
 from gateway.store.index import IndexRepair
 from gateway.store.keys import QueueKeys
 from gateway.store.operations import OperationsStore

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from gateway.errors import TaskExists
-from gateway.ids import IdMaker
+from gateway.core.errors import TaskExists
+from gateway.core.ids import IdMaker
 from gateway.store import keys
 from gateway.store.index import BUCKETS, IndexRepair, locate_many
 from gateway.store.scripts import Scripts

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.redis_server import ManagedRedis
+from gateway.serving.redis_server import ManagedRedis
 from gateway.settings import ApiKey, Settings
 from gateway.store.keys import QueueKeys
 from tests.replicated_redis import primary_at, replica_of, wait_until_replicating

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.tls import self_signed
+from gateway.serving.tls import self_signed
 from sdk import Client
 from sdk.blocking import BlockingSession, HttpxBlockingSession, open_blocking_session
 from tests.support import bind

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from gateway.backoff import (
+from gateway.core.backoff import (
     LOOP_RETRY_CAP,
     MAX_REQUESTED_DELAY,
     compute_backoff,

@@ -1,4 +1,4 @@
-"""The per-queue cache of the task catalog (``gateway.catalog``): refreshed in the background
+"""The per-queue cache of the task catalog (``gateway.caches.catalog``): refreshed in the background
 when stale, dropped on a local change, compiled once, and stopped before Redis is closed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from gateway.catalog import Catalog
+from gateway.caches.catalog import Catalog
 from gateway.store.catalog import StoredCatalog
 
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from gateway import cli
-from gateway.redis_server import ManagedRedis
-from gateway.server import Listening
+from gateway.serving.redis_server import ManagedRedis
+from gateway.serving.server import Listening
 from gateway.settings import ApiKey, Settings
 
 # --- argument parsing --------------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_dev_turns_the_access_log_on_unless_it_is_set(
     async def serve_async(settings: Settings, **kwargs: object) -> None:
         seen.append(settings)
 
-    monkeypatch.setattr("gateway.server.serve_async", serve_async)
+    monkeypatch.setattr("gateway.serving.server.serve_async", serve_async)
     monkeypatch.setattr(ManagedRedis, "start", lambda self: None)
     argv = ["dev", "--data-dir", str(tmp_path)]
     assert cli.main(argv) == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.clock import ManualClock, RedisClock
+from gateway.store.clock import ManualClock, RedisClock
 
 
 async def test_redis_clock_follows_a_skewed_server() -> None:

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from gateway.dispatch.dispatcher import Dispatcher
+from gateway.serving.tcp_server import GRACE_SECONDS
 from gateway.settings import Settings
-from gateway.tcp_server import GRACE_SECONDS
 from sdk.client import ENV_API_KEY, ENV_URL
 
 ROOT = Path(__file__).parents[2]

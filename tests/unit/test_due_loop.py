@@ -7,9 +7,9 @@ import asyncio
 import itertools
 import time
 
-from gateway.backoff import LOOP_RETRY_CAP
-from gateway.clock import ManualClock
-from gateway.due_loop import DueLoop
+from gateway.background.due_loop import DueLoop
+from gateway.core.backoff import LOOP_RETRY_CAP
+from gateway.store.clock import ManualClock
 
 
 async def test_it_sleeps_while_nothing_is_due_steps_when_woken_and_stops() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.dispatch.pusher import no_answer_kind
 from gateway.dispatch.verdict import Answer, batch_answers, judge
-from gateway.ssrf import AddressRefused
+from gateway.security.ssrf import AddressRefused
 from sdk.wire import ErrorIn, FailureKind
 
 JSON = "application/json"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway import gc_tuning, server
+from gateway.serving import gc_tuning, server
 from gateway.settings import Settings
 
 

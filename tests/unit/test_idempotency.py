@@ -9,7 +9,7 @@ from starlette.requests import Request
 from gateway.api import OPERATIONS
 from gateway.api.idempotency import HEADER, REPLAYED, fingerprint, requested_key
 from gateway.api.openapi import build_openapi
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 from gateway.store.idempotency import slot
 
 

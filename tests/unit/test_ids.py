@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ulid import ULID
 
-from gateway.ids import IdMaker, encode
+from gateway.core.ids import IdMaker, encode
 
 
 def test_ids_are_ulids_of_the_clock_counting_up_within_a_millisecond() -> None:

@@ -67,3 +67,65 @@ def test_sdk_never_imports_gateway() -> None:
 
 def test_no_import_cycles() -> None:
     assert _cycle(_graph()) is None
+
+
+# The gateway's rooms, top to bottom: a module imports only modules of its own room or of rooms
+# below it (gateway/__init__.py draws the same list). The root's modules are rooms of their own.
+ROOMS = (
+    "gateway.__main__",
+    "gateway.cli",
+    "gateway.commands",
+    "gateway.serving",
+    "gateway.app",
+    "gateway.admin",
+    "gateway.api",
+    "gateway.background",
+    "gateway.services",
+    "gateway.dispatch",
+    "gateway.jobs",
+    "gateway.telemetry",
+    "gateway.caches",
+    "gateway.security",
+    "gateway.settings",
+    "gateway.store",
+    "gateway.core",
+)
+
+
+def _room(module: str) -> str | None:
+    return next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    rank = {room: i for i, room in enumerate(ROOMS)}
+    found: list[str] = []
+    for module, targets in sorted(graph.items()):
+        room = _room(module)
+        if room is None:
+            continue
+        for target in sorted(targets):
+            to = _room(target)
+            if to is not None and to != room and rank[to] < rank[room]:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_every_gateway_module_is_in_a_room() -> None:
+    stray = [m for m in _graph() if m.startswith("gateway.") and _room(m) is None]
+    assert stray == []
+
+
+def test_rooms_import_only_rooms_below() -> None:
+    assert _upward_imports(_graph()) == []
+
+
+def test_an_upward_import_is_caught() -> None:
+    graph = {
+        "gateway.jobs.schedule": {"gateway.services.runs", "gateway.store.jobs"},
+        "gateway.store.records": {"gateway.dispatch.pusher", "gateway.core.errors"},
+        "gateway.background.job_firing": {"gateway.services.runs"},
+    }
+    assert _upward_imports(graph) == [
+        "gateway.jobs.schedule -> gateway.services.runs",
+        "gateway.store.records -> gateway.dispatch.pusher",
+    ]

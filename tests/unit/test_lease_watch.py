@@ -11,9 +11,9 @@ import asyncio
 
 import pytest
 
-from gateway.clock import ManualClock
 from gateway.dispatch.deadlines import Deadlines
 from gateway.dispatch.dispatcher import Dispatcher
+from gateway.store.clock import ManualClock
 from gateway.store.records import Lease
 
 NOW_MS = 1_700_000_000_000

@@ -1,12 +1,12 @@
 """uvicorn writes a response's head and body apart; the gateway's TCP server sends the writes
-of one turn of the loop as one (gateway/tcp_server.py)."""
+of one turn of the loop as one (gateway/serving/tcp_server.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from gateway.tcp_server import _OneWritePerTurn
+from gateway.serving.tcp_server import _OneWritePerTurn
 
 
 class Recorded:

@@ -6,7 +6,7 @@ import hashlib
 
 from pydantic import JsonValue
 
-from gateway.rate_keys import rate_key_of
+from gateway.core.rate_keys import rate_key_of
 
 
 def test_scalars_at_the_path_are_keys() -> None:

@@ -16,7 +16,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from gateway.errors import Unavailable
+from gateway.core.errors import Unavailable
 from gateway.store.failures import as_gateway_error
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway import redis_server as redis_server_module
-from gateway.redis_server import (
+from gateway.serving import redis_server as redis_server_module
+from gateway.serving.redis_server import (
     ManagedRedis,
     RedisServerNotFound,
     RedisServerStartError,

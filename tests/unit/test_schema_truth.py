@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from gateway.api.openapi import build_openapi
-from gateway.backoff import compute_backoff
+from gateway.core.backoff import compute_backoff
 from gateway.jobs.schedule import CRON_FIELDS, cron_trigger
-from gateway.ssrf import parse_endpoint_url
+from gateway.security.ssrf import parse_endpoint_url
 from sdk.wire import (
     Backoff,
     BackoffStrategy,

@@ -17,8 +17,8 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from gateway.dispatch.pusher import Pusher, new_session
+from gateway.security.ssrf import check_endpoint_url, refusal
 from gateway.services.queues import new_signing_secret
-from gateway.ssrf import check_endpoint_url, refusal
 from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.records import Lease
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from gateway.tls import VALIDITY, self_signed
+from gateway.serving.tls import VALIDITY, self_signed
 
 
 def test_the_certificate_names_localhost_and_loopback_and_is_kept(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 import sdk.wire
 from gateway.api.body import parse_model
-from gateway.errors import ValidationFailed
+from gateway.core.errors import ValidationFailed
 from sdk.wire import BatchCreate, QueuePolicyPatch, TaskCreate
 from sdk.wire.base import InputModel, _integer_fields
 

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import PREFIX, Admin, Form, Visit, checked
-from gateway.errors import FieldProblem, InvalidRequest, ValidationFailed
+from gateway.core.errors import FieldProblem, InvalidRequest, ValidationFailed
 from gateway.services.bulk import cancel_matching, matching_ids
 from sdk.wire import CancelMatching, CleanRequest, Label, QueueName, TaskName, TaskState
 

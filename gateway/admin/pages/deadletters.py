@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import PREFIX, Admin, Form, Visit, checked
-from gateway.errors import QueueNotFound
+from gateway.core.errors import QueueNotFound
 from gateway.services.operations import DeadLetterCursor
 from sdk.wire import DeadLetterFilter, ResubmitRequest, TaskPage, TaskState
 

@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import PREFIX, Admin, Visit
-from gateway.errors import TaskNotFound
+from gateway.core.errors import TaskNotFound
 from sdk.wire import TaskId
 
 _ID = TypeAdapter(TaskId)

@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Route
 from gateway.admin import jobform
 from gateway.admin.argsform import Shape, fields_of, form_for, read_args
 from gateway.admin.web import PREFIX, Admin, Visit, checked
-from gateway.errors import ValidationFailed
+from gateway.core.errors import ValidationFailed
 from gateway.services.jobs import JobService
 from sdk.wire import CatalogEntry, Job, JobPatch, RunCreate, RunStatus, TaskId
 from sdk.wire.timezones import timezones

@@ -23,8 +23,8 @@ from gateway.admin.web import (
     read_form,
     safe_next,
 )
-from gateway.auth import Access
-from gateway.errors import GatewayError, Unauthorized
+from gateway.core.errors import GatewayError, Unauthorized
+from gateway.security.auth import Access
 from gateway.services import Services
 from gateway.services.sessions import retry_after
 

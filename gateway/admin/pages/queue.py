@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Route
 from gateway.admin import policyform
 from gateway.admin.charts import HOUR_WINDOWS, HourChart, hour_chart
 from gateway.admin.web import PREFIX, Admin, Visit, checked
-from gateway.errors import FieldProblem, ValidationFailed
+from gateway.core.errors import FieldProblem, ValidationFailed
 from sdk.wire import (
     CatalogEntry,
     CleanRequest,

@@ -7,7 +7,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import Admin, Visit, checked
-from gateway.errors import QueueNotFound
+from gateway.core.errors import QueueNotFound
 from sdk.wire import QueueName, RunningList
 
 LIMIT = 500

@@ -13,7 +13,7 @@ from gateway.admin import jobform
 from gateway.admin.argsform import ArgsForm, Shape, fields_of, form_for, read_args
 from gateway.admin.pages.jobs import catalog, job_id_of, schema_of
 from gateway.admin.web import PREFIX, Admin, Visit, checked
-from gateway.errors import FieldProblem, ValidationFailed
+from gateway.core.errors import FieldProblem, ValidationFailed
 from sdk.wire import Job, RunCreate, TaskId
 
 TITLE_FIELDS = ("title", "note", "queue", "start_at")

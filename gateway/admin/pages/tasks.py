@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin.web import PREFIX, Admin, Visit, checked
-from gateway.errors import QueueNotFound
+from gateway.core.errors import QueueNotFound
 from gateway.services.tasks import OffsetCursor
 from sdk.wire import (
     Label,

@@ -1,5 +1,5 @@
 -- Move dead tasks of one queue back to its ready set: an operator's resubmit, or a pass of the
--- queue's redrive policy (gateway/redrive.py). Only tasks whose state is 'dead' move; their
+-- queue's redrive policy (gateway/background/redriver.py). Only tasks whose state is 'dead' move; their
 -- attempt history (``hist`` and the attempts hash) is kept.
 -- KEYS[1] meta   KEYS[2] ready   KEYS[3] seq   KEYS[4] done:dead   KEYS[5] attempts
 -- KEYS[6] queue hash   KEYS[7] key_counts (a task of a concurrency key is admitted:

@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
+from gateway.core.errors import FieldProblem, QueueNotFound, TaskExists, ValidationFailed
 from gateway.store import keys
 from gateway.store.coalescing import Command, Packed, Word, unpacked
 from gateway.store.index import by_bucket

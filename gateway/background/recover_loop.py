@@ -20,7 +20,7 @@ Correctness never depends on there being just one recoverer:
   arrived (``STALE``) -- the script changes nothing, so every attempt expires at most once.
 
 Tests drive :meth:`Recoverer.step` and :meth:`Recoverer.rescan` one call at a time with a
-:class:`~gateway.clock.ManualClock`; nothing here sleeps but :meth:`Recoverer.run`.
+:class:`~gateway.store.clock.ManualClock`; nothing here sleeps but :meth:`Recoverer.run`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from functools import partial
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from gateway.clock import Clock
-from gateway.recovery import QueueRecovery, RecoveryReport
+from gateway.background.queue_recovery import QueueRecovery, RecoveryReport
+from gateway.store.clock import Clock
 from gateway.store.dependencies import DependencyStore
 from gateway.store.index import IndexRepair
 from gateway.store.orphans import StepsRepair

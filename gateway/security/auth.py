@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
-from gateway.errors import Forbidden, Unauthorized
+from gateway.core.errors import Forbidden, Unauthorized
 from gateway.settings import (
     ADMIN_SCOPE,
     ENQUEUE_SCOPE,

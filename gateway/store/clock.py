@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from gateway.backoff import loop_retry_delay
+from gateway.core.backoff import loop_retry_delay
 
 
 class Clock(Protocol):

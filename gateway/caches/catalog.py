@@ -1,5 +1,5 @@
 """The task catalog as the enqueue path sees it: each queue's cataloged names with their
-compiled schemas, cached like :mod:`gateway.directory`.
+compiled schemas, cached like :mod:`gateway.caches.directory`.
 
 An enqueue of a name nobody reported costs one dictionary lookup in the queue's cached view. A
 change made through this gateway (an endpoint registered, re-reported or deleted, the queue
@@ -26,7 +26,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from gateway.errors import FieldProblem
+from gateway.core.errors import FieldProblem
 from gateway.store.catalog import CatalogStore, StoredCatalog
 from gateway.store.endpoint_records import EndpointRecord
 

@@ -1,5 +1,5 @@
 """A local Redis Cluster for tests and benchmarks: ``redis-server --cluster-enabled yes``
-processes (:class:`~gateway.redis_server.ManagedRedis`), joined by ``redis-cli --cluster
+processes (:class:`~gateway.serving.redis_server.ManagedRedis`), joined by ``redis-cli --cluster
 create``, each in its own directory under ``root``, on loopback::
 
     with ManagedCluster(root, primaries=3, replicas=1) as cluster:
@@ -19,7 +19,7 @@ from types import TracebackType
 
 import redis
 
-from gateway.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis, free_port
 
 READY_TIMEOUT = 20.0
 

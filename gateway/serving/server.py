@@ -6,7 +6,7 @@
     await serve_async(settings, shutdown=ev)   # in a running loop; returns once ``ev`` is set
 
 The gateway listens on ``host:port`` over TCP. Without TLS it is served by uvicorn with
-httptools (HTTP/1.1; :mod:`gateway.tcp_server`), the cheapest per request. When ``certfile``
+httptools (HTTP/1.1; :mod:`gateway.serving.tcp_server`), the cheapest per request. When ``certfile``
 and ``keyfile`` are set it serves TLS only, under Hypercorn: HTTP/1.1 and HTTP/2 (ALPN) on TCP,
 and HTTP/3 over QUIC (aioquic) on UDP ``quic_port`` (the TCP port number when unset); Hypercorn
 then adds an ``alt-svc: h3=":<udp port>"; ma=3600`` header to every response so clients can
@@ -40,10 +40,10 @@ from hypercorn.typing import ASGIFramework
 from hypercorn.utils import LifespanFailureError, LifespanTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway import gc_tuning
 from gateway.app import create_app
+from gateway.serving import gc_tuning
+from gateway.serving.tcp_server import StartupFailed, serve_tcp
 from gateway.settings import Settings
-from gateway.tcp_server import StartupFailed, serve_tcp
 from sdk.wire.base import build_models
 
 __all__ = ["Listening", "ServerError", "configure_logging", "run", "serve", "serve_async"]

@@ -26,7 +26,7 @@ One :class:`Redriver` runs in every gateway; APScheduler calls :meth:`Redriver.s
   the app runs the refresh and the step then. A refresh that failed is made again by the next
   step, before its passes.
 
-Tests drive :meth:`step` with a :class:`~gateway.clock.ManualClock`; nothing here sleeps.
+Tests drive :meth:`step` with a :class:`~gateway.store.clock.ManualClock`; nothing here sleeps.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from gateway.clock import Clock
+from gateway.store.clock import Clock
 from gateway.store.operations import Position
 from gateway.store.queues import QueueStore
 from gateway.store.redrive import Redriven, RedriveStore

@@ -18,7 +18,7 @@ was down -- are coalesced into one run, made at once, for the latest of them. So
 outage a job makes one run for all the fire times older than the grace, then one run for each
 fire time within it.
 
-Tests drive :meth:`Firing.step` with a :class:`~gateway.clock.ManualClock`; nothing sleeps.
+Tests drive :meth:`Firing.step` with a :class:`~gateway.store.clock.ManualClock`; nothing sleeps.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import asyncio
 import logging
 from dataclasses import dataclass, fields
 
-from gateway.clock import Clock
 from gateway.jobs.definition import definition
 from gateway.jobs.schedule import MAX_CRON_STEPS, fire_times
 from gateway.services.runs import SYSTEM, RunRequest, Runs
+from gateway.store.clock import Clock
 from gateway.store.jobs import Begun, JobStore, StoredJob
 from sdk.wire import OverlapPolicy
 

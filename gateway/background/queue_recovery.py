@@ -2,10 +2,11 @@
 stalled attempts, deliver the outbox (dependency notices to other queues, ends of job runs to
 their jobs), sweep finished tasks.
 
-:class:`QueueRecovery` does it for one queue at a time; :class:`~gateway.recoverer.Recoverer`
-decides which queues are due and when. Each change is one script, fenced where it must be: an
-expiry read here and recorded by the finish script changes nothing if the lease moved on in
-between (a heartbeat, a result, another gateway's recoverer).
+:class:`QueueRecovery` does it for one queue at a time;
+:class:`~gateway.background.recover_loop.Recoverer` decides which queues are due and when. Each
+change is one script, fenced where it must be: an expiry read here and recorded by the finish
+script changes nothing if the lease moved on in between (a heartbeat, a result, another
+gateway's recoverer).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from gateway.backoff import retry_delay_ms
+from gateway.core.backoff import retry_delay_ms
 from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import RELINK_AFTER_MS
@@ -30,7 +31,8 @@ STALLED_TEXT = "heartbeats stopped"
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
-    """What one :meth:`~gateway.recoverer.Recoverer.step` did, summed over the queues that were due.
+    """What one :meth:`~gateway.background.recover_loop.Recoverer.step` did, summed over the
+    queues that were due.
 
     ``expired`` counts the expiries this step recorded; each ended as ``retried`` (back to
     scheduled or queued), ``failed``, ``dead`` or ``cancelled``. ``skipped`` counts leases read

@@ -1,6 +1,6 @@
 """The gateway's plain TCP server: uvicorn with httptools, on sockets bound beforehand.
 
-:mod:`gateway.server` chooses it for HTTP/1.1 (``JOBGATE_SERVER=uvicorn``, the default
+:mod:`gateway.serving.server` chooses it for HTTP/1.1 (``JOBGATE_SERVER=uvicorn``, the default
 without TLS) because it costs the gateway about a third less CPU per request than Hypercorn
 (bench/RESULTS.md, "HTTP server"); Hypercorn stays for HTTP/2 and HTTP/3 over TLS. Signals are
 the caller's (``stopping`` returns once the server should stop), never uvicorn's own handlers,
@@ -94,7 +94,7 @@ class _Protocol(HttpToolsProtocol):
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        yield  # the caller handles SIGINT and SIGTERM (gateway.server._until_signalled)
+        yield  # the caller handles SIGINT and SIGTERM (gateway.serving.server._until_signalled)
 
 
 async def serve_tcp(
@@ -111,7 +111,7 @@ async def serve_tcp(
     Raises :class:`StartupFailed` when the lifespan startup fails."""
     config = uvicorn.Config(
         app,
-        loop="none",  # the running loop: the caller chose it (uvloop, gateway.server.run)
+        loop="none",  # the running loop: the caller chose it (uvloop, gateway.serving.server.run)
         http=_Protocol,  # httptools, a fragment kept
         ws="none",
         lifespan="on",

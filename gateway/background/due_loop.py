@@ -8,7 +8,7 @@ wrote -- and is woken early by :meth:`DueLoop.notice` (pub/sub, from any gateway
 
 A turn fails when its step says so (Redis did not answer) or when reading the next due time
 raises. The loop is then *stalled* (:attr:`DueLoop.stalled`, which readiness reports) and tries
-again soon, not after ``max_sleep``: after :func:`~gateway.backoff.loop_retry_delay` (from
+again soon, not after ``max_sleep``: after :func:`~gateway.core.backoff.loop_retry_delay` (from
 ``interval``, doubling with each failure in a row, capped at half a second), so a Redis that
 comes back is used again within that cap of answering. A notice (the pub/sub connection back)
 ends that wait at once too. The first turn that works clears the stall.
@@ -24,8 +24,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from gateway.backoff import loop_retry_delay
-from gateway.clock import Clock
+from gateway.core.backoff import loop_retry_delay
+from gateway.store.clock import Clock
 
 __all__ = ["DueLoop"]
 
