@@ -37,7 +37,7 @@ from pathlib import Path
 PRELOAD = [
     "gateway.cli",
     "gateway.app",
-    "gateway.server",
+    "gateway.serving.server",
     "uvicorn.main",
     "sdk",
 ]
