@@ -33,6 +33,7 @@ help:
 	@echo "  bench         Jobgate against Dramatiq, taskiq and Celery: Python functions and an"
 	@echo "                HTTP service, issue 20's targets met or not; then idle cost"
 	@echo "                (bench/run.sh); installs the [bench] extra. Flags: BENCH_ARGS=--quick"
+	@echo "                One suite: BENCH_ARGS='races|latency|growth|cpu [--quick]' (bench/README.md)"
 	@echo "  openapi       regenerate openapi.yaml from the code"
 	@echo "  sdk-dist      build the light jobgate-sdk distribution (sdist and wheel: sdk/ alone,"
 	@echo "                none of the gateway's dependencies) into dist/"

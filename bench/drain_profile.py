@@ -12,7 +12,7 @@ neither is time the process slept, waiting for another), the machine's idle shar
 the tasks each gateway claimed and the pushes it sent (its ``tasks_selected`` and
 ``push_duration`` metrics), Redis's script calls per task, and CPU per task in all; and the
 tasks of the run that took more than one attempt, by how their first attempt ended (none in a
-fault-free drain: bench/RESULTS.md, "Tasks pushed twice in a fault-free drain").
+fault-free drain: bench/HISTORY.md, "Tasks pushed twice in a fault-free drain").
 
 ``--py-spy DIR`` also records each gateway and worker process with ``py-spy record --pid``
 during each drain (with ``--idle``, where a loop waits shows too), as speedscope JSON in DIR.

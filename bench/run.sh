@@ -1,5 +1,16 @@
 #!/usr/bin/env bash
-# `make bench`: Jobgate side by side with Dramatiq, taskiq and Celery in issue 20's two races,
+# `make bench`, and the benchmark's named suites (bench/README.md says what each measures, how
+# long it takes and what it prints):
+#
+#   bash bench/run.sh [FLAGS]              all: what `make bench` runs (below)
+#   bash bench/run.sh races [FLAGS]        issue 20's two races alone (bench/peers.py FLAGS)
+#   bash bench/run.sh latency [FLAGS]      enqueue to start (bench/latency.py FLAGS)
+#   bash bench/run.sh growth [--quick]     cost against queue depth and queue count (idle, admin)
+#   bash bench/run.sh cpu [--quick]        CPU per task of each part of the path, alone
+#
+# From make: `make bench BENCH_ARGS='latency --quick'`.
+#
+# all: Jobgate side by side with Dramatiq, taskiq and Celery in issue 20's two races,
 # (a) Python functions and (b) the user's HTTP service (bench/peers.py, median of 3 runs at 1
 # and 2 processes; it prints issue 20's targets met or not, then each race's ratios to the
 # fastest peer, as Markdown for bench/RESULTS.md; its flags come from BENCH_ARGS, e.g.
@@ -17,28 +28,89 @@
 # Loopback only; results go to stdout (progress to stderr), to be copied into RESULTS.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-.venv/bin/python bench/peers.py "$@"
+PY=.venv/bin/python
+
+# Whether the suite's flags ask for its smoke run.
+quick() {
+  local flag
+  for flag in "$@"; do [ "$flag" = "--quick" ] && return 0; done
+  return 1
+}
+
+case "${1:-}" in
+  races)
+    shift
+    exec $PY bench/peers.py "$@"
+    ;;
+  latency)
+    shift
+    if quick "$@"; then
+      exec $PY -m bench.latency --idle-only --samples 200 --rate 50 --one-at-a-time 100
+    fi
+    exec $PY -m bench.latency "$@"
+    ;;
+  growth)
+    shift
+    if quick "$@"; then
+      $PY -m bench.depth --depths 1000,100000 --drain 2000
+      $PY -m bench.idle --queues 0 100 --window 65
+      $PY -m bench.admin_scale --repeat 1
+    else
+      $PY -m bench.depth
+      $PY -m bench.idle --queues 0 10 100 --tasks
+      $PY -m bench.admin_scale
+    fi
+    exit 0
+    ;;
+  cpu)
+    shift
+    if quick "$@"; then
+      $PY -m bench.enqueue_cpu --quick
+      $PY -m bench.batch_enqueue --quick
+      $PY -m bench.script_cost --tasks 5000
+      $PY -m bench.dispatch_cost --tasks 5000 --repeat 1
+      $PY -m bench.worker_overhead --pushes 5000
+    else
+      $PY -m bench.enqueue_cpu
+      $PY -m bench.batch_enqueue
+      $PY -m bench.script_cost
+      $PY -m bench.dispatch_cost
+      $PY -m bench.worker_overhead
+    fi
+    exit 0
+    ;;
+  all)
+    shift
+    ;;
+  -* | "") ;;
+  *)
+    echo "bench/run.sh: no suite '$1' (all, races, latency, growth, cpu; bench/README.md)" >&2
+    exit 2
+    ;;
+esac
+
+$PY bench/peers.py "$@"
 if [ "${BENCH_COLD:-1}" = "1" ]; then
   rm -rf bench/out/sdk-venv dist/jobgate_sdk-*  # the wheel of this tree, installed afresh
-  .venv/bin/python -m build --outdir dist packaging/jobgate-sdk >&2
-  .venv/bin/python -m bench.cold_start --light --repeat 5
+  $PY -m build --outdir dist packaging/jobgate-sdk >&2
+  $PY -m bench.cold_start --light --repeat 5
 fi
 if [ "${BENCH_TRACING:-0}" = "1" ]; then
-  .venv/bin/python -m bench.tracing
+  $PY -m bench.tracing
 fi
 if [ "${BENCH_MORE:-0}" = "1" ]; then
-  .venv/bin/python -m bench.http_server
-  for gateways in 1 2; do .venv/bin/python -m bench.gateways_share "$gateways" 2; done
-  .venv/bin/python -m bench.depth
-  .venv/bin/python -m bench.cluster
-  .venv/bin/python -m bench.script_cost
-  .venv/bin/python -m bench.worker_overhead
+  $PY -m bench.http_server
+  for gateways in 1 2; do $PY -m bench.gateways_share "$gateways" 2; done
+  $PY -m bench.depth
+  $PY -m bench.cluster
+  $PY -m bench.script_cost
+  $PY -m bench.worker_overhead
 fi
 if [ "${BENCH_E2E:-0}" = "1" ]; then
-  .venv/bin/python bench/e2e.py
+  $PY bench/e2e.py
 fi
 if [ "${BENCH_ALL:-0}" = "1" ]; then
-  .venv/bin/python -m bench.idle --tasks
+  $PY -m bench.idle --tasks
 elif [ "${BENCH_IDLE:-1}" = "1" ]; then
-  .venv/bin/python -m bench.idle
+  $PY -m bench.idle
 fi

@@ -53,7 +53,7 @@ async def test_a_lone_callers_write_goes_one_turn_of_the_loop_after_its_call(
     redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The write's task is made by the first caller, not by a callback a turn later (which put
-    the write two turns behind the call: bench/RESULTS.md, "Enqueue to start, round 2")."""
+    the write two turns behind the call: bench/HISTORY.md, "Enqueue to start, round 2")."""
     coalescer = Coalescer(redis)
     assert await coalescer.run([("PING",)]) == ["PONG"]  # the connection is made
     sent: list[bytes] = []

@@ -2,7 +2,7 @@
 
 A server closes idle keep-alive connections after its own timeout (uvicorn: 5 s), while the
 gateway's pool keeps them for 60 s: a push sent just as the server closes one fails at once,
-unanswered and unread. In a fault-free two-gateway drain (bench/RESULTS.md, "Tasks pushed
+unanswered and unread. In a fault-free two-gateway drain (bench/HISTORY.md, "Tasks pushed
 twice in a fault-free drain") this spent an attempt on 1 to 64 tasks of 10,000, each retried
 behind the queue's backoff: the gateway now sends such a push once more on a new connection.
 A connection the worker drops on its first request is the worker's failure, and stays one.

@@ -2,7 +2,7 @@
 ``--tasks`` no-op tasks enqueued into a paused queue of a fresh managed Redis, then two passes,
 each with its wall time, the Redis process's CPU and the commands it ran per task held (``INFO
 commandstats``, the same in every run whatever the machine's load). Run:
-``.venv/bin/python -m bench.index_repair``.
+``.venv/bin/python -m bench.probes.index_repair``.
 """
 
 from __future__ import annotations

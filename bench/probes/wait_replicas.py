@@ -4,7 +4,8 @@ For each setting: a fresh primary (AOF, appendfsync everysec) with one replica o
 gateway process (and the bench worker, idle: the queue is paused), then ``--single`` single
 enqueues one after another (latency p50 and p99, client side), ``--concurrent`` single
 enqueues 64 at a time (tasks per second) and ``--batched`` tasks in batches of 500. Prints a
-Markdown table. Run: ``.venv/bin/python -m bench.wait_replicas`` (``--quick`` for a smoke run).
+Markdown table. Run: ``.venv/bin/python -m bench.probes.wait_replicas`` (``--quick`` for a
+smoke run).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How much of a push's client CPU is aiohttp's, and how much any HTTP client would pay.
 
-A one-time measurement behind a decision (bench/RESULTS.md, "A minimal push client"): should
+A one-time measurement behind a decision (bench/HISTORY.md, "A minimal push client"): should
 the gateway push through an HTTP/1.1 client of its own rather than aiohttp? The floor is
 measured with the smallest client that can do the gateway's job on a keep-alive connection: a
 request written in one call, the answer read by httptools' parser (the one uvicorn uses),
@@ -10,7 +10,7 @@ real client would add back).
 Both clients POST the gateway's push shape (its headers and a no-op task's body) to a bare ASGI
 app under uvicorn (uvloop, httptools) in another process, ``--in-flight`` at a time, and the
 client process's CPU per request is reported; each client runs ``--repeat`` times, alternating.
-Run: ``.venv/bin/python -m bench.push_client_floor``.
+Run: ``.venv/bin/python -m bench.probes.push_client_floor``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ enqueued in batches of 500 into a paused queue, then drained; this is done for t
 queue and for the batched one. For each phase it prints, per script (EVALSHA, named from its
 SHA) and per plain command: calls per task and µs per task, beside the Redis process's whole CPU
 per task from ``/proc`` (which also counts reading, parsing and answering commands, and pub/sub).
-Run: ``.venv/bin/python -m bench.redis_profile`` (``--tasks 2000`` for a quicker run).
+Run: ``.venv/bin/python -m bench.probes.redis_profile`` (``--tasks 2000`` for a quicker run).
 """
 
 from __future__ import annotations

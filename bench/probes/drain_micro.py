@@ -5,7 +5,7 @@ finish's ends and packing its command, reading the finish's replies; the SDK wor
 the ``PushBatch`` and writing its ``BatchAnswer``.
 
 Prints µs of CPU per task for each step (median of 5 samples). Compare two trees in one sitting,
-alternating: ``PYTHONPATH=<tree> .venv/bin/python -m bench.drain_micro``.
+alternating: ``PYTHONPATH=<tree> .venv/bin/python -m bench.probes.drain_micro``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from redis.asyncio import Redis
 from ulid import ULID
 
-from bench import mypyc_micro
+from bench.probes import mypyc_micro
 from gateway.dispatch.pusher import Pusher, batch_body
 from gateway.dispatch.verdict import Answer, batch_answers, judge
 from gateway.serving.redis_server import ManagedRedis

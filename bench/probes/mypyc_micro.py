@@ -2,8 +2,8 @@
 batch push body around 32 leases, and splitting and judging the worker's answer to it.
 
 Prints µs per task of CPU for each, and whether the modules were loaded compiled (a ``.so``) or
-as pure Python. Compare a pure tree against a mypyc-built copy (``bench/mypyc_build.sh``) in one
-sitting, alternating: ``PYTHONPATH=<tree> .venv/bin/python -m bench.mypyc_micro``.
+as pure Python. Compare a pure tree against a mypyc-built copy (``bench/probes/mypyc_build.sh``)
+in one sitting, alternating: ``PYTHONPATH=<tree> .venv/bin/python -m bench.probes.mypyc_micro``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Build a mypyc-compiled copy of this commit's push path in DEST (default /tmp/jobgate-mypyc), for
-# bench/mypyc_micro.py and bench/peers.py to compare against the pure tree (bench/RESULTS.md,
-# "mypyc (issue 20)"). Not part of the install: the figures did not justify compiling.
+# bench/probes/mypyc_micro.py and bench/peers.py to compare against the pure tree
+# (bench/HISTORY.md, "mypyc (issue 20)"). Not part of the install: the figures did not justify
+# compiling.
 #
-#   bench/mypyc_build.sh [DEST]
-#   cd DEST && PYTHONPATH=$PWD ../path/to/.venv/bin/python -m bench.mypyc_micro
+#   bench/probes/mypyc_build.sh [DEST]
+#   cd DEST && PYTHONPATH=$PWD ../path/to/.venv/bin/python -m bench.probes.mypyc_micro
 #
 # The .so files sit beside the .py files in DEST; Python imports an extension module before
 # the source of the same name, so DEST runs compiled and the repository stays pure.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEST=${1:-/tmp/jobgate-mypyc}
 MYPYC=${MYPYC:-$ROOT/.venv/bin/mypyc}
 

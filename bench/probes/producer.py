@@ -17,7 +17,7 @@ Prints tasks per second and the producer's CPU per task (this process), medians 
 and each rate's ratio to taskiq's (the median of the rounds' ratios); and the wall time of lone
 enqueues made one after another, coalescing off and on in turn (coalescing must not add
 latency to a call that meets nothing in flight). taskiq is measured only when it is installed (the
-``bench`` extra). Run: ``.venv/bin/python -m bench.producer`` (``--tasks``, ``--rounds``).
+``bench`` extra). Run: ``.venv/bin/python -m bench.probes.producer`` (``--tasks``, ``--rounds``).
 """
 
 from __future__ import annotations
