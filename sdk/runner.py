@@ -41,19 +41,18 @@ when it returns). Either way, the shutdown ends once every stopped task has been
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import math
-import sys
-import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
 from pydantic import ValidationError
 
+from sdk.arguments import plain_call
 from sdk.attempt import Attempt
+from sdk.callback_client import SESSIONS, FirstUse, preload
 from sdk.callbacks import FINAL_RETRY_DELAYS, CallbackChannel
 from sdk.chains import passed_argument
 from sdk.context import TimeBudget
@@ -67,7 +66,6 @@ if TYPE_CHECKING:
     import httpx
     from opentelemetry.metrics import MeterProvider
 
-    from sdk.answers import Answer, Params
     from sdk.sessions import Session
 
 __all__ = ["Runner", "RunnerOptions", "ShutdownPolicy"]
@@ -150,7 +148,7 @@ class Runner:
         self._final_retry_delays = tuple(final_retry_delays)
         self._transport = transport
         self._http: Session | None = None
-        self._callbacks = _FirstUse(self)
+        self._callbacks = FirstUse(self._client)
         self._attempts: set[Attempt] = set()
         self._idle = asyncio.Event()  # set while no attempt runs or awaits its report
         self._idle.set()
@@ -175,7 +173,7 @@ class Runner:
         self._closing = False
         if isinstance(self.metrics, NoMetrics):  # OpenTelemetry set up since the worker was built
             self.metrics = worker_metrics(self.tasks, self._meter_provider)
-        _preload(_SESSIONS)
+        preload(SESSIONS)
 
     async def close(self) -> None:
         """End the running tasks (:meth:`shutdown`), then close the callback client."""
@@ -259,7 +257,7 @@ class Runner:
         fn = self.tasks.get(push.name)
         if fn is None:
             return Refusal(404, "Unknown task", f"this worker has no task named {push.name!r}")
-        plain = _plain_call(push.payload)
+        plain = plain_call(push.payload)
         if plain is not None:
             given, named, results_as = *plain, None
         else:
@@ -378,83 +376,10 @@ class Runner:
 
     def _client(self) -> Session:
         if self._http is None:
-            from sdk.sessions import open_session  # preloaded since open() (_preload)
+            from sdk.sessions import open_session  # preloaded since open() (preload)
 
             self._http = open_session(self._transport)
         return self._http
-
-
-_CALL_FIELDS = frozenset({"args", "kwargs"})
-_SCALARS = frozenset({type(None), bool, int, str})
-
-
-def _plain(value: object) -> bool:
-    return type(value) in _SCALARS or (type(value) is float and math.isfinite(value))
-
-
-def _plain_call(payload: object) -> tuple[list[Any], dict[str, Any]] | None:
-    """The arguments a payload asks for, taken without validating it when it is plainly valid
-    (no payload; or ``args`` and ``kwargs`` alone, a list and an object of nulls, booleans,
-    finite numbers and strings): what :class:`TaskArgs` would make of it, with no
-    ``results_as``. None for any other payload, which the model then reads (and may refuse)."""
-    if payload is None:
-        return [], {}
-    if type(payload) is not dict or not _CALL_FIELDS.issuperset(payload):
-        return None
-    args = payload.get("args", [])
-    kwargs = payload.get("kwargs", {})
-    if type(args) is not list or type(kwargs) is not dict:
-        return None
-    if not all(_plain(v) for v in args) or not all(_plain(v) for v in kwargs.values()):
-        return None
-    return args, kwargs
-
-
-_SESSIONS = "sdk.sessions"
-
-
-def _preload(module: str) -> None:
-    """Import ``module`` in a thread, unless it is imported already.
-
-    The callback client (aiohttp, httpx: about a tenth of a second of CPU) is loaded while the
-    worker starts serving, not before its lifespan's startup completes nor at the first
-    callback: imported there, on the event loop, it delayed a task's first heartbeat past a
-    short lease on a loaded machine (tests/e2e/test_cloud_run_example.py), and stalled every
-    push in the meantime. A callback that comes before the thread is done waits for it (the
-    import lock): the module is imported once."""
-    if module not in sys.modules:
-        threading.Thread(
-            target=importlib.import_module, args=(module,), name=f"preload {module}"
-        ).start()
-
-
-class _FirstUse:
-    """The callback session as the attempts see it: the runner's session, opened at the first
-    callback sent (its modules are loaded in the background from the lifespan's start on:
-    :func:`_preload`)."""
-
-    __slots__ = ("_runner",)
-
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        params: Params | None = None,
-        content: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: float,
-    ) -> Answer:
-        http = self._runner._client()
-        return await http.request(
-            method, url, params=params, content=content, headers=headers, timeout=timeout
-        )
-
-    async def aclose(self) -> None:
-        pass  # the runner closes its session (Runner.close)
 
 
 def _named(attempt: Attempt) -> tuple[str, str]:

@@ -1,5 +1,5 @@
 """Deadlines of many short waits under one timer: the pushes' timeouts and the ends of their
-leases (gateway/dispatch/pusher.py, gateway/dispatch/dispatcher.py).
+leases (gateway/dispatch/pusher.py, gateway/dispatch/delivery.py).
 
 A push on the hot path used to pay a timer of its own for each (``asyncio.timeout`` or
 aiohttp's ``ClientTimeout``, and ``loop.call_later``): an object, a timer handle, a context

@@ -35,10 +35,11 @@ Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the leas
 ``release`` (give the task back at once, no attempt spent).
 
 The models live by concept -- :mod:`sdk.wire.tasks` (a task's history in
-:mod:`sdk.wire.attempts`), :mod:`sdk.wire.queues` (with endpoints), :mod:`sdk.wire.pushes`
-(pushes and callbacks), :mod:`sdk.wire.operations` (operator tools), :mod:`sdk.wire.catalog`
-(the task catalog), :mod:`sdk.wire.jobs` (jobs and runs), :mod:`sdk.wire.health` (the probes) on
-:mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
+:mod:`sdk.wire.attempts`), :mod:`sdk.wire.queues`, :mod:`sdk.wire.endpoints`,
+:mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
+:mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs),
+:mod:`sdk.wire.health` (the probes) on :mod:`sdk.wire.base` (headers, name formats, problems)
+-- and are imported from here.
 """
 
 from __future__ import annotations
@@ -91,6 +92,15 @@ from sdk.wire.catalog import (
     CatalogTask,
     EndpointCatalog,
     EndpointTasks,
+)
+from sdk.wire.endpoints import (
+    CircuitState,
+    Endpoint,
+    EndpointCreate,
+    EndpointCreated,
+    EndpointList,
+    EndpointPatch,
+    SecretRotation,
 )
 from sdk.wire.health import Health, Readiness
 from sdk.wire.jobs import (
@@ -154,12 +164,6 @@ from sdk.wire.queues import (
     Backoff,
     BackoffStrategy,
     CircuitBreaker,
-    CircuitState,
-    Endpoint,
-    EndpointCreate,
-    EndpointCreated,
-    EndpointList,
-    EndpointPatch,
     KeyConcurrency,
     KeyRateLimit,
     MetricsGranularity,
@@ -169,7 +173,6 @@ from sdk.wire.queues import (
     QueuePolicyPatch,
     RateLimit,
     Redrive,
-    SecretRotation,
     StallPolicy,
 )
 from sdk.wire.tasks import (

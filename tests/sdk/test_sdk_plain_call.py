@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sdk.runner import _plain_call
+from sdk.arguments import plain_call
 from sdk.wire import TaskArgs
 
 PLAIN: list[Any] = [
@@ -40,7 +40,7 @@ OTHERS: list[Any] = [
 
 @pytest.mark.parametrize("payload", PLAIN)
 def test_a_plain_payload_gives_what_the_model_gives(payload: Any) -> None:
-    plain = _plain_call(payload)
+    plain = plain_call(payload)
     assert plain is not None
     call = TaskArgs.model_validate(payload if payload is not None else {})
     assert plain == (call.args, call.kwargs)
@@ -49,7 +49,7 @@ def test_a_plain_payload_gives_what_the_model_gives(payload: Any) -> None:
 
 @pytest.mark.parametrize("payload", OTHERS)
 def test_any_other_payload_goes_to_the_model(payload: Any) -> None:
-    assert _plain_call(payload) is None
+    assert plain_call(payload) is None
 
 
 def test_the_model_still_refuses_what_it_refused() -> None:

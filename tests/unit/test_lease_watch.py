@@ -1,4 +1,4 @@
-"""The dispatcher's one lease watch (gateway/dispatch/dispatcher.py, ``LeaseWatch``, over
+"""The dispatcher's one lease watch (gateway/dispatch/lease_watch.py, ``LeaseWatch``, over
 gateway/dispatch/deadlines.py): a heap of push deadlines under one timer instead of a timer and
 a timeout scope per push. What a real
 lease running out does is tested against Redis in tests/integration/test_endpoint_health.py;
@@ -12,6 +12,7 @@ import asyncio
 import pytest
 
 from gateway.dispatch.deadlines import Deadlines
+from gateway.dispatch.delivery import Deliverer
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.store.clock import ManualClock
 from gateway.store.records import Lease
@@ -35,8 +36,9 @@ def lease(expires_ms: int) -> Lease:
     return Lease("q", "t1", "e1", "tok", "n", 1, None, "null", None, expires_ms, expires_ms, None)
 
 
-def dispatcher(store: Expiries) -> Dispatcher:
-    return Dispatcher(store, None, None, ManualClock(NOW_MS))  # type: ignore[arg-type]
+def dispatcher(store: Expiries) -> Deliverer:
+    """The deliverer of a dispatcher (which owns the lease watch) on ``store``."""
+    return Dispatcher(store, None, None, ManualClock(NOW_MS))._deliverer  # type: ignore[arg-type]
 
 
 async def test_a_push_answered_in_time_is_left_alone_and_the_heap_stays_small() -> None:
