@@ -24,7 +24,7 @@ from gateway.clock import ManualClock
 from gateway.dispatch import dispatcher as dispatcher_module
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.errors import QueueNotFound
-from gateway.services.created import Created
+from gateway.services.enqueue.created import Created
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
 from gateway.store.records import load_record
