@@ -33,7 +33,8 @@ from gateway.store.queues import QueueStore
 from gateway.store.records import NewTask
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish, TaskStore
-from gateway.store.tasks.finish import _finish_keys, _finished
+from gateway.store.tasks.finish_reply import read_finished as _finished
+from gateway.store.tasks.finish_words import finish_keys as _finish_keys
 from gateway.store.tasks.leases import claim_args, claim_keys, read_claim
 from sdk.outcomes import Outcome, success
 from sdk.pushes import Push, read_push
@@ -93,7 +94,7 @@ def finish_command(sha: str, now: int, wake: str, ends: list[Finish]) -> coalesc
     arguments a list of words, packed by ``coalescing.pack``)."""
     head = (now, keys.DONE_CHANNEL_PREFIX, "q", keys.WAKE_CHANNEL, wake)
     try:
-        from gateway.store.tasks.finish import _finish_words
+        from gateway.store.tasks.finish_words import finish_words as _finish_words
     except ImportError:
         from gateway.store.tasks.finish import _finish_args  # type: ignore[attr-defined]
 

@@ -12,7 +12,7 @@ from gateway.api.prefer import wants_minimal
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
 from gateway.core.errors import DuplicateTaskId
 from gateway.security.auth import Access
-from gateway.services.created import Created, answer_json
+from gateway.services.enqueue.created import Created, answer_json
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (
@@ -74,7 +74,7 @@ def _minimal(call: Call) -> bool:
 
 
 def _json(content: bytes, status: int, headers: dict[str, str] | None = None) -> Response:
-    """An answer the handler wrote itself (:mod:`gateway.services.created`)."""
+    """An answer the handler wrote itself (:mod:`gateway.services.enqueue.created`)."""
     return Response(content, status_code=status, headers=headers, media_type="application/json")
 
 

@@ -1,10 +1,11 @@
 """The id index: task id → queue, in 4,096 hash buckets (``jg:ix:<the id's low 12 bits>``).
 
-A task's field is written in its enqueue's round trip (:mod:`gateway.store.tasks.enqueue`) and
-dropped right after the script that deletes the task (the sweep, ``clean``, queue deletion:
-:func:`drop_commands`). Each is a command of its own beside the queue's script, as the bucket
-lies outside the queue's slot, so a gateway that dies between the two leaves a field without a
-task (or, for an enqueue refused after its index write, an entry of a task never stored).
+A task's field is written in its enqueue's round trip (:mod:`gateway.store.tasks.enqueue`; ids a
+client chose are claimed before it, :func:`claim_ids`) and dropped right after the script that
+deletes the task (the sweep, ``clean``, queue deletion: :func:`drop_commands`). Each is a
+command of its own beside the queue's script, as the bucket lies outside the queue's slot, so
+a gateway that dies between the two leaves a field without a task (or, for an enqueue refused
+after its index write, an entry of a task never stored).
 :class:`IndexRepair` finds those: Redis has no expiry per hash field (before 7.4), so instead
 of the key-per-task expiry older versions used as a backstop, a slow pass reads every bucket
 and drops the fields whose task is gone. A field is dropped only when two passes in a row,
@@ -24,6 +25,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from gateway.core.errors import TaskExists
 from gateway.store import keys
 from gateway.store.keys import QueueKeys
 from gateway.store.scripts import Scripts
@@ -60,6 +62,58 @@ async def locate_many(redis: Redis, task_ids: Sequence[str]) -> list[str | None]
             for i, queue in zip(missing, await pipe.execute(), strict=True):
                 found[i] = queue
     return found
+
+
+Entry = tuple[str, str]
+"""An index entry: the bucket (:func:`gateway.store.keys.task_index`) and the task id."""
+
+
+async def claim_ids(redis: Redis, queue: str, entries: list[Entry]) -> list[Entry]:
+    """Point index entries at ``queue`` (ids a client chose, before their enqueue's script);
+    returns those set now. Raises TaskExists when one points at another queue already, in the
+    index or in the key per task older versions wrote."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for bucket, task_id in entries:
+            pipe.hsetnx(bucket, task_id, queue)
+            pipe.get(keys.legacy_task_index(task_id))
+        answers = await pipe.execute()
+    fresh, legacy = answers[0::2], answers[1::2]
+    new = [e for e, ok in zip(entries, fresh, strict=True) if ok]
+    taken = [e for e, ok in zip(entries, fresh, strict=True) if not ok]
+    foreign = [
+        task_id
+        for (_, task_id), owner in zip(entries, legacy, strict=True)
+        if owner is not None and owner != queue
+    ]
+    if taken:
+        # HGETs in a pipeline: the buckets of several ids lie in several Cluster slots.
+        async with redis.pipeline(transaction=False) as pipe:
+            for bucket, task_id in taken:
+                pipe.hget(bucket, task_id)
+            owners = await pipe.execute()
+        foreign += [e[1] for e, owner in zip(taken, owners, strict=True) if owner != queue]
+    if foreign:
+        if new:
+            await unindex(redis, new)
+        raise TaskExists(foreign[0])
+    return new
+
+
+async def set_entries(redis: Redis, queue: str, entries: list[Entry]) -> None:
+    """Index entries pointing at ``queue``, one HSET each, in one round trip (an enqueue's
+    whose index script Redis had lost)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for bucket, task_id in entries:
+            pipe.hset(bucket, task_id, queue)
+        await pipe.execute()
+
+
+async def unindex(redis: Redis, entries: list[Entry]) -> None:
+    """Delete index entries written for tasks that were not stored."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for bucket, ids in by_bucket(task_id for _, task_id in entries).items():
+            pipe.hdel(bucket, *ids)
+        await pipe.execute()
 
 
 def by_bucket(task_ids: Iterable[str]) -> dict[str, list[str]]:

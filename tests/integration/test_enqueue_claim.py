@@ -23,7 +23,7 @@ from starlette.routing import Route
 from gateway.core.errors import QueueNotFound
 from gateway.dispatch import dispatcher as dispatcher_module
 from gateway.dispatch.dispatcher import Dispatcher
-from gateway.services.created import Created
+from gateway.services.enqueue.created import Created
 from gateway.store.clock import ManualClock
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier

@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.services.created import Created, answer_json, created_json, plain_json
-from gateway.services.created import created_view as _created_view
-from gateway.services.new_tasks import is_plain, new_plain_task, new_task
+from gateway.services.enqueue.created import Created, answer_json, created_json, plain_json
+from gateway.services.enqueue.created import created_view as _created_view
+from gateway.services.enqueue.new_records import is_plain, new_plain_task, new_task
 from gateway.store.records import NewTask, dump_json, task_from_record
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import (

@@ -6,7 +6,8 @@ from __future__ import annotations
 from gateway.store import keys
 from gateway.store.coalescing import pack, unpacked
 from gateway.store.records import NewTask
-from gateway.store.tasks.enqueue import _index_words, _task_words
+from gateway.store.tasks.enqueue_words import index_words as _index_words
+from gateway.store.tasks.enqueue_words import task_words as _task_words
 
 TASKS = [
     NewTask(

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from gateway.store.coalescing import pack, unpacked
 from gateway.store.keys import QueueKeys
-from gateway.store.tasks.finish import Finish, _finish_keys, _finish_words
+from gateway.store.tasks.finish_words import Finish
+from gateway.store.tasks.finish_words import finish_keys as _finish_keys
+from gateway.store.tasks.finish_words import finish_words as _finish_words
 from sdk.wire import AttemptOutcome, FailureKind
 
 ENDS = [

@@ -1,28 +1,27 @@
 """Tasks in Redis: every state change is one script of ``lua/``; this package only calls them.
 
 :class:`TaskStore` is the one object the services, the dispatcher and the recoverer hold. Its
-methods live by the state change they wrap: :mod:`.enqueue` (storing new tasks), :mod:`.leases`
-(claims, heartbeats, log lines), :mod:`.finish` (ends of attempts, cancels), :mod:`.recovery`
-(due tasks, expired and stalled leases, sweeping), :mod:`.due` (the due index across queues) and
-:mod:`.reads` (views that change nothing).
+methods live by the state change they wrap: :mod:`.enqueue` (storing new tasks: its words in
+:mod:`.enqueue_words`, its reply read in :mod:`.enqueue_reply`), :mod:`.leases` (claims,
+heartbeats, log lines; a claim that rides in another round trip: :mod:`.carried`),
+:mod:`.finish` (ends of attempts: :mod:`.finish_words`, :mod:`.finish_reply`), :mod:`.cancel`,
+:mod:`.recovery` (due tasks, expired and stalled leases, sweeping), :mod:`.due` (the due index
+across queues) and :mod:`.reads` (views that change nothing).
 
 The Redis client must decode responses (``decode_responses=True``).
 """
 
 from __future__ import annotations
 
+from gateway.store.tasks.cancel import Cancel, Cancelling, CancelResult
+from gateway.store.tasks.carried import ClaimOrder
 from gateway.store.tasks.due import DueIndexing
-from gateway.store.tasks.enqueue import Enqueued, Enqueuing, Stored
-from gateway.store.tasks.finish import Cancel, CancelResult, Ended, Finish, Finished, Finishing
-from gateway.store.tasks.leases import (
-    LOG_LINES_KEPT,
-    Claim,
-    ClaimOrder,
-    ClaimStatus,
-    Fence,
-    Heartbeat,
-    Leasing,
-)
+from gateway.store.tasks.enqueue import Enqueuing
+from gateway.store.tasks.enqueue_reply import Enqueued, Stored
+from gateway.store.tasks.finish import Finishing
+from gateway.store.tasks.finish_reply import Ended, Finished
+from gateway.store.tasks.finish_words import Finish
+from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
 from gateway.store.tasks.reads import Reading
 from gateway.store.tasks.recovery import Expired, Recovering
 
@@ -45,5 +44,5 @@ __all__ = [
 ]
 
 
-class TaskStore(Enqueuing, Leasing, Finishing, Recovering, DueIndexing, Reading):
+class TaskStore(Enqueuing, Leasing, Finishing, Cancelling, Recovering, DueIndexing, Reading):
     """Atomic task state changes of every queue."""

@@ -1,7 +1,7 @@
 """The last stage of an enqueue: each task's answer, from what the store holds after the script.
 
 A task stored as sent answers with what was sent and the state the script stored it in
-(:class:`~gateway.services.created.Created` builds it only when asked). Every other outcome
+(:class:`~gateway.services.enqueue.created.Created` builds it only when asked). Every other outcome
 answers with what the script stored, never with the request:
 
 - a debounce that replaced a pending task's payload: that task's record as the script saved it
@@ -21,13 +21,13 @@ import contextlib
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from gateway.core.errors import TaskNotFound, Throttled
-from gateway.services.created import Created, created_view
+from gateway.services.enqueue.created import Created, created_view
 from gateway.store.records import NewTask, task_from_record, to_datetime
 from gateway.store.tasks import Stored
 from sdk.wire import QueuePolicy, Task, TaskCreate, TaskFlow
 
 Read = Callable[[str, str], Awaitable[Task]]
-"""Reads a task of a queue as GET shows it: :meth:`gateway.services.tasks.TaskService._read`."""
+"""Reads a task of a queue as GET shows it: :meth:`gateway.services.task_reads.TaskReader.read`."""
 
 
 async def answers(

@@ -1,10 +1,12 @@
 """The new-record stage of an enqueue: each validated :class:`~sdk.wire.TaskCreate` made into the
 :class:`~gateway.store.records.NewTask` the enqueue script stores (times in ms on the Redis
 clock, keys read from the payload under the queue's policy), and the narrower path of a plain
-task, which gives nothing but its id, name, payload and priority."""
+task, which gives nothing but its id, name, payload and priority. :func:`new_records` makes a
+batch's."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from ulid import ULID
@@ -13,6 +15,37 @@ from gateway.core.rate_keys import rate_key_of
 from gateway.store.records import NewTask, dump_json, seconds_to_ms, to_ms
 from gateway.telemetry.tracing import TraceHeaders
 from sdk.wire import KeyConcurrency, QueuePolicy, TaskCreate
+
+
+def new_records(
+    specs: Sequence[TaskCreate],
+    now_ms: int,
+    located: dict[str, str],
+    queue: str,
+    policy: QueuePolicy,
+    trace: TraceHeaders | None,
+    ids: Iterator[str],
+    job: str | None,
+    *,
+    plain: bool = True,
+) -> list[NewTask]:
+    """Each task's new record, made at ``now_ms``; ``ids`` gives the id of each task that
+    brings none, ``job`` names the job whose runs they are. With ``plain``, a plain task
+    (:func:`is_plain`) is made by :func:`new_plain_task`; without, every task by
+    :func:`new_task` (the traced path, whose trace context the enqueue span sets)."""
+    if plain:
+        made = [
+            new_plain_task(spec, now_ms, trace, spec.id or next(ids))
+            if is_plain(spec, policy)
+            else new_task(spec, now_ms, located, queue, policy, trace, spec.id or next(ids))
+            for spec in specs
+        ]
+    else:
+        made = [
+            new_task(spec, now_ms, located, queue, policy, trace, task_id=spec.id or next(ids))
+            for spec in specs
+        ]
+    return runs_of(job, made)
 
 
 def new_task(

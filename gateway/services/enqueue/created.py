@@ -202,7 +202,7 @@ class Created:
     matched (``earlier``); or the Task made from what the store returned (``flowed``: the
     pending task its debounce replaced the payload of, the task a dropped enqueue's window let
     through, a task stored delayed to the next window, or one whose dependencies the script
-    or its link decided: :mod:`gateway.services.enqueue_answers`)."""
+    or its link decided: :mod:`gateway.services.enqueue.answers`)."""
 
     queue: str
     spec: TaskCreate
