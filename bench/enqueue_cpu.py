@@ -53,7 +53,7 @@ SHARES = [
     ("answer: uvicorn's send, its write", ("RequestResponseCycle.send", "_OneWritePerTurn.")),
     ("body: read, parse, validate (pydantic)", ("read_model",)),
     ("auth, queue name, Idempotency-Key", ("authenticate", "_resolve_queue", "requested_key")),
-    ("task service (directory, catalog, metrics)", ("TaskService.", "enqueue (")),
+    ("task service (directory, catalog, metrics)", ("TaskService.", "Enqueue.", "enqueue (")),
     ("route: endpoint, Call, params", ("endpoint.<locals>", "Call.")),
     ("Starlette app, middleware, router", ("starlette/", "RefuseFragments", "DirectRoute")),
     ("uvicorn: parse request, scope, ASGI task", ("HttpToolsProtocol", "_Protocol", "run_asgi")),

@@ -100,23 +100,22 @@ PATCHES: list[tuple[str, str, str]] = [
         + "jg_hops.early('g_handler')\n",
     ),
     (
-        "gateway/services/tasks.py",
-        "    ) -> list[Created]:\n        seen: dict[str, int] = {}\n",
-        "    ) -> list[Created]:\n        " + HOP + "jg_hops.early('g_svc')\n"
-        "        seen: dict[str, int] = {}\n",
+        "gateway/services/enqueue/__init__.py",
+        "        given = given_ids(specs)\n",
+        "        " + HOP + "jg_hops.early('g_svc')\n        given = given_ids(specs)\n",
     ),
     (
-        "gateway/services/tasks.py",
+        "gateway/services/enqueue/__init__.py",
         "            order = self._claim_for(queue) if ready_now else None\n"
         "            enqueued = await self._tasks.enqueue_batch(\n"
-        "                queue, new, now, client_ids=bool(seen), claim=order\n"
+        "                queue, new, now, client_ids=bool(given), claim=order\n"
         "            )\n        else:",
         "            " + HOP + "_one = new[0].id if len(new) == 1 else None\n"
         "            if _one: jg_hops.KEY.set(_one); jg_hops.known(_one)\n"
         "            jg_hops.hop('g_built', _one)\n"
         "            order = self._claim_for(queue) if ready_now else None\n"
         "            enqueued = await self._tasks.enqueue_batch(\n"
-        "                queue, new, now, client_ids=bool(seen), claim=order\n"
+        "                queue, new, now, client_ids=bool(given), claim=order\n"
         "            )\n"
         "            jg_hops.hop('g_enq_done', _one)\n        else:",
     ),
@@ -135,9 +134,9 @@ PATCHES: list[tuple[str, str, str]] = [
     ),
     (
         "gateway/store/coalescing.py",
-        "            await connection.send_packed_command(pack(words))\n",
-        "            " + HOP + "jg_hops.hop('r_sent', jg_hops.KEY.get())\n"
-        "            await connection.send_packed_command(pack(words))\n",
+        "        await connection.send_packed_command(pack(words))\n",
+        "        " + HOP + "jg_hops.hop('r_sent', jg_hops.KEY.get())\n"
+        "        await connection.send_packed_command(pack(words))\n",
     ),
     (
         "gateway/store/coalescing.py",
@@ -161,7 +160,7 @@ PATCHES: list[tuple[str, str, str]] = [
         + "[jg_hops.hop('g_claimed', lease.task_id) for lease in claim.leases]\n",
     ),
     (
-        "gateway/dispatch/dispatcher.py",
+        "gateway/dispatch/delivery.py",
         "        push = self._pusher.push(lease, endpoint, view.policy.push_timeout)\n",
         "        " + HOP + "jg_hops.hop('g_push_task', lease.task_id)\n"
         "        push = self._pusher.push(lease, endpoint, view.policy.push_timeout)\n",
