@@ -367,7 +367,7 @@ class TaskReceipt(OutputModel):
     """A task as an enqueue answers it under ``Prefer: return=minimal``: what a producer needs
     to follow it (``GET /v1/tasks/{id}`` has the rest). Each field is the Task's own, so the
     receipt is the full answer cut to these fields (the gateway's builder is
-    ``gateway.services.created.receipt_value``; a test holds the two equal)."""
+    ``gateway.services.enqueue.created.receipt_value``; a test holds the two equal)."""
 
     id: str
     state: TaskState
