@@ -36,7 +36,7 @@ from gateway.security.ssrf import AddressRefused
 from gateway.store.clock import Clock
 from gateway.store.failures import as_gateway_error
 from gateway.store.notices import ClaimedNotice, NoticeStore
-from gateway.store.records import load_json, to_datetime
+from gateway.store.records import final_error, load_json, to_datetime
 from sdk.wire import Backoff, BackoffStrategy, TaskNotice, TaskState
 
 __all__ = ["NoticeDelivery", "notice_body"]
@@ -57,7 +57,7 @@ def notice_body(notice: ClaimedNotice) -> str:
         name=record["name"],
         state=TaskState(record["state"]),
         result=load_json(notice.result_json),
-        error=record.get("error"),
+        error=final_error(record),
         attempt=record["att"],
         finished_at=to_datetime(notice.finished_ms),
         owner=record.get("own"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -257,6 +258,13 @@ def steps_from_json(steps: str | None) -> list[TaskStep]:
     ]
 
 
+def final_error(record: Mapping[str, Any]) -> str | None:
+    """The task's ``error``: its last failed attempt's while it may run again, its final
+    outcome's once it ended; none once it succeeded (a record a version before this one left
+    may still hold the error of an attempt before the success)."""
+    return None if record["state"] == "succeeded" else record.get("error")
+
+
 def task_from_record(
     queue: str,
     task_id: str,
@@ -306,7 +314,7 @@ def task_from_record(
         cancel_requested=bool(record.get("cancel", False)),
         result=load_json(result),
         warning=record.get("warn"),
-        error=record.get("error"),
+        error=final_error(record),
         checkpoint=load_json(checkpoint),
         steps=steps_from_json(steps),
         attempts=attempts,

@@ -339,7 +339,12 @@ class Task(OutputModel):
     )
     result: JsonValue = None
     warning: str | None = Field(None, description="Succeeded, with this warning.")
-    error: str | None = None
+    error: str | None = Field(
+        None,
+        description="The task's own error: while it waits to run again, its last failed "
+        "attempt's; once it ended failed, dead or cancelled, the final attempt's; none once "
+        "it succeeded. Each attempt's error stays in `attempts`.",
+    )
     checkpoint: JsonValue = None
     steps: list[TaskStep] = Field(
         default_factory=list, description="Durable steps recorded, in the order recorded."

@@ -346,3 +346,21 @@ async def test_batched_pushes_carry_many_tasks_and_are_answered_per_task(rig: Ri
     assert sum(rig.worker.batches) == 25
     assert max(rig.worker.batches) == 10
     assert len(rig.worker.batches) < 25  # many tasks shared a push
+
+
+async def test_a_task_that_failed_once_and_then_succeeded_reads_as_succeeded(rig: Rig) -> None:
+    """The task's ``error`` is its final outcome's: none once it succeeded. The first attempt's
+    error stays with that attempt (issue 31: the summary read as an error)."""
+    await rig.queue("q", backoff={"strategy": "constant", "base_delay": 0.05, "max_delay": 1})
+    rig.worker.script["carrier"] = lambda push: (
+        (500, {"error": "TimeoutError: the carrier's API did not answer"})
+        if push.attempt == 1
+        else (200, {"shipped": True})
+    )
+    task_id = await rig.enqueue("carrier")
+    task = await rig.finished(task_id)
+    assert (task["state"], task["result"], task["error"]) == ("succeeded", {"shipped": True}, None)
+    assert [(a["outcome"], a["error"]) for a in task["attempts"]] == [
+        ("error", "TimeoutError: the carrier's API did not answer"),
+        ("succeeded", None),
+    ]

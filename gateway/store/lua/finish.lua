@@ -237,6 +237,8 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
   if outcome ~= 'succeeded' and text ~= '' then
     attempt.error = text
     t.error = text
+  elseif outcome == 'succeeded' then
+    t.error = nil -- the task's error is its final outcome's; earlier ones stay with their attempts
   end
   if outcome == 'expired' or outcome == 'stalled' then
     kind = 'timeout'
