@@ -27,10 +27,12 @@ server stack.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -43,9 +45,10 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from gateway.commands import jobs, keys, queues, repair, worker
-from gateway.commands.common import CommandError, gateway_flags
+from gateway.commands.common import CommandError, UsageError, gateway_flags
 from gateway.serving.redis_server import ManagedRedis, RedisServerNotFound, RedisServerStartError
 from gateway.settings import ADMIN_SCOPE, ApiKey, Settings
+from sdk.wire.base import reason
 
 if TYPE_CHECKING:
     from gateway.serving.server import Listening
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["CommandError", "main"]
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2  # argparse's own, for arguments that do not go together
 EXIT_INTERRUPTED = 130
 DEFAULT_DATA_DIR = Path(".jobgate")
 DEV_KEY_FILE = "dev-api-key"
@@ -64,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args)
+    except UsageError as e:
+        args.parser.print_usage(sys.stderr)
+        print(f"{args.parser.prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except CommandError as e:
         print(f"jobgate: error: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -138,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_commands(commands, flags)
     keys.add_commands(commands, flags)
     worker.add_commands(commands)
+    _remember_parsers(parser)
     return parser
 
 
@@ -267,6 +276,7 @@ def _banner(
         f"  API key:   {api_key.key}  ({scopes})\n"
         f"{http3}"
         f"  Redis:     {redis_server.url}  (data in {redis_server.data_dir})\n"
+        f"  Commands:  {_command()} --help\n"
         "\n"
         "To use the SDK from another terminal:\n"
         "\n"
@@ -274,6 +284,18 @@ def _banner(
         "\n"
         "Press Ctrl-C to stop.\n"
     )
+
+
+def _command() -> str:
+    """How to run ``jobgate`` from the shell that started this one: its name when PATH finds
+    this installation's, else its path (``.venv/bin/jobgate`` after ``make dev``)."""
+    script = Path(sys.executable).with_name("jobgate")
+    found = shutil.which("jobgate")
+    if found and Path(found).resolve() == script.resolve():
+        return "jobgate"
+    with contextlib.suppress(ValueError):
+        return str(script.relative_to(Path.cwd()))
+    return str(script)
 
 
 def _redis_start_failure(error: RedisServerStartError, redis_server: ManagedRedis) -> str:
@@ -313,9 +335,7 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
         return Settings(**given)
     except ValidationError as e:
         problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or 'settings'}: "
-            + err["msg"].removeprefix("Value error, ")
-            for err in e.errors()
+            f"{'.'.join(map(str, err['loc'])) or 'settings'}: " + reason(err) for err in e.errors()
         )
         raise CommandError(f"invalid settings: {problems}") from None
     except SettingsError as e:  # a JOBGATE_* value that is not valid JSON
@@ -327,3 +347,13 @@ def _version() -> str:
         return version("jobgate")
     except PackageNotFoundError:
         return "unknown"
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Give each command's arguments its own parser (``args.parser``), so that a
+    :class:`UsageError` is printed after that command's usage line, as argparse's are."""
+    parser.set_defaults(parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _remember_parsers(sub)

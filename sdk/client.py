@@ -45,7 +45,10 @@ ENV_API_KEY = "JOBGATE_API_KEY"
 def _env_settings() -> tuple[str, str | None]:
     url = os.environ.get(ENV_URL)
     if not url:
-        raise JobgateError(f"{ENV_URL} is not set: the gateway's URL, e.g. http://localhost:8080")
+        raise JobgateError(
+            f"{ENV_URL} is not set: the gateway's URL, e.g. http://127.0.0.1:8787, "
+            "where `jobgate dev` serves"
+        )
     return url, os.environ.get(ENV_API_KEY) or None
 
 

@@ -42,6 +42,7 @@ from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.options import EnqueueOptions, Enqueuer
 from sdk.wire import GroupName, TaskCreate
+from sdk.wire.base import reason
 
 __all__ = ["AsyncGroupHandle", "Group", "GroupHandle", "TaskSignature", "group"]
 
@@ -105,8 +106,8 @@ def _check_name(name: str) -> str:
     try:
         return _GROUP_NAME.validate_python(name)
     except ValidationError as e:
-        reason = e.errors(include_url=False)[0]["msg"]
-        raise ValueError(f"group name {name!r}: {reason}") from e
+        why = reason(e.errors(include_url=False)[0])
+        raise ValueError(f"group name {name!r}: {why}") from e
 
 
 def _check_options(role: str, signature: TaskSignature, *names: str) -> None:

@@ -52,6 +52,7 @@ from pydantic_core import PydanticSerializationError, to_json, to_jsonable_pytho
 from sdk.errors import Cancelled, Fail, LeaseLost, Retry, Sleep
 from sdk.warnings import MAX_WARNING, Warn
 from sdk.wire import ErrorIn, FieldError, Problem, ResultIn
+from sdk.wire.base import reason
 
 __all__ = [
     "ACCEPTED",
@@ -162,7 +163,7 @@ class Refusal:
 def field_errors(error: ValidationError, prefix: str = "") -> tuple[FieldError, ...]:
     """A validation error as the field list of a refusal (``prefix`` starts every field)."""
     return tuple(
-        FieldError(field=".".join([prefix, *map(str, e["loc"])]).strip("."), reason=e["msg"])
+        FieldError(field=".".join([prefix, *map(str, e["loc"])]).strip("."), reason=reason(e))
         for e in error.errors(include_url=False)
     )
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from gateway.admin.argsform import ArgsForm, Shape, fields_of, form_for, read_args
 from gateway.core.errors import FieldProblem
 from sdk.wire import CrontabSchedule, IntervalSchedule, Job, JobCreate, OverlapPolicy
+from sdk.wire.base import reason
 
 CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
 INTERVAL_FIELDS = ("weeks", "days", "hours", "minutes", "seconds")
@@ -90,7 +91,7 @@ def problems_of(e: ValidationError) -> list[FieldProblem]:
     problems = []
     for err in e.errors():
         where = [str(p) for p in err["loc"] if p not in ("crontab", "interval")]
-        problems.append(FieldProblem(".".join(where) or "form", err["msg"]))
+        problems.append(FieldProblem(".".join(where) or "form", reason(err)))
     return problems
 
 

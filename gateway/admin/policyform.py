@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sdk.wire import DAY, QueuePolicy, QueuePolicyPatch
+from sdk.wire.base import reason
 
 USE = "use."  # the prefix of an optional section's box: ``use.rate_limit``
 
@@ -263,7 +264,7 @@ def _with_problems(sections: list[Section], e: ValidationError) -> PolicyForm:
         elif len(loc) > 2 and loc[0] == "redrive" and loc[1] == "on":
             loc = loc[:2]
         path = ".".join(loc) or "form"
-        message = err["msg"].removeprefix("Value error, ")
+        message = reason(err)
         problems.append((path, message))
         by_path.setdefault(path, message)
     shown = []

@@ -43,6 +43,7 @@ from gateway.core.errors import (
 )
 from gateway.security.auth import Access, Principal
 from gateway.services import Services
+from sdk.wire.base import reason
 
 PREFIX = "/admin"
 SESSION_COOKIE = "jobgate_session"
@@ -117,8 +118,8 @@ def checked(kind: Any, name: str, value: str) -> Any:
     try:
         return _adapter(kind).validate_python(value)
     except ValidationError as e:
-        reason = e.errors()[0]["msg"] if e.errors() else "is not valid"
-        raise InvalidRequest(f"{name}: {reason}") from e
+        why = reason(e.errors()[0]) if e.errors() else "is not valid"
+        raise InvalidRequest(f"{name}: {why}") from e
 
 
 def safe_next(target: str | None) -> str:
@@ -200,7 +201,7 @@ class Admin:
                 return visit.error(e)
             except ValidationError as e:  # a model built from a form or query
                 problems = [
-                    FieldProblem(".".join(str(p) for p in err["loc"]) or "form", err["msg"])
+                    FieldProblem(".".join(str(p) for p in err["loc"]) or "form", reason(err))
                     for err in e.errors()
                 ]
                 return visit.error(ValidationFailed(problems))

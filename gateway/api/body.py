@@ -22,7 +22,7 @@ from gateway.core.errors import (
     UnsupportedMediaType,
     ValidationFailed,
 )
-from sdk.wire.base import FINITE_JSON
+from sdk.wire.base import FINITE_JSON, reason
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -61,7 +61,7 @@ def field_problems(error: ValidationError, document: Any, prefix: str = "") -> l
     for e in error.errors(include_url=False):
         path = field_path(e["loc"], document)
         problems.append(
-            FieldProblem(prefix + path if path else prefix.rstrip(".") or "body", e["msg"])
+            FieldProblem(prefix + path if path else prefix.rstrip(".") or "body", reason(e))
         )
     return problems
 

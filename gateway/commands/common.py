@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from sdk.client import ENV_API_KEY, ENV_URL, Client
 from sdk.errors import ApiError
+from sdk.wire.base import reason
 
 TIMEOUT = 30.0
 """Seconds one request may take: cleaning a big queue is one request."""
@@ -36,6 +37,11 @@ _ERRNO = re.compile(r"^\[Errno -?\d+\]\s*")
 
 class CommandError(Exception):
     """A failure the user can fix; printed as ``jobgate: error: ...``, exit code 1."""
+
+
+class UsageError(CommandError):
+    """Arguments that do not go together, or one missing that argparse cannot require: printed
+    after the command's usage line, as argparse prints its own, exit code 2."""
 
 
 def gateway_flags() -> argparse.ArgumentParser:
@@ -99,7 +105,7 @@ def _validation(error: ValidationError) -> str:
     problems = []
     for err in error.errors():
         where = ".".join(str(part) for part in err["loc"])
-        message = err["msg"].removeprefix("Value error, ")
+        message = reason(err)
         problems.append(f"{where}: {message}" if where else message)
     return "; ".join(problems)
 

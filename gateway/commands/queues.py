@@ -14,7 +14,13 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 
-from gateway.commands.common import CommandError, connect, int_between, note, print_json
+from gateway.commands.common import (
+    UsageError,
+    connect,
+    int_between,
+    note,
+    print_json,
+)
 from gateway.commands.table import Column, clip, moment, percent, render, span, yes_no
 from sdk.client import Client
 from sdk.errors import ApiError
@@ -32,6 +38,9 @@ QUEUE_STATES = (
 """The counts ``jobgate queues`` shows (cancelled ones are in ``--json``)."""
 
 DEFAULT_RUNNING_LIMIT = 500
+# The most tasks one listing may ask for: the gateway's own bounds (GET .../tasks, /v1/running).
+MAX_LIMIT = 500
+MAX_RUNNING_LIMIT = 5000
 
 Rows = list[list[str | None]]
 
@@ -131,14 +140,17 @@ def _endpoints_cell(endpoints: list[Endpoint] | None) -> str | None:
 
 def _tasks(args: argparse.Namespace) -> int:
     if args.queue and args.only_queue and args.queue != args.only_queue:
-        raise CommandError(f"two queues given: {args.queue!r} and --queue {args.only_queue!r}")
+        raise UsageError(f"two queues given: {args.queue!r} and --queue {args.only_queue!r}")
     queue: str | None = args.queue or args.only_queue
+    most = MAX_RUNNING_LIMIT if args.running else MAX_LIMIT
+    if args.limit is not None and args.limit > most:
+        raise UsageError(f"--limit must be from 1 to {most}, not {args.limit}")
     if args.running:
         if args.state or args.cursor:
-            raise CommandError("--state and --cursor do not apply to --running")
+            raise UsageError("--state and --cursor do not apply to --running")
         return _running(args, queue)
     if queue is None:
-        raise CommandError("tasks: give a QUEUE, or --running for the running tasks")
+        raise UsageError("give a QUEUE, or --running for the running tasks")
     state = TaskState(args.state or TaskState.QUEUED)
     with connect(args) as client:
         page = client.list_tasks(queue, state, args.limit, args.cursor, args.owner)

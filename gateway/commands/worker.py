@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from gateway.commands.common import CommandError, describe, int_between
+from gateway.commands.common import CommandError, UsageError, describe, int_between
 from sdk.client import ENV_API_KEY, ENV_URL, AsyncClient
 from sdk.errors import ApiError
 from sdk.worker import Worker
@@ -91,7 +91,7 @@ def _worker(args: argparse.Namespace) -> int:
     if not url:
         raise CommandError(f"no gateway URL: pass --url or set {ENV_URL}")
     if not 0 <= args.wait <= 60:
-        raise CommandError("--wait must be between 0 and 60 seconds")
+        raise UsageError("--wait must be between 0 and 60 seconds")
     worker = load_worker(args.target)
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
     api_key = args.api_key or os.environ.get(ENV_API_KEY) or None

@@ -27,6 +27,7 @@ from pydantic import (
     ValidationInfo,
     WithJsonSchema,
 )
+from pydantic_core import ErrorDetails
 
 HEADER_LEASE = "jobgate-lease"
 HEADER_CALLBACK = "jobgate-callback"
@@ -282,3 +283,15 @@ class Problem(OutputModel):
     status: int
     detail: str | None = None
     errors: list[FieldError] | None = None
+
+
+def reason(error: ErrorDetails) -> str:
+    """What one validation error says, in the words of the rule that refused it: pydantic puts
+    "Value error, " before the message of a validator's ``ValueError`` (and "Assertion failed, "
+    before an assertion's), which an answer or a command's message must not show."""
+    message = error["msg"]
+    if error["type"] == "value_error":
+        return message.removeprefix("Value error, ")
+    if error["type"] == "assertion_error":
+        return message.removeprefix("Assertion failed, ")
+    return message

@@ -326,3 +326,17 @@ async def test_out_of_memory_answers_503_and_stores_nothing(
             assert await snapshot(redis_url) == before
         finally:
             await redis.config_set("maxmemory", 0)
+
+
+async def test_refusals_say_the_rule_without_pydantics_prefix(api: httpx.AsyncClient) -> None:
+    """A validator's own words reach the client as they are: pydantic's "Value error, " is not
+    part of the reason (issue 31: "job_id: Value error, must be a ULID")."""
+    found = problem(await api.get("/v1/tasks/not-a-ulid"), 422)
+    reasons = [e["reason"] for e in found["errors"]]
+    assert any(r.startswith("must be a ULID") for r in reasons), reasons
+    found = problem(
+        await api.post("/v1/queues/mail-out/tasks", json={"name": "x", "id": "not-a-ulid"}), 422
+    )
+    reasons = [e["reason"] for e in found["errors"]]
+    assert any(r.startswith("must be a ULID") for r in reasons), reasons
+    assert not any("Value error" in r for r in reasons), reasons

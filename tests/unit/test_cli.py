@@ -232,3 +232,17 @@ def test_dev_banner_has_urls_key_and_exports(tmp_path: Path) -> None:
     assert f"export JOBGATE_URL=http://127.0.0.1:8787 JOBGATE_API_KEY={'k' * 32}" in banner
     assert "redis://127.0.0.1:6390/0" in banner
     assert "HTTP/3" not in banner
+
+
+def test_dev_banner_says_how_to_run_jobgate_when_the_venv_is_not_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `make dev`, `jobgate` is .venv/bin/jobgate, which PATH does not find (issue 31)."""
+    venv = tmp_path / ".venv" / "bin"
+    monkeypatch.setattr(cli.sys, "executable", str(venv / "python"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    redis_server = ManagedRedis(tmp_path, port=6390)
+    key = ApiKey(key="k" * 32, scopes=["admin"])
+    banner = cli._banner(Listening("http://127.0.0.1:8787", None), key, redis_server)
+    assert "  Commands:  .venv/bin/jobgate --help\n" in banner

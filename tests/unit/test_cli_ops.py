@@ -286,9 +286,24 @@ def test_tasks_argument_mistakes(
     gw: respx.MockRouter, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     code, _, err = run(capsys, *argv)
-    assert code == 1
-    assert err.startswith("jobgate: error: ")
-    assert message in err
+    # Wrong arguments: exit 2 with the command's usage line, as docs/cli.md says.
+    assert code == 2
+    usage, said = err.splitlines()[0], err.splitlines()[-1]
+    assert usage.startswith("usage: jobgate tasks ")
+    assert said.startswith("jobgate tasks: error: ")
+    assert message in said
+    assert not gw.calls
+
+
+@pytest.mark.parametrize(("argv", "most"), [(["emails"], 500), (["--running"], 5000)])
+def test_a_limit_past_the_gateways_is_a_usage_error(
+    gw: respx.MockRouter, capsys: pytest.CaptureFixture[str], argv: list[str], most: int
+) -> None:
+    code, _, err = run(capsys, "tasks", *argv, "--limit", "9999")
+    assert code == 2
+    assert (
+        err.splitlines()[-1] == f"jobgate tasks: error: --limit must be from 1 to {most}, not 9999"
+    )
     assert not gw.calls
 
 
@@ -486,7 +501,7 @@ def test_problem_is_printed_with_its_fields(
     gw.get("/v1/queues/emails/tasks").respond(
         422, json=problem, headers={"content-type": "application/problem+json"}
     )
-    code, out, err = run(capsys, "tasks", "emails", "--limit", "900")
+    code, out, err = run(capsys, "tasks", "emails", "--owner", "o" * 300)
     assert (code, out) == (1, "")
     assert err == (
         "jobgate: error: 422 Validation failed: the query is invalid\n"
@@ -504,7 +519,7 @@ def test_a_detail_that_repeats_the_field_errors_is_not_printed_twice(
         "errors": [{"field": "limit", "reason": "must be a number from 1 to 500"}],
     }
     gw.get("/v1/queues/emails/tasks").respond(422, json=problem)
-    code, _, err = run(capsys, "tasks", "emails", "--limit", "900")
+    code, _, err = run(capsys, "tasks", "emails", "--owner", "o" * 300)
     assert code == 1
     assert err == (
         "jobgate: error: 422 Validation failed\n  limit: must be a number from 1 to 500\n"

@@ -47,7 +47,8 @@ def test_a_bad_worker_target_is_named(
 def test_wait_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
     argv = [*BASE, "--url", "http://127.0.0.1:9", "--wait", "61", "m:w"]
     code, err = run(argv, capsys)
-    assert code == 1
+    assert code == 2  # wrong arguments (docs/cli.md): usage line, then the reason
+    assert err.startswith("usage: jobgate worker ")
     assert "--wait must be between 0 and 60 seconds" in err
 
 
