@@ -317,3 +317,15 @@ async def test_queues_page_shows_depths_and_the_last_minutes_throughput(rig: Rig
     assert "0 succeeded, 2 failed in 10 min" in card
     assert card.count("<rect") == 10
     assert card.count('class="with-failures"') == 1
+
+
+async def test_every_page_names_its_icon_and_the_icon_is_served(rig: Rig) -> None:
+    """Without an icon of its own a page makes the browser ask for /favicon.ico, a 404 on
+    every admin page (issue 31)."""
+    page = await rig.web.get("/admin/login")
+    found = re.search(r'<link rel="icon" type="image/svg\+xml" href="([^"]+)">', page.text)
+    assert found, "the page names no icon"
+    icon = await rig.web.get(found.group(1))
+    assert icon.status_code == 200
+    assert icon.headers["content-type"].startswith("image/svg+xml")
+    assert icon.text.startswith("<svg")

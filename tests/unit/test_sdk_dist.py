@@ -54,7 +54,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.rmtree(leftover)
     (tree / "sdk").symlink_to(ROOT / "sdk")  # what packaging/jobgate-sdk/sdk points to
     out = tree / "dist"
-    subprocess.run(
+    built = subprocess.run(
         [
             *(sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check"),
             *("--outdir", str(out), str(tree / "packaging" / "jobgate-sdk")),
@@ -62,6 +62,9 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
+    # `make sdk-dist` printed setuptools' deprecation of a license table four times (issue 31).
+    said = built.stdout + built.stderr
+    assert b"deprecated" not in said.lower(), said.decode(errors="replace")[-2000:]
     return out
 
 
