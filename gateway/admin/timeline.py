@@ -69,6 +69,9 @@ class Entry:
         return None if self.end is None else (self.end - self.at).total_seconds()
 
 
+UNSPENT = frozenset({AttemptOutcome.RELEASED, AttemptOutcome.BUSY, AttemptOutcome.GONE})
+"""Outcomes of a push that spent no attempt: the next push has the same number."""
+
 # Among entries at the same instant: the enqueue first, the final state last.
 _RANK = {EntryKind.CREATED: 0, EntryKind.NOW: 2, EntryKind.FINISHED: 3}
 
@@ -93,7 +96,8 @@ def timeline(
 
 def _created(task: Task) -> Entry:
     facts = []
-    if task.run_at > task.created_at:
+    # run_at is the next push's time: the enqueue's own only until a first push.
+    if task.run_at > task.created_at and not task.attempts and task.started_at is None:
         facts.append(Fact("to run at", moment=task.run_at))
     if task.depends_on or task.after_group:
         after = [*task.depends_on, *([f"group:{task.after_group}"] if task.after_group else [])]
@@ -102,15 +106,21 @@ def _created(task: Task) -> Entry:
 
 
 def _attempts(task: Task) -> list[Attempt]:
-    """The attempts recorded, with the one running now (not recorded until it ends)."""
+    """The attempts recorded, with the one running now (not recorded until it ends). A push
+    that spent no attempt (released by a sleep, busy, gone) keeps the number the next one has,
+    so the running one is known by its start, not its number."""
     found = list(task.attempts)
-    numbers = {a.number for a in found}
-    if task.state is TaskState.RUNNING and task.started_at and task.attempt not in numbers:
+    started = task.started_at
+    if (
+        task.state is TaskState.RUNNING
+        and started is not None
+        and not any(a.started_at >= started for a in found)
+    ):
         found.append(
             Attempt(
                 number=task.attempt,
                 endpoint_id=task.endpoint_id,
-                started_at=task.started_at,
+                started_at=started,
                 outcome=AttemptOutcome.RUNNING,
             )
         )
@@ -130,6 +140,8 @@ def _attempt_entry(attempt: Attempt, urls: Mapping[str, str]) -> Entry:
         facts.append(
             Fact("endpoint", urls.get(attempt.endpoint_id, attempt.endpoint_id), mono=True)
         )
+    if attempt.outcome in UNSPENT:
+        facts.append(Fact("attempt", "not spent"))
     error = summary(attempt.error) if attempt.error else ""
     if error and attempt.task_failure:
         error = f"task's own failure: {error}"

@@ -46,17 +46,18 @@ def step(name: str, result: Any, attempt: int, recorded: float) -> Any:
 def test_steps_a_sleep_and_two_attempts_merge_in_the_order_they_happened() -> None:
     done = task(
         started_at=iso(60),
+        run_at=iso(60),  # moved by the sleep: not the enqueue's
         finished_at=iso(62),
         result={"ok": True},
-        attempt=2,
-        attempts=[
-            attempt(2, 60, 62, "succeeded", http_status=200, endpoint_id="ep1"),
+        attempt=1,
+        attempts=[  # the sleep spent no attempt: the push after it is attempt 1 again
+            attempt(1, 60, 62, "succeeded", http_status=200, endpoint_id="ep1"),
             attempt(1, 1, 3, "released", http_status=202, endpoint_id="ep1"),
         ],
         steps=[
             step("before", 1, 1, 2),
             step("nap", {"until": iso(60)}, 1, 2.5),
-            step("after", "x" * 200, 2, 61),
+            step("after", "x" * 200, 1, 61),
         ],
     )
     entries = timeline(done, now=at(100), endpoints={"ep1": "http://w/"})
@@ -65,19 +66,21 @@ def test_steps_a_sleep_and_two_attempts_merge_in_the_order_they_happened() -> No
         (EntryKind.ATTEMPT, "attempt 1"),
         (EntryKind.STEP, "before"),
         (EntryKind.SLEEP, "nap"),
-        (EntryKind.ATTEMPT, "attempt 2"),
+        (EntryKind.ATTEMPT, "attempt 1"),
         (EntryKind.STEP, "after"),
         (EntryKind.FINISHED, "succeeded"),
     ]
+    assert entries[0].facts == []
     first = entries[1]
     assert (first.outcome, first.end, first.took) == ("released", at(3), 2.0)
     facts = {f.label: f.text for f in first.facts}
-    assert facts == {"HTTP": "202", "endpoint": "http://w/"}
+    assert facts == {"HTTP": "202", "attempt": "not spent", "endpoint": "http://w/"}
+    assert {f.label for f in entries[4].facts} == {"HTTP", "endpoint"}
     nap = entries[3]
     assert (nap.outcome, nap.end) == ("slept", at(60))
     assert next((f.label, f.moment) for f in nap.facts) == ("slept until", at(60))
     after = {f.label: f.text for f in entries[5].facts}
-    assert after["attempt"] == "2"
+    assert after["attempt"] == "1"
     assert after["result"].startswith('"xxx')
     assert after["result"].endswith("(202 bytes)")
     assert {f.label: f.text for f in entries[6].facts} == {"result": '{"ok":true}'}
@@ -109,6 +112,13 @@ def test_a_running_attempt_is_shown_before_it_is_recorded_and_nothing_follows_it
     assert [e.kind for e in entries] == [EntryKind.CREATED, EntryKind.ATTEMPT]
     assert (entries[1].outcome, entries[1].end, entries[1].took) == ("running", None, None)
     assert [f.text for f in entries[1].facts] == ["ep9"]
+    # After a sleep released attempt 1, the push running now is attempt 1 again.
+    slept = [attempt(1, 1, 2, "released")]
+    again = timeline(task(state="running", attempt=1, started_at=iso(5), attempts=slept))
+    assert [(e.label, e.outcome) for e in again[1:]] == [
+        ("attempt 1", "released"),
+        ("attempt 1", "running"),
+    ]
 
 
 def test_failures_show_the_error_summary_the_failure_kind_and_the_final_error() -> None:
