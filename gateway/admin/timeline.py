@@ -179,29 +179,18 @@ def _step_entry(step: TaskStep, now: datetime) -> Entry:
 
 
 def _now_entry(task: Task, now: datetime) -> Entry | None:
-    """What an unfinished task waits for now; None while it runs (its attempt says so)."""
-    state = task.state.value
+    """What an unfinished task waits for now (one case per state, or per field of the task
+    it waits on); None while it runs (its attempt says so)."""
     if task.state is TaskState.SCHEDULED:
-        return Entry(
-            EntryKind.NOW,
-            now,
-            state,
-            outcome=state,
-            facts=[Fact("next push at", moment=task.run_at)],
-        )
-    if task.state is TaskState.WAITING:
-        return Entry(
-            EntryKind.NOW,
-            now,
-            state,
-            outcome=state,
-            facts=[Fact("on", ", ".join(task.waiting_on), mono=True)],
-        )
-    if task.state is TaskState.QUEUED:
-        return Entry(
-            EntryKind.NOW, now, state, outcome=state, facts=[Fact("since", moment=task.run_at)]
-        )
-    return None
+        fact = Fact("next push at", moment=task.run_at)
+    elif task.state is TaskState.WAITING:
+        fact = Fact("on", ", ".join(task.waiting_on), mono=True)
+    elif task.state is TaskState.QUEUED:
+        fact = Fact("since", moment=task.run_at)
+    else:
+        return None
+    state = task.state.value
+    return Entry(EntryKind.NOW, now, state, outcome=state, facts=[fact])
 
 
 def _finished(task: Task) -> Entry:
