@@ -5,6 +5,7 @@ and the task is pushed again at the time asked, its steps intact."""
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from datetime import UTC, datetime, timedelta
@@ -135,6 +136,10 @@ async def test_the_admin_task_page_lists_the_steps(rig: Rig) -> None:  # noqa: F
     assert "Steps (1)" in page
     assert "charge-&lt;card&gt;" in page  # escaped
     assert "r-991" in page
+    timeline = field(page, "timeline")  # the timeline: enqueued, the running attempt, the step
+    assert re.findall(r'data-kind="(\w+)"', page) == ["created", "attempt", "step"]
+    assert "charge-&lt;card&gt;" in timeline
+    assert '{"receipt":"r-991"}' in html.unescape(timeline)
 
 
 def field(page: str, name: str) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.admin.timeline import timeline
 from gateway.admin.web import PREFIX, Admin, Visit, checked
 from gateway.core.errors import QueueNotFound
 from gateway.services.tasks import OffsetCursor
@@ -136,6 +137,7 @@ async def task(visit: Visit) -> Response:
     found = await visit.services.tasks.get(queue, task_id)
     logs = await visit.services.logs.logs_page(queue, task_id, None, LOG_LINES_SHOWN)
     endpoints = await visit.services.queues.endpoints(queue)
+    urls = {e.id: e.url or "pull" for e in endpoints.items}
     return visit.render(
         "task.html",
         "_task.html",
@@ -143,7 +145,8 @@ async def task(visit: Visit) -> Response:
         task=found,
         logs=logs.items,
         log_groups=by_attempt(found, logs.items),
-        endpoint_urls={e.id: e.url or "pull" for e in endpoints.items},
+        endpoint_urls=urls,
+        entries=timeline(found, datetime.now(UTC), urls),
     )
 
 

@@ -1,0 +1,194 @@
+"""A task's timeline (gateway/admin/timeline.py): a pure function of the Task model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gateway.admin.timeline import EntryKind, preview, sleep_until, summary, timeline
+from sdk.wire import Task
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def iso(seconds: float) -> str:
+    return at(seconds).isoformat()
+
+
+def task(**fields: Any) -> Task:
+    base: dict[str, Any] = {
+        "id": "01J0000000000000000000TASK",
+        "queue": "q",
+        "name": "flow",
+        "state": "succeeded",
+        "max_attempts": 3,
+        "created_at": iso(0),
+        "run_at": iso(0),
+    }
+    return Task.model_validate({**base, **fields})
+
+
+def attempt(number: int, start: float, end: float | None, outcome: str, **more: Any) -> Any:
+    found = {"number": number, "started_at": iso(start), "outcome": outcome, **more}
+    if end is not None:
+        found["ended_at"] = iso(end)
+    return found
+
+
+def step(name: str, result: Any, attempt: int, recorded: float) -> Any:
+    return {"name": name, "result": result, "attempt": attempt, "recorded_at": iso(recorded)}
+
+
+def test_steps_a_sleep_and_two_attempts_merge_in_the_order_they_happened() -> None:
+    done = task(
+        started_at=iso(60),
+        run_at=iso(60),  # moved by the sleep: not the enqueue's
+        finished_at=iso(62),
+        result={"ok": True},
+        attempt=1,
+        attempts=[  # the sleep spent no attempt: the push after it is attempt 1 again
+            attempt(1, 60, 62, "succeeded", http_status=200, endpoint_id="ep1"),
+            attempt(1, 1, 3, "released", http_status=202, endpoint_id="ep1"),
+        ],
+        steps=[
+            step("before", 1, 1, 2),
+            step("nap", {"until": iso(60)}, 1, 2.5),
+            step("after", "x" * 200, 1, 61),
+        ],
+    )
+    entries = timeline(done, now=at(100), endpoints={"ep1": "http://w/"})
+    assert [(e.kind, e.label) for e in entries] == [
+        (EntryKind.CREATED, "enqueued"),
+        (EntryKind.ATTEMPT, "attempt 1"),
+        (EntryKind.STEP, "before"),
+        (EntryKind.SLEEP, "nap"),
+        (EntryKind.ATTEMPT, "attempt 1"),
+        (EntryKind.STEP, "after"),
+        (EntryKind.FINISHED, "succeeded"),
+    ]
+    assert entries[0].facts == []
+    first = entries[1]
+    assert (first.outcome, first.end, first.took) == ("released", at(3), 2.0)
+    facts = {f.label: f.text for f in first.facts}
+    assert facts == {"HTTP": "202", "attempt": "not spent", "endpoint": "http://w/"}
+    assert {f.label for f in entries[4].facts} == {"HTTP", "endpoint"}
+    nap = entries[3]
+    assert (nap.outcome, nap.end) == ("slept", at(60))
+    assert next((f.label, f.moment) for f in nap.facts) == ("slept until", at(60))
+    after = {f.label: f.text for f in entries[5].facts}
+    assert after["attempt"] == "1"
+    assert after["result"].startswith('"xxx')
+    assert after["result"].endswith("(202 bytes)")
+    assert {f.label: f.text for f in entries[6].facts} == {"result": '{"ok":true}'}
+
+
+def test_a_sleep_not_yet_over_reads_sleeping_and_the_task_waits_for_its_next_push() -> None:
+    asleep = task(
+        state="scheduled",
+        run_at=iso(600),
+        attempt=1,
+        attempts=[attempt(1, 1, 3, "released")],
+        steps=[step("nap", {"until": iso(600)}, 1, 2)],
+    )
+    entries = timeline(asleep, now=at(10))
+    assert [e.kind for e in entries] == [
+        EntryKind.CREATED,
+        EntryKind.ATTEMPT,
+        EntryKind.SLEEP,
+        EntryKind.NOW,
+    ]
+    assert entries[2].outcome == "sleeping"
+    assert entries[3].at == at(10)
+    assert [(f.label, f.moment) for f in entries[3].facts] == [("next push at", at(600))]
+
+
+def test_a_running_attempt_is_shown_before_it_is_recorded_and_nothing_follows_it() -> None:
+    running = task(state="running", attempt=1, started_at=iso(5), endpoint_id="ep9")
+    entries = timeline(running, now=at(10))
+    assert [e.kind for e in entries] == [EntryKind.CREATED, EntryKind.ATTEMPT]
+    assert (entries[1].outcome, entries[1].end, entries[1].took) == ("running", None, None)
+    assert [f.text for f in entries[1].facts] == ["ep9"]
+    # After a sleep released attempt 1, the push running now is attempt 1 again.
+    slept = [attempt(1, 1, 2, "released")]
+    again = timeline(task(state="running", attempt=1, started_at=iso(5), attempts=slept))
+    assert [(e.label, e.outcome) for e in again[1:]] == [
+        ("attempt 1", "released"),
+        ("attempt 1", "running"),
+    ]
+
+
+def test_failures_show_the_error_summary_the_failure_kind_and_the_final_error() -> None:
+    dead = task(
+        state="dead",
+        attempt=2,
+        finished_at=iso(9),
+        error="boom\nTraceback (most recent call last): ...",
+        attempts=[
+            attempt(1, 1, 2, "error", error="timed out", failure="timeout"),
+            attempt(
+                2,
+                5,
+                9,
+                "failed",
+                http_status=500,
+                failure="5xx",
+                error="boom\nmore",
+                task_failure=True,
+            ),
+            attempt(2, 20, 20, "redriven"),
+        ],
+    )
+    entries = timeline(dead, now=at(30))
+    kinds = [e.kind for e in entries]
+    assert kinds == [
+        EntryKind.CREATED,
+        EntryKind.ATTEMPT,
+        EntryKind.ATTEMPT,
+        EntryKind.FINISHED,
+        EntryKind.REDRIVE,
+    ]
+    assert [(f.label, f.text) for f in entries[1].facts] == [("failure", "timeout")]
+    assert entries[1].error == "timed out"
+    assert [(f.label, f.text) for f in entries[2].facts] == [("HTTP", "500 (5xx)")]
+    assert entries[2].error == "task's own failure: boom"
+    assert (entries[3].outcome, entries[3].error) == ("dead", "boom")
+
+
+def test_an_enqueue_for_later_and_after_dependencies_says_so_and_the_wait_shows_now() -> None:
+    waiting = task(
+        state="waiting",
+        run_at=iso(60),
+        depends_on=["01J00000000000000000000DEP"],
+        after_group="batch",
+        waiting_on=["group:batch"],
+    )
+    entries = timeline(waiting, now=at(1))
+    created = entries[0]
+    assert [(f.label, f.text, f.moment) for f in created.facts] == [
+        ("to run at", "", at(60)),
+        ("after", "01J00000000000000000000DEP, group:batch", None),
+    ]
+    assert (entries[-1].kind, entries[-1].label) == (EntryKind.NOW, "waiting")
+    assert [f.text for f in entries[-1].facts] == ["group:batch"]
+    queued = timeline(task(state="queued"), now=at(1))
+    assert [e.kind for e in queued] == [EntryKind.CREATED, EntryKind.NOW]
+
+
+def test_a_sleep_is_a_step_whose_only_field_is_until_as_an_iso_time_or_epoch_ms() -> None:
+    assert sleep_until({"until": "2030-01-01T12:00:00+00:00"}) == T0
+    assert sleep_until({"until": "2030-01-01T12:00:00"}) == T0  # naive: UTC
+    assert sleep_until({"until": int(T0.timestamp() * 1000)}) == T0
+    for other in ({"until": "soon"}, {"until": True}, {"until": 1, "x": 2}, [1], "until", None):
+        assert sleep_until(other) is None
+
+
+def test_previews_and_summaries_are_short() -> None:
+    assert preview({"a": [1, 2]}) == '{"a":[1,2]}'
+    assert preview("é" * 100, limit=10) == '"éééééééé… (202 bytes)'
+    assert summary("first line\nsecond") == "first line"
+    assert summary("x" * 300, limit=5) == "xxxx…"
+    assert summary("  \n ") == ""
