@@ -85,7 +85,7 @@ def timeline(
     now = now or datetime.now(UTC)
     urls = endpoints or {}
     entries = [_created(task)]
-    entries += [_attempt_entry(a, urls) for a in _attempts(task)]
+    entries += [_attempt_entry(a, urls) for a in pushes(task)]
     entries += [_step_entry(s, now) for s in task.steps]
     last = _finished(task) if task.state.finished else _now_entry(task, now)
     if last is not None:
@@ -105,7 +105,7 @@ def _created(task: Task) -> Entry:
     return Entry(EntryKind.CREATED, task.created_at, "enqueued", facts=facts)
 
 
-def _attempts(task: Task) -> list[Attempt]:
+def pushes(task: Task) -> list[Attempt]:
     """The attempts recorded, with the one running now (not recorded until it ends). A push
     that spent no attempt (released by a sleep, busy, gone) keeps the number the next one has,
     so the running one is known by its start, not its number."""

@@ -60,6 +60,33 @@ def test_log_lines_are_grouped_by_the_attempt_whose_time_they_fall_in() -> None:
     ]
 
 
+def test_the_push_running_after_a_sleep_is_its_own_group_marked_running() -> None:
+    # The sleep released attempt 1 without spending it: the push running now is attempt 1 again.
+    slept = Attempt(
+        number=1,
+        started_at=T0 + timedelta(seconds=10),
+        ended_at=T0 + timedelta(seconds=12),
+        outcome=AttemptOutcome.RELEASED,
+    )
+    task = Task(
+        id="01J0000000000000000000000A",
+        queue="q",
+        name="t",
+        state=TaskState.RUNNING,
+        attempt=1,
+        max_attempts=5,
+        created_at=T0,
+        run_at=T0,
+        started_at=T0 + timedelta(seconds=20),
+        attempts=[slept],
+    )
+    groups = by_attempt(task, [line(11), line(21), line(22)])
+    assert [(g.attempt, g.running, len(g.lines)) for g in groups] == [
+        (1, False, 1),
+        (1, True, 2),
+    ]
+
+
 def test_the_hour_chart_stacks_failures_on_successes_scaled_to_the_busiest_minute() -> None:
     zeros = [0] * 60
     succeeded = [*zeros[:58], 30, 1]

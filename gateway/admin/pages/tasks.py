@@ -11,11 +11,12 @@ from urllib.parse import urlencode
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.admin.timeline import timeline
+from gateway.admin.timeline import pushes, timeline
 from gateway.admin.web import PREFIX, Admin, Visit, checked
 from gateway.core.errors import QueueNotFound
 from gateway.services.tasks import OffsetCursor
 from sdk.wire import (
+    AttemptOutcome,
     Label,
     LogLine,
     QueueName,
@@ -102,7 +103,7 @@ def _task_id(visit: Visit) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LogGroup:
-    """The log lines written during one attempt (``attempt`` 0: before the first began)."""
+    """The log lines written during one push (``attempt`` 0: before the first began)."""
 
     attempt: int
     running: bool
@@ -110,25 +111,27 @@ class LogGroup:
 
 
 def by_attempt(task: Task, lines: Sequence[LogLine]) -> list[LogGroup]:
-    """Log lines grouped by the attempt whose time they fall in (each line carries its time,
-    stamped by the gateway when the worker gave none): an attempt's lines are those from its
-    start to the next one's start."""
-    starts: list[tuple[int, datetime, bool]] = [
-        (a.number, a.started_at, False) for a in task.attempts
-    ]
-    ended = {a.number for a in task.attempts}
-    if task.state is TaskState.RUNNING and task.started_at and task.attempt not in ended:
-        starts.append((task.attempt, task.started_at, True))
-    starts.sort(key=lambda s: s[1])
+    """Log lines grouped by the push whose time they fall in (each line carries its time,
+    stamped by the gateway when the worker gave none): a push's lines are those from its start
+    to the next one's start. A push that spent no attempt (a durable sleep, busy, released)
+    keeps its number, so pushes are told apart by their start, as on the timeline, and the
+    running one is the push begun at the task's ``started_at``."""
+    starts = sorted(pushes(task), key=lambda a: a.started_at)
     groups: dict[int, LogGroup] = {}
     for line in lines:
-        number, running = 0, False
-        for n, started, is_running in starts:
-            if line.at is not None and line.at >= started:
-                number, running = n, is_running
-        group = groups.setdefault(number, LogGroup(number, running, []))
-        group.lines.append(line)
-    return [groups[n] for n in sorted(groups)]
+        index = -1  # before the first push
+        for i, push in enumerate(starts):
+            if line.at is not None and line.at >= push.started_at:
+                index = i
+        if index not in groups:
+            begun = starts[index] if index >= 0 else None
+            groups[index] = LogGroup(
+                begun.number if begun else 0,
+                begun is not None and begun.outcome is AttemptOutcome.RUNNING,
+                [],
+            )
+        groups[index].lines.append(line)
+    return [groups[i] for i in sorted(groups)]
 
 
 async def task(visit: Visit) -> Response:
