@@ -95,7 +95,6 @@ def test_operator_creates_a_job_from_the_catalog_form_runs_it_and_stops_a_run(
     expect(row.locator('[data-field="last-run"]')).to_contain_text("success")
     expect(row.locator('[data-field="last-run"]')).to_contain_text("by ops")
     expect(row).to_contain_text("cron 0 3 * * * (Europe/Berlin)")
-    screenshot(page, "jobs")
 
     # A long run, stopped from its page while it runs: it ends as stopped.
     job = client.post(

@@ -122,7 +122,6 @@ def test_operator_sees_queues_live_pauses_filters_opens_a_task_and_resubmits_dea
     row = page.locator(f'[data-task="{slow_id}"]')
     expect(row).to_contain_text("50 %")
     expect(row).to_contain_text("127.0.0.1")
-    screenshot(page, "running")
 
     # Cancel the running task from its page: it stops at its next heartbeat.
     row.get_by_role("link", name=slow_id).click()
@@ -135,7 +134,6 @@ def test_operator_sees_queues_live_pauses_filters_opens_a_task_and_resubmits_dea
     page.fill("input[name=queue]", "mail")
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("[data-task]")).to_have_count(4)
-    screenshot(page, "dead-letters")
     page.check("input[data-select-all]")
     page.wait_for_timeout(2500)  # a live refresh is due meanwhile: it must keep the selection
     expect(page.locator("input[name=ids]:checked")).to_have_count(4)
