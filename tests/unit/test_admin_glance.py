@@ -29,6 +29,22 @@ def line(seconds: int) -> LogLine:
     return LogLine(message=f"at {seconds}", at=T0 + timedelta(seconds=seconds))
 
 
+def running(attempt: int, started: int, attempts: list[Attempt]) -> Task:
+    """A task running its push ``attempt`` since ``started`` seconds after T0."""
+    return Task(
+        id="01J0000000000000000000000A",
+        queue="q",
+        name="t",
+        state=TaskState.RUNNING,
+        attempt=attempt,
+        max_attempts=5,
+        created_at=T0,
+        run_at=T0,
+        started_at=T0 + timedelta(seconds=started),
+        attempts=attempts,
+    )
+
+
 def test_log_lines_are_grouped_by_the_attempt_whose_time_they_fall_in() -> None:
     attempts = [
         Attempt(
@@ -39,18 +55,7 @@ def test_log_lines_are_grouped_by_the_attempt_whose_time_they_fall_in() -> None:
         )
         for n in (1, 2)
     ]
-    task = Task(
-        id="01J0000000000000000000000A",
-        queue="q",
-        name="t",
-        state=TaskState.RUNNING,
-        attempt=3,
-        max_attempts=5,
-        created_at=T0,
-        run_at=T0,
-        started_at=T0 + timedelta(seconds=30),
-        attempts=attempts,
-    )
+    task = running(3, 30, attempts)
     groups = by_attempt(task, [line(1), line(11), line(19), line(21), line(31), line(32)])
     assert [(g.attempt, g.running, len(g.lines)) for g in groups] == [
         (0, False, 1),
@@ -68,18 +73,7 @@ def test_the_push_running_after_a_sleep_is_its_own_group_marked_running() -> Non
         ended_at=T0 + timedelta(seconds=12),
         outcome=AttemptOutcome.RELEASED,
     )
-    task = Task(
-        id="01J0000000000000000000000A",
-        queue="q",
-        name="t",
-        state=TaskState.RUNNING,
-        attempt=1,
-        max_attempts=5,
-        created_at=T0,
-        run_at=T0,
-        started_at=T0 + timedelta(seconds=20),
-        attempts=[slept],
-    )
+    task = running(1, 20, [slept])
     groups = by_attempt(task, [line(11), line(21), line(22)])
     assert [(g.attempt, g.running, len(g.lines)) for g in groups] == [
         (1, False, 1),
