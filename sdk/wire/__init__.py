@@ -102,6 +102,20 @@ from sdk.wire.endpoints import (
     EndpointPatch,
     SecretRotation,
 )
+from sdk.wire.events import (
+    Event,
+    EventCreate,
+    EventData,
+    EventId,
+    EventName,
+    EventPage,
+    EventState,
+    TouchedTask,
+    Trigger,
+    TriggerCreate,
+    TriggerId,
+    TriggerList,
+)
 from sdk.wire.health import Health, Readiness
 from sdk.wire.jobs import (
     LAST_SUCCESSFUL_RUN,
@@ -243,6 +257,13 @@ __all__ = [
     "EndpointPatch",
     "EndpointTasks",
     "ErrorIn",
+    "Event",
+    "EventCreate",
+    "EventData",
+    "EventId",
+    "EventName",
+    "EventPage",
+    "EventState",
     "FailureKind",
     "FieldError",
     "FireTimes",
@@ -318,6 +339,11 @@ __all__ = [
     "TaskStep",
     "Throttle",
     "Timestamp",
+    "TouchedTask",
+    "Trigger",
+    "TriggerCreate",
+    "TriggerId",
+    "TriggerList",
     "WebUrl",
     "check_queue_name",
 ]
