@@ -4,6 +4,7 @@ task ids, the retention sweep, the recent events a wait reads, and the scopes.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from gateway.settings import ApiKey, Settings
 from gateway.store.clock import ManualClock
 from gateway.store.events import EventStore, StoredEvent
 from gateway.store.scripts import Scripts
+from sdk import AsyncClient, Client, task
+from sdk.wire import TaskArgs
 
 from .test_api import problem
 
@@ -246,3 +249,45 @@ async def test_triggers_are_defined_read_and_deleted(env: Env) -> None:
     problem(await env.api.delete("/v1/triggers/t1"), 404)
     problem(await env.api.get("/v1/events/nope"), 404)
     assert (await publish(env))["started"] == []
+
+
+async def test_the_sdk_defines_triggers_and_sends_events(env: Env) -> None:
+    @task(queue="mail", name="send_welcome")
+    def send_welcome(event: dict[str, Any]) -> str:
+        return str(event["data"]["user"])
+
+    url = str(env.api.base_url)
+    async with AsyncClient(url, ADMIN, transport=env.api._transport) as client:
+        made = await client.put_trigger("welcome", event="user.created", task=send_welcome)
+        assert (made.queue, made.task) == ("mail", "send_welcome")
+        await client.put_trigger(
+            "pro", event="user.created", task="upsell", queue="crm", filter={"plan": "pro"}
+        )
+        assert [t.id for t in (await client.list_triggers()).items] == ["pro", "welcome"]
+        event = await client.send_event("user.created", {"user": 5, "plan": "pro"}, id="u5")
+        assert sorted(t.by for t in event.started) == ["pro", "welcome"]
+        again = await client.send_event("user.created", {"user": 6}, id="u5")
+        assert again == event
+        assert (await client.get_event("u5")) == event
+        assert [e.id for e in (await client.list_events("user.created")).items] == ["u5"]
+        (welcome,) = [t for t in event.started if t.by == "welcome"]
+        task_record = await client.get_task(welcome.id)
+        await client.delete_trigger("pro")
+        assert (await client.get_trigger("welcome")).task == "send_welcome"
+    # The worker's side: the payload is the function's keyword argument 'event'.
+    call = TaskArgs.model_validate(task_record.payload)
+    assert send_welcome(*call.args, **call.kwargs) == "5"
+
+
+def test_the_blocking_client_sends_an_event() -> None:
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        event = {"id": "e1", "name": "n", "accepted_ms": 0, "accepted_at": "1970-01-01T00:00:00Z"}
+        return httpx.Response(201, json=event)
+
+    with Client("http://gateway", ADMIN, transport=httpx.MockTransport(answer)) as client:
+        assert client.send_event("n", {"a": 1}, id="e1").id == "e1"
+    assert sent[0].url.path == "/v1/events"
+    assert json.loads(sent[0].content) == {"name": "n", "data": {"a": 1}, "id": "e1"}
