@@ -38,6 +38,7 @@ The models live by concept -- :mod:`sdk.wire.tasks` (a task's history in
 :mod:`sdk.wire.attempts`), :mod:`sdk.wire.queues`, :mod:`sdk.wire.endpoints`,
 :mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
 :mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs),
+:mod:`sdk.wire.events` (events and triggers),
 :mod:`sdk.wire.health` (the probes) on :mod:`sdk.wire.base` (headers, name formats, problems)
 -- and are imported from here.
 """
