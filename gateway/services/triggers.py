@@ -20,12 +20,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from gateway.caches.triggers import TriggerCache
-from gateway.core.errors import (
-    InvalidRequest,
-    QueueNotFound,
-    TaskExists,
-    TriggerNotFound,
-)
+from gateway.core.errors import GatewayError, QueueNotFound, TaskExists, TriggerNotFound
 from gateway.core.ids import derived_id
 from gateway.services.event_types import AcceptedEvent, Touched
 from gateway.services.tasks import TaskService
@@ -129,8 +124,10 @@ class TriggerStarts:
         return [touched for touched in started if touched is not None]
 
     async def _start(self, event: AcceptedEvent, trigger: Trigger) -> Touched | None:
-        """Enqueue the trigger's task; None when it cannot be made (its queue is gone, the
-        task catalog refuses its payload): logged, and not tried again."""
+        """Enqueue the trigger's task; None when the gateway refuses it for good (its queue is
+        gone, the task catalog refuses its payload: a 4xx), which is logged and not tried
+        again. Anything else (Redis unreachable) raises: the event stays pending, and its
+        repeat or the recoverer tries again."""
         task_id = trigger_task_id(event, trigger.id)
         spec = TaskCreate(
             id=task_id, name=trigger.task, payload=event_payload(event), priority=trigger.priority
@@ -139,7 +136,9 @@ class TriggerStarts:
             await self._tasks.enqueue(trigger.queue, [spec], batch=False)
         except TaskExists:
             pass  # made by an earlier try: the same task
-        except (QueueNotFound, InvalidRequest) as e:
+        except GatewayError as e:
+            if e.status >= 500:
+                raise
             log.warning(
                 "trigger %s made no task for event %s: %s", trigger.id, event.id, e.detail or e
             )

@@ -291,3 +291,14 @@ def test_the_blocking_client_sends_an_event() -> None:
         assert client.send_event("n", {"a": 1}, id="e1").id == "e1"
     assert sent[0].url.path == "/v1/events"
     assert json.loads(sent[0].content) == {"name": "n", "data": {"a": 1}, "id": "e1"}
+
+
+async def test_a_trigger_whose_task_is_refused_starts_nothing_and_the_event_is_done(
+    env: Env,
+) -> None:
+    await three_triggers(env)
+    assert (await env.api.delete("/v1/queues/audit")).status_code == 204
+    event = await publish(env, id="after-delete")
+    assert event["state"] == "done"
+    assert sorted(t["by"] for t in event["started"]) == ["on-crm", "on-mail"]
+    assert await env.redis.zrange("jg:events:pending", 0, -1) == []
