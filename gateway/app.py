@@ -203,6 +203,7 @@ def create_app(
             firing.reconnected()
             firing_loop.notice(clock.now_ms())  # made below, before the notifier starts
             delivery_loop.notice(clock.now_ms())
+            event_upkeep.notice(clock.now_ms())
             redriver.reconnected()
             with contextlib.suppress(JobLookupError):  # shutting down: the jobs are gone
                 redriver.run_soon(scheduler)
@@ -267,8 +268,14 @@ def create_app(
             [TriggerStarts(trigger_cache, task_service)],
             clock,
             retention_ms=round(settings.event_retention * 1000),
+            on_hold=lambda due_ms: event_upkeep.notice(due_ms),  # made below
         )
-        event_upkeep = EventUpkeep(events, clock, sweep_interval=settings.sweep_interval)
+        event_upkeep = EventUpkeep(
+            events,
+            clock,
+            sweep_interval=settings.sweep_interval,
+            max_sleep=settings.rescan_interval,
+        )
         services = Services(
             queues=QueueService(
                 queues,
@@ -306,6 +313,7 @@ def create_app(
                     "dispatcher": lambda: dispatcher.running,
                     "job firing": lambda: not loops[0].done(),
                     "completion callbacks": lambda: not loops[1].done(),
+                    "event upkeep": lambda: not loops[2].done(),
                     "scheduler": lambda: bool(scheduler.running),
                 },
                 stalled={
@@ -313,6 +321,7 @@ def create_app(
                     "dispatcher": lambda: dispatcher.stalled,
                     "job firing": lambda: firing_loop.stalled,
                     "completion callbacks": lambda: delivery_loop.stalled,
+                    "event upkeep": lambda: event_upkeep.stalled,
                 },
             ),
             metrics=telemetry.page,
@@ -326,7 +335,6 @@ def create_app(
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
         redriver.schedule(scheduler, settings.redrive_interval, settings.rescan_interval)
-        event_upkeep.schedule(scheduler)
         scheduler.add_job(
             clock.sync_within,
             "interval",
@@ -358,6 +366,7 @@ def create_app(
         loops = [
             asyncio.create_task(firing_loop.run(), name="jobgate-firing"),
             asyncio.create_task(delivery_loop.run(), name="jobgate-notices"),
+            asyncio.create_task(event_upkeep.run(), name="jobgate-event-upkeep"),
         ]
         for queue in await queues.names():
             dispatcher.changed(queue)
@@ -373,6 +382,7 @@ def create_app(
                 await asyncio.wait_for(recovering, timeout=5)
             firing_loop.stop()
             delivery_loop.stop()
+            event_upkeep.stop()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*loops, return_exceptions=True), timeout=5)
             await dispatcher.stop()

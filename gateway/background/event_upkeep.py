@@ -4,27 +4,30 @@ half way, and deleting events past the retention.
 Each step claims the pending events whose lease ran out (``gateway.store.events``: one script
 on the pending index, which moves each claimed entry a lease ahead, so two gateways do not
 finish the same event at once; were they to, the consumers are idempotent) and hands each to
-every consumer again; and, every ``sweep_interval`` seconds, deletes up to a batch of events
-accepted longer than ``event_retention`` ago. It runs as an APScheduler job every
-:data:`INTERVAL` seconds on every gateway.
+every consumer again; and, at most every ``sweep_interval`` seconds, deletes up to a batch of
+events accepted longer than ``event_retention`` ago.
+
+A :class:`~gateway.background.due_loop.DueLoop` drives it: after each step it reads when the
+next pending entry or the oldest event's end of retention is due, and sleeps until then (at
+least ``interval``, at most ``max_sleep``), so a gateway with no events sends Redis nothing
+between its rescans. An event this gateway accepts wakes it (:meth:`EventUpkeep.notice`) when
+its lease ends before the loop would wake; one accepted by another gateway that then stopped is
+found at the next rescan (``rescan_interval``) or the next wake-up, whichever comes first.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-from gateway.services.events import EventService
+from gateway.background.due_loop import DueLoop
+from gateway.services.events import SWEEP_BATCH, EventService
 from gateway.store.clock import Clock
 
 logger = logging.getLogger(__name__)
 
-JOB_ID = "event-upkeep"
 INTERVAL = 1.0
-"""Seconds between steps: a pending event waits its lease (10 s) and at most this much more."""
+"""Shortest time between steps, in seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +37,32 @@ class Upkept:
 
 
 class EventUpkeep:
-    def __init__(self, events: EventService, clock: Clock, *, sweep_interval: float) -> None:
+    def __init__(
+        self,
+        events: EventService,
+        clock: Clock,
+        *,
+        sweep_interval: float,
+        max_sleep: float = 60.0,
+        interval: float = INTERVAL,
+    ) -> None:
         self._events = events
         self._clock = clock
         self._sweep_ms = round(sweep_interval * 1000)
         self._next_sweep_ms = 0
+        self._next_due: int | None = None  # when the loop wakes next, as last read
+        self._loop = DueLoop(
+            "event upkeep",
+            self._tick,
+            self.earliest,
+            clock,
+            interval=interval,
+            max_sleep=max_sleep,
+        )
+
+    @property
+    def stalled(self) -> bool:
+        return self._loop.stalled
 
     async def step(self, now_ms: int | None = None) -> Upkept:
         """Finish the due pending events, and sweep when its time has come."""
@@ -48,27 +72,36 @@ class EventUpkeep:
         if now >= self._next_sweep_ms:
             swept = await self._events.sweep(now)
             # A full batch: more may be past the retention, so sweep again at the next step.
-            self._next_sweep_ms = now if swept >= 1000 else now + self._sweep_ms
+            self._next_sweep_ms = now if swept >= SWEEP_BATCH else now + self._sweep_ms
         return Upkept(finished, swept)
 
-    async def step_job(self) -> None:
-        """The scheduled step, logging a failure instead of raising."""
+    async def earliest(self) -> int | None:
+        """When the next step is due: the earliest pending entry's time, or the end of the
+        oldest event's retention (no sooner than the next sweep); None when there is no
+        event."""
+        pending, oldest = await self._events.next_due()
+        sweep = None if oldest is None else max(oldest, self._next_sweep_ms)
+        found = [due for due in (pending, sweep) if due is not None]
+        self._next_due = min(found) if found else None
+        return self._next_due
+
+    def notice(self, due_ms: int) -> None:
+        """Something is due at ``due_ms`` (an event accepted here, its lease's end; or Redis
+        is reachable again): wake the loop if it would sleep past it."""
+        if self._next_due is None or due_ms < self._next_due:
+            self._next_due = due_ms
+            self._loop.notice(due_ms)
+
+    async def run(self) -> None:
+        await self._loop.run()
+
+    def stop(self) -> None:
+        self._loop.stop()
+
+    async def _tick(self) -> bool:
         try:
             await self.step()
-        except asyncio.CancelledError:
-            logger.debug("the event upkeep was stopped mid-run by shutdown")
         except Exception:
-            logger.exception("the event upkeep failed; it runs again at its next time")
-
-    def schedule(self, scheduler: AsyncIOScheduler, interval: float = INTERVAL) -> None:
-        """Add the step job to ``scheduler``: one instance at a time, missed runs coalesced."""
-        scheduler.add_job(
-            self.step_job,
-            "interval",
-            seconds=interval,
-            id=JOB_ID,
-            name=JOB_ID,
-            max_instances=1,
-            coalesce=True,
-            replace_existing=True,
-        )
+            logger.exception("the event upkeep failed; it runs again soon")
+            return False
+        return True

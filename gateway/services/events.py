@@ -12,7 +12,7 @@ second time is what the first call did.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gateway.core.errors import EventNotFound
 from gateway.core.ids import IdMaker
@@ -73,12 +73,14 @@ class EventService:
         *,
         retention_ms: int,
         lease_ms: int = LEASE_MS,
+        on_hold: Callable[[int], None] = lambda due_ms: None,
     ) -> None:
         self._store = store
         self._consumers = list(consumers)
         self._clock = clock
         self._retention_ms = retention_ms
         self._lease_ms = lease_ms
+        self._on_hold = on_hold  # an event held until this ms: the upkeep's wake-up
         self._ids = IdMaker()
 
     async def publish(self, spec: EventCreate) -> tuple[Event, bool]:
@@ -90,6 +92,7 @@ class EventService:
             now = self._clock.now_ms()
             event_id = spec.id or self._ids.one()
             await self._store.hold(event_id, now + self._lease_ms)
+            self._on_hold(now + self._lease_ms)
             new = StoredEvent(event_id, spec.name, dict(spec.data), now)
             found = await self._store.create(new)
             if found is None:
@@ -150,6 +153,12 @@ class EventService:
                 continue
             finished += 1
         return finished
+
+    async def next_due(self) -> tuple[int | None, int | None]:
+        """When the earliest pending event is due, and when the oldest event's retention ends
+        (None: no such event)."""
+        pending, oldest = await self._store.earliest()
+        return pending, None if oldest is None else oldest + self._retention_ms
 
     async def sweep(self, now_ms: int) -> int:
         """Delete events accepted longer than the retention ago; returns how many."""

@@ -159,6 +159,18 @@ class EventStore:
         stored = await self.get_many([str(event_id) for event_id in ids])
         return [s for s in stored if s is not None]
 
+    async def earliest(self) -> tuple[int | None, int | None]:
+        """The earliest pending entry's due ms and the oldest event's accepted ms (None when
+        there is none), in one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.zrange(keys.EVENTS_PENDING, 0, 0, withscores=True)
+            pipe.zrange(keys.EVENTS, 0, 0, withscores=True)
+            pending, oldest = await pipe.execute()
+        return (
+            int(pending[0][1]) if pending else None,
+            int(oldest[0][1]) if oldest else None,
+        )
+
     async def older_than(self, cutoff_ms: int, limit: int) -> list[str]:
         """Ids of events accepted before ``cutoff_ms``, oldest first (the retention sweep)."""
         found = await self._redis.zrangebyscore(

@@ -28,7 +28,7 @@ async def test_an_event_starts_a_task_in_queues_on_different_primaries(
 ) -> None:
     with RedisCluster(host="127.0.0.1", port=redis_cluster[0]) as client:
         assert primary_of(client, LEFT) != primary_of(client, RIGHT)
-    async with live_gateway(cluster_url, ADMIN) as (_, api):
+    async with live_gateway(cluster_url, ADMIN, rescan_interval=1) as (_, api):
         for queue in (LEFT, RIGHT):
             assert (await api.put(f"/v1/queues/{queue}", json={})).status_code == 201
             body = {"event": "order.paid", "queue": queue, "task": "ship"}
