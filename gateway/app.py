@@ -270,12 +270,8 @@ def create_app(
             retention_ms=round(settings.event_retention * 1000),
             on_hold=lambda due_ms: event_upkeep.notice(due_ms),  # made below
         )
-        event_upkeep = EventUpkeep(
-            events,
-            clock,
-            sweep_interval=settings.sweep_interval,
-            max_sleep=settings.rescan_interval,
-        )
+        sweeps, rescans = settings.sweep_interval, settings.rescan_interval
+        event_upkeep = EventUpkeep(events, clock, sweep_interval=sweeps, max_sleep=rescans)
         services = Services(
             queues=QueueService(
                 queues,
