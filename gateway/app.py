@@ -32,11 +32,13 @@ from gateway.api.problems import EXCEPTION_HANDLERS
 from gateway.api.routing import routes
 from gateway.api.target import RefuseFragments
 from gateway.background.due_loop import DueLoop
+from gateway.background.event_upkeep import EventUpkeep
 from gateway.background.job_firing import Firing
 from gateway.background.recover_loop import Recoverer
 from gateway.background.redriver import Redriver
 from gateway.caches.catalog import Catalog
 from gateway.caches.directory import Directory
+from gateway.caches.triggers import TriggerCache
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
@@ -45,6 +47,7 @@ from gateway.services import Services
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
+from gateway.services.events import EventService
 from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
@@ -57,11 +60,13 @@ from gateway.services.readiness import Readiness
 from gateway.services.runs import Runs
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
+from gateway.services.triggers import TriggerService, TriggerStarts
 from gateway.settings import Settings
 from gateway.store.catalog import CatalogStore
 from gateway.store.clock import RedisClock
 from gateway.store.connection import connect, server_time_ms
 from gateway.store.dependencies import DependencyStore
+from gateway.store.events import EventStore
 from gateway.store.idempotency import IdempotencyStore
 from gateway.store.index import IndexRepair
 from gateway.store.jobs import JobStore
@@ -76,6 +81,7 @@ from gateway.store.replication import Durability
 from gateway.store.scripts import Scripts
 from gateway.store.sessions import SessionStore
 from gateway.store.tasks import TaskStore
+from gateway.store.triggers import TriggerStore
 from gateway.telemetry.export import MetricsExport
 from gateway.telemetry.server_spans import ServerSpans
 from gateway.telemetry.setup import set_up_metrics
@@ -197,6 +203,7 @@ def create_app(
             firing.reconnected()
             firing_loop.notice(clock.now_ms())  # made below, before the notifier starts
             delivery_loop.notice(clock.now_ms())
+            event_upkeep.notice(clock.now_ms())
             redriver.reconnected()
             with contextlib.suppress(JobLookupError):  # shutting down: the jobs are gone
                 redriver.run_soon(scheduler)
@@ -253,6 +260,18 @@ def create_app(
         )
         firing = Firing(job_store, runs, clock, grace_ms=round(settings.job_misfire_grace * 1000))
         auth = Authenticator(settings.api_keys)
+        trigger_store = TriggerStore(redis)
+        trigger_cache = TriggerCache(trigger_store)
+        # The events' consumers, in order: the triggers' tasks first (docs/events.md).
+        events = EventService(
+            EventStore(redis, scripts),
+            [TriggerStarts(trigger_cache, task_service)],
+            clock,
+            retention_ms=round(settings.event_retention * 1000),
+            on_hold=lambda due_ms: event_upkeep.notice(due_ms),  # made below
+        )
+        sweeps, rescans = settings.sweep_interval, settings.rescan_interval
+        event_upkeep = EventUpkeep(events, clock, sweep_interval=sweeps, max_sleep=rescans)
         services = Services(
             queues=QueueService(
                 queues,
@@ -290,6 +309,7 @@ def create_app(
                     "dispatcher": lambda: dispatcher.running,
                     "job firing": lambda: not loops[0].done(),
                     "completion callbacks": lambda: not loops[1].done(),
+                    "event upkeep": lambda: not loops[2].done(),
                     "scheduler": lambda: bool(scheduler.running),
                 },
                 stalled={
@@ -297,6 +317,7 @@ def create_app(
                     "dispatcher": lambda: dispatcher.stalled,
                     "job firing": lambda: firing_loop.stalled,
                     "completion callbacks": lambda: delivery_loop.stalled,
+                    "event upkeep": lambda: event_upkeep.stalled,
                 },
             ),
             metrics=telemetry.page,
@@ -304,6 +325,8 @@ def create_app(
             sessions=SessionService(
                 SessionStore(redis, scripts), clock, auth, codec.fingerprint, settings.session_ttl
             ),
+            events=events,
+            triggers=TriggerService(trigger_store, trigger_cache, queues, clock),
         )
         scheduler = AsyncIOScheduler()
         recoverer.schedule(scheduler, settings.rescan_interval)
@@ -339,6 +362,7 @@ def create_app(
         loops = [
             asyncio.create_task(firing_loop.run(), name="jobgate-firing"),
             asyncio.create_task(delivery_loop.run(), name="jobgate-notices"),
+            asyncio.create_task(event_upkeep.run(), name="jobgate-event-upkeep"),
         ]
         for queue in await queues.names():
             dispatcher.changed(queue)
@@ -354,6 +378,7 @@ def create_app(
                 await asyncio.wait_for(recovering, timeout=5)
             firing_loop.stop()
             delivery_loop.stop()
+            event_upkeep.stop()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*loops, return_exceptions=True), timeout=5)
             await dispatcher.stop()

@@ -20,9 +20,10 @@ READ_SCOPE = "read"
 METRICS_SCOPE = "metrics"
 ENQUEUE_SCOPE = "enqueue:"
 WORK_SCOPE = "work:"
+EVENTS_SCOPE = "events:"
 VALID_SCOPES = (
     f"{ADMIN_SCOPE}, {READ_SCOPE}, {METRICS_SCOPE}, {ENQUEUE_SCOPE}<queue pattern>, "
-    f"{WORK_SCOPE}<queue pattern>"
+    f"{WORK_SCOPE}<queue pattern>, {EVENTS_SCOPE}<event name pattern>"
 )
 
 
@@ -56,7 +57,7 @@ def _is_scope(scope: str) -> bool:
         return True
     return any(
         scope.startswith(prefix) and len(scope) > len(prefix)
-        for prefix in (ENQUEUE_SCOPE, WORK_SCOPE)
+        for prefix in (ENQUEUE_SCOPE, WORK_SCOPE, EVENTS_SCOPE)
     )
 
 
@@ -221,6 +222,14 @@ class Settings(BaseSettings):
     )
     idempotency_ttl: int = Field(
         86400, ge=1, description="Seconds the answer to a POST with an Idempotency-Key is kept."
+    )
+    event_retention: int = Field(
+        7 * 86400,
+        ge=60,
+        le=365 * 86400,
+        description="Seconds an accepted event is kept, with what it started, resumed and "
+        "cancelled (7 days by default); the recoverer deletes older ones. A producer's retry "
+        "of an event id older than this is a new event.",
     )
     session_secret: SecretStr | None = Field(
         None,

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sdk import api
+from sdk.client_events import AsyncEventMethods, EventMethods
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.client_queues import WORKER_BATCH_SIZE as WORKER_BATCH_SIZE
@@ -98,7 +99,7 @@ class _Base:
         return f"{type(self).__name__}({self.url!r})"
 
 
-class Client(_Base, QueueMethods, TaskMethods, OperatorMethods, JobMethods):
+class Client(_Base, QueueMethods, TaskMethods, OperatorMethods, JobMethods, EventMethods):
     """A blocking client of the gateway's API.
 
     ``Client(url, api_key)``, or :meth:`from_env` (``JOBGATE_URL``, ``JOBGATE_API_KEY``).
@@ -111,7 +112,9 @@ class Client(_Base, QueueMethods, TaskMethods, OperatorMethods, JobMethods):
     The operator methods (:meth:`dead_letters`, :meth:`resubmit`, :meth:`scheduled`,
     :meth:`running`, :meth:`clean`) are inherited from
     :class:`~sdk.client_ops.OperatorMethods`; the jobs and runs methods (:meth:`create_job`,
-    :meth:`run_job`, :meth:`list_runs`, ...) from :class:`~sdk.client_jobs.JobMethods`.
+    :meth:`run_job`, :meth:`list_runs`, ...) from :class:`~sdk.client_jobs.JobMethods`; the
+    events and triggers methods (:meth:`send_event`, :meth:`put_trigger`, ...) from
+    :class:`~sdk.client_events.EventMethods`.
     """
 
     def __init__(
@@ -170,7 +173,12 @@ class Client(_Base, QueueMethods, TaskMethods, OperatorMethods, JobMethods):
 
 
 class AsyncClient(
-    _Base, AsyncQueueMethods, AsyncTaskMethods, AsyncOperatorMethods, AsyncJobMethods
+    _Base,
+    AsyncQueueMethods,
+    AsyncTaskMethods,
+    AsyncOperatorMethods,
+    AsyncJobMethods,
+    AsyncEventMethods,
 ):
     """The asyncio twin of :class:`Client`: the same methods, awaitable.
 

@@ -21,4 +21,5 @@ NAV: tuple[Section, ...] = (
     Section("running", "Running", "/admin/running"),
     Section("deadletters", "Dead letters", "/admin/deadletters"),
     Section("jobs", "Jobs", "/admin/jobs"),
+    Section("events", "Events", "/admin/events"),
 )

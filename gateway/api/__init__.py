@@ -9,6 +9,7 @@ from __future__ import annotations
 from gateway.api import (
     callbacks,
     catalog,
+    events,
     health,
     jobs,
     keys,
@@ -31,6 +32,7 @@ OPERATIONS: list[Operation] = [
     *catalog.OPERATIONS,
     *notices.OPERATIONS,
     *jobs.OPERATIONS,
+    *events.OPERATIONS,
     *health.OPERATIONS,
     *metrics.OPERATIONS,
     *pulls.OPERATIONS,

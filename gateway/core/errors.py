@@ -13,7 +13,9 @@ services only raise them::
     │   ├── TaskNotFound
     │   ├── EndpointNotFound
     │   ├── JobNotFound
-    │   └── RunNotFound
+    │   ├── RunNotFound
+    │   ├── EventNotFound
+    │   └── TriggerNotFound
     ├── Conflict                    409
     │   ├── TaskExists              a task with this id exists already
     │   ├── DuplicateTaskId         a batch gives one task id twice
@@ -121,6 +123,20 @@ class RunNotFound(NotFound):
 
     def __init__(self, job_id: str, run_id: str) -> None:
         super().__init__(f"job '{job_id}' has no run '{run_id}'")
+
+
+class EventNotFound(NotFound):
+    title = "Event not found"
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"no event '{event_id}' (or it is past the event retention)")
+
+
+class TriggerNotFound(NotFound):
+    title = "Trigger not found"
+
+    def __init__(self, trigger_id: str) -> None:
+        super().__init__(f"no trigger '{trigger_id}'")
 
 
 class Conflict(GatewayError):

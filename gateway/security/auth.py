@@ -9,6 +9,8 @@ A key's scopes decide what it may do:
   matches the shell-style pattern (``enqueue:mail-*``, ``enqueue:*``);
 - ``work:<pattern>``: lease tasks (``POST .../leases``, pull workers) from queues whose name
   matches the pattern. The leased tasks' callbacks need no key: their lease token decides.
+- ``events:<pattern>``: publish events (``POST /v1/events``) whose name matches the pattern
+  (``events:billing.*``, ``events:*``).
 
 Worker callbacks carry no key: their lease token authorises them (see ``services.callbacks``).
 """
@@ -25,6 +27,7 @@ from gateway.core.errors import Forbidden, Unauthorized
 from gateway.settings import (
     ADMIN_SCOPE,
     ENQUEUE_SCOPE,
+    EVENTS_SCOPE,
     METRICS_SCOPE,
     READ_SCOPE,
     WORK_SCOPE,
@@ -39,6 +42,7 @@ class Access(StrEnum):
     READ = "read"  # read anything
     PRODUCE = "produce"  # enqueue, read and cancel tasks of one queue
     WORK = "work"  # lease tasks of one queue (a pull worker)
+    PUBLISH = "publish"  # publish events of one name
     LEASE = "lease"  # a worker callback: no API key, the lease token decides
     PUBLIC = "public"  # the probes (/healthz, /readyz): no API key, nothing to protect
     METRICS = "metrics"  # scrape GET /metrics
@@ -50,8 +54,14 @@ class Principal:
     scopes: tuple[str, ...]
 
     def may(self, access: Access, queue: str | None = None) -> bool:
+        """Whether the key may do ``access`` on ``queue`` (for PUBLISH: the event's name;
+        None: on some event, before the body names it)."""
         if ADMIN_SCOPE in self.scopes:
             return True
+        if access is Access.PUBLISH:
+            if queue is None:
+                return any(scope.startswith(EVENTS_SCOPE) for scope in self.scopes)
+            return _matches(self.scopes, EVENTS_SCOPE, queue)
         if access is Access.METRICS:
             return METRICS_SCOPE in self.scopes or READ_SCOPE in self.scopes
         if access is Access.READ and queue is None:
@@ -67,11 +77,13 @@ class Principal:
     def require(self, access: Access, queue: str | None = None) -> None:
         if not self.may(access, queue):
             target = f" on queue '{queue}'" if queue else ""
+            if access is Access.PUBLISH:
+                target = f" event '{queue}'" if queue else " events"
             raise Forbidden(f"this API key may not {access.value}{target}")
 
 
 def _matches(scopes: tuple[str, ...], prefix: str, queue: str) -> bool:
-    """Whether a ``<prefix><pattern>`` scope covers ``queue``."""
+    """Whether a ``<prefix><pattern>`` scope covers ``queue`` (or event name)."""
     return any(
         scope.startswith(prefix) and fnmatchcase(queue, scope.removeprefix(prefix))
         for scope in scopes

@@ -12,6 +12,7 @@ from gateway.security.auth import Authenticator
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
+from gateway.services.events import EventService
 from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
@@ -22,6 +23,7 @@ from gateway.services.queues import QueueService
 from gateway.services.readiness import Readiness
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
+from gateway.services.triggers import TriggerService
 from gateway.store.idempotency import IdempotencyStore
 from gateway.telemetry.setup import PrometheusPage
 
@@ -43,5 +45,7 @@ class Services:
     jobs: JobService
     pulls: PullService
     sessions: SessionService
+    events: EventService
+    triggers: TriggerService
     readiness: Readiness | None = None
     metrics: PrometheusPage | None = None  # GET /metrics; None when metrics are off

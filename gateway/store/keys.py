@@ -140,6 +140,22 @@ Global job keys (one command each, outside any script):
   hint: the job hash is the truth, and the hint is kept never later than it
   (``gateway.store.jobs.JobStore.hint``).
 
+Events and triggers (global keys, one command each; see ``gateway.store.events``):
+
+- ``jg:ev:<id>`` (STR): an event's record, JSON ``{name, data, ms, state, touched}``: ``ms``
+  when it was accepted, ``state`` ``pending`` until every consumer (triggers, waits,
+  ``cancel_on``) has acted on it, then ``done`` with ``touched`` (what it did to which tasks).
+  Written with ``SET NX``: the first gateway to write an id owns its ``ms``.
+- ``jg:events`` (ZSET): event id → accepted ms: the listing, and the retention sweep's order.
+- ``jg:events:n:<name>`` (ZSET): event id → accepted ms, the events of one name (the listing by
+  name, and the recent events a wait looks back on).
+- ``jg:events:pending`` (ZSET): event id → ms when the recoverer may finish it: written before
+  the record, with a lease ahead of now; removed once the record is ``done``. The recoverer
+  claims due entries (``lua/claim_events.lua`` moves their score a lease ahead) and finishes
+  them; an entry whose record does not exist (its gateway stopped before writing it) is
+  dropped.
+- ``jg:triggers`` (HASH): trigger id → its definition JSON.
+
 Admin UI sessions and sign-in (see ``gateway.store.sessions``):
 
 - ``jg:sessions:<fingerprint>`` (ZSET): the open sessions of one API key, session id → expiry ms
@@ -187,6 +203,20 @@ FINISHED_STATES: tuple[TaskState, ...] = (
 
 JOBS = "jg:jobs"
 JOBS_DUE = "jg:jobs:due"
+
+EVENTS = "jg:events"
+EVENTS_PENDING = "jg:events:pending"
+TRIGGERS = "jg:triggers"
+
+
+def event(event_id: str) -> str:
+    """An event's record."""
+    return f"jg:ev:{event_id}"
+
+
+def events_named(name: str) -> str:
+    """The events of one name, id → accepted ms."""
+    return f"jg:events:n:{name}"
 
 
 @dataclass(frozen=True, slots=True)

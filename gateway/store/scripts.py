@@ -86,6 +86,7 @@ ScriptName = Literal[
     "missing",
     "unindex",
     "orphan_steps",
+    "claim_events",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})

@@ -38,6 +38,7 @@ The models live by concept -- :mod:`sdk.wire.tasks` (a task's history in
 :mod:`sdk.wire.attempts`), :mod:`sdk.wire.queues`, :mod:`sdk.wire.endpoints`,
 :mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
 :mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs),
+:mod:`sdk.wire.events` (events and triggers),
 :mod:`sdk.wire.health` (the probes) on :mod:`sdk.wire.base` (headers, name formats, problems)
 -- and are imported from here.
 """
@@ -101,6 +102,20 @@ from sdk.wire.endpoints import (
     EndpointList,
     EndpointPatch,
     SecretRotation,
+)
+from sdk.wire.events import (
+    Event,
+    EventCreate,
+    EventData,
+    EventId,
+    EventName,
+    EventPage,
+    EventState,
+    TouchedTask,
+    Trigger,
+    TriggerCreate,
+    TriggerId,
+    TriggerList,
 )
 from sdk.wire.health import Health, Readiness
 from sdk.wire.jobs import (
@@ -243,6 +258,13 @@ __all__ = [
     "EndpointPatch",
     "EndpointTasks",
     "ErrorIn",
+    "Event",
+    "EventCreate",
+    "EventData",
+    "EventId",
+    "EventName",
+    "EventPage",
+    "EventState",
     "FailureKind",
     "FieldError",
     "FireTimes",
@@ -318,6 +340,11 @@ __all__ = [
     "TaskStep",
     "Throttle",
     "Timestamp",
+    "TouchedTask",
+    "Trigger",
+    "TriggerCreate",
+    "TriggerId",
+    "TriggerList",
     "WebUrl",
     "check_queue_name",
 ]

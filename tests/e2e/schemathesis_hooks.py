@@ -16,7 +16,8 @@ the request, and each hook only points a generated value at something that exist
   the payloads of the enqueues generated after them (422 naming the field), and a schema the
   generator makes may use a keyword wrongly (``{"type": 5}``), which no JSON Schema of a JSON
   Schema that a generator can read rules out (the 2020-12 meta-schema uses ``$dynamicRef``);
-- a job's task, and a run's queue override, name a registered queue (here: ``st``);
+- a job's task, a run's queue override and a trigger's queue name a registered queue (here:
+  ``st``);
 - a long poll (``GET /v1/tasks/{task_id}?wait=``) of a task that exists waits as long as it
   asks, up to 60 s: waits are cut to 2 s, below Schemathesis's request timeout (runs answer
   with real task ids, which Schemathesis then uses there); a lease request's body ``wait``
@@ -76,6 +77,8 @@ def map_case(context: Any, case: Any) -> Any:
         _existing(body)
         if case.path.startswith("/v1/jobs"):
             _registered_queue(body, case.path)
+        if case.path.startswith("/v1/triggers/") and isinstance(body.get("queue"), str):
+            body["queue"] = "st"
         tasks = body.get("tasks")
         if isinstance(tasks, list):
             for task in tasks:

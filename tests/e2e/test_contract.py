@@ -32,7 +32,9 @@ GROUP = "seeded"  # the seeded task's group: what a generated after_group is mad
 # endpoints with its queues; tasks find the queue made for them above.
 INCLUDED = {
     "jobs": r"^/v1/jobs",
-    "callbacks-and-reads": r"^/(v1/(callbacks|deadletters|running|keys)|healthz|readyz|metrics)",
+    "callbacks-and-reads": (
+        r"^/(v1/(callbacks|deadletters|running|keys|events|triggers)|healthz|readyz|metrics)"
+    ),
     "tasks": r"^/v1/(queues/\{queue\}/tasks|tasks)",
 }
 PARTS = {

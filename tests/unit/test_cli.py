@@ -86,7 +86,8 @@ def test_an_unknown_scope_is_refused_at_start_in_one_line(
     err = capsys.readouterr().err
     assert err == (
         "jobgate: error: invalid settings: api_keys.1: key 'ci' has unknown scope 'write'; "
-        "valid scopes: admin, read, metrics, enqueue:<queue pattern>, work:<queue pattern>\n"
+        "valid scopes: admin, read, metrics, enqueue:<queue pattern>, work:<queue pattern>, "
+        "events:<event name pattern>\n"
     )
 
 

@@ -10,6 +10,7 @@ from starlette.routing import BaseRoute
 from gateway.admin.pages import (
     bulk,
     deadletters,
+    events,
     find,
     jobs,
     login,
@@ -29,6 +30,7 @@ SECTIONS: tuple[Callable[[Admin], list[BaseRoute]], ...] = (
     running.routes,
     deadletters.routes,
     jobs.routes,
+    events.routes,
     runs.routes,
     find.routes,
     bulk.routes,
