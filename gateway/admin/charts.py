@@ -19,13 +19,14 @@ AXIS = 30  # SVG units left of the bars, for the y axis's labels
 BELOW = 12  # SVG units under the bars, for the x axis's labels
 BAD = (TaskState.FAILED, TaskState.DEAD)  # drawn red
 ENDED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED)
+DRAWN = ENDED[:3]  # the hour chart leaves cancelled tasks out
 
 
-def ended_text(counts: dict[TaskState, int]) -> str:
+def ended_text(counts: dict[TaskState, int], states: tuple[TaskState, ...] = ENDED) -> str:
     """``9 succeeded, 1 dead``: succeeded always, each other final state when any ended so."""
     return ", ".join(
         f"{thousands(counts.get(s, 0))} {s.value}"
-        for s in ENDED
+        for s in states
         if s is TaskState.SUCCEEDED or counts.get(s, 0)
     )
 
@@ -114,8 +115,8 @@ def hour_chart(throughput: Throughput) -> HourChart:
             s,
             f,
             n - i,
-            ended_text(_window(throughput, i)),
+            ended_text(_window(throughput, i), DRAWN),
         )
         for i, (s, f) in enumerate(zip(ok, bad, strict=True))
     )
-    return HourChart(bars, top, sum(ok), sum(bad), ended_text(_totals(throughput)))
+    return HourChart(bars, top, sum(ok), sum(bad), ended_text(_totals(throughput), DRAWN))
