@@ -162,3 +162,12 @@ async def test_a_queue_lists_its_jobs_and_a_job_its_fire_times_in_its_own_zone(
         assert re.fullmatch(r"\d{4}-\d\d-\d\d 0[12]:00:00 UTC", utc)
         assert re.fullmatch(r"\d{4}-\d\d-\d\d 03:00:00 CES?T", local)
     assert "Europe/Berlin; UTC on hover" in job.text
+
+
+async def test_a_queue_named_like_a_route_still_has_its_page(rig: Rig) -> None:
+    """The pickers' name suggestions live outside /admin/queues/, so no queue name is hidden."""
+    await rig.api.put("/v1/queues/names", json={})
+    await sign_in(rig.web, ADMIN)
+    page = await rig.web.get("/admin/queues/names")
+    assert page.status_code == 200
+    assert "<h1>Queue names" in page.text

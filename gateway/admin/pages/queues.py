@@ -3,7 +3,8 @@
 A few queues show as cards; more as a compact table, searched by name, sorted by name or by a
 state's size, 50 rows a page. Either way the page (and each live refresh) reads the rows in
 view only (see ``gateway.services.overview``). Queue pickers of the other pages ask
-``/queues/names`` for the names matching what was typed.
+``/queue-names`` for the names matching what was typed (not under ``/queues/``, where it would
+hide the page of a queue named "names").
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ async def resume(visit: Visit) -> Response:
 def routes(admin: Admin) -> list[BaseRoute]:
     return [
         Route("/queues", admin.page(queues), methods=["GET"]),
-        Route("/queues/names", admin.page(names), methods=["GET"]),
+        Route("/queue-names", admin.page(names), methods=["GET"]),
         Route("/queues/{queue}/pause", admin.page(pause, change=True), methods=["POST"]),
         Route("/queues/{queue}/resume", admin.page(resume, change=True), methods=["POST"]),
     ]
