@@ -11,6 +11,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
 from jinja2.runtime import Context
@@ -92,6 +93,32 @@ def thousands(n: int | float | None) -> str:
     return f"{n:,}" if isinstance(n, int) else f"{n:,.1f}"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count and its noun, agreeing: ``1 endpoint``, ``2 endpoints``, ``12,345 tasks``
+    (``many``: the plural when it is not ``word`` + s). Every count in words goes through it,
+    never ``endpoint(s)``."""
+    return f"{thousands(n)} {word if n == 1 else many or word + 's'}"
+
+
+class Count(int):
+    """A count for ``str.format`` that names its noun: ``"{n:task}"`` is ``3 tasks``."""
+
+    def __format__(self, spec: str) -> str:
+        return plural(int(self), spec) if spec else thousands(int(self))
+
+
+def zoned(moment: datetime | None, zone: str | None = None) -> Markup:
+    """A time in a given IANA zone (a job's), with the zone's abbreviation, and UTC on hover.
+    Not a ``<time>``: ``admin.js`` turns those into the viewer's zone, and this one means the
+    job's."""
+    if moment is None:
+        return Markup(NOTHING)
+    local = moment.astimezone(ZoneInfo(zone or "UTC"))
+    return Markup('<span class="zoned" title="{}">{}</span>').format(
+        when(moment), local.strftime("%Y-%m-%d %H:%M:%S %Z")
+    )
+
+
 def pretty(value: Any) -> str:
     """JSON, indented, for a ``<pre>``."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
@@ -119,6 +146,8 @@ def environment() -> Environment:
         schedule=schedule_text,
         thousands=thousands,
         at=at,
+        plural=plural,
+        zoned=zoned,
     )
     env.globals.update(csrf_field=csrf_field, OUTCOME_BADGES=OUTCOME_BADGES, RUN_BADGES=RUN_BADGES)
     return env

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.admin.nav import NAV
-from gateway.admin.render import CSRF_FIELD
+from gateway.admin.render import CSRF_FIELD, Count
 from gateway.admin.session import Session, SessionCodec
 from gateway.core.errors import (
     FieldProblem,
@@ -56,7 +56,7 @@ NOTICES = {
     "resumed": "Queue resumed: its tasks are dispatched again.",
     "cancelled": "Cancelled (a running task is asked to stop at its next heartbeat, and ends "
     "cancelled unless its attempt succeeds first).",
-    "resubmitted": "{n} task(s) queued again; {skipped} skipped.",
+    "resubmitted": "{n:task} queued again; {skipped} skipped.",
     "job-created": "Job created.",
     "job-saved": "Job saved: the new schedule applies at once on every gateway.",
     "job-paused": "Job paused: it does not fire until resumed (it can still run now).",
@@ -71,8 +71,8 @@ NOTICES = {
     "endpoint-disabled": "Endpoint disabled: it gets no new tasks (pushes in flight finish).",
     "settings-saved": "Settings saved: every gateway applies them within a second.",
     "unchanged": "Nothing was changed.",
-    "purged": "{n} finished task(s) deleted.",
-    "bulk-cancelled": "{n} task(s) cancelled; {requested} running task(s) asked to stop (each "
+    "purged": "{n:finished task} deleted.",
+    "bulk-cancelled": "{n:task} cancelled; {requested:running task} asked to stop (each "
     "ends cancelled unless its attempt succeeds first); {skipped} had ended meanwhile.",
 }
 """The messages a page shows after a change (``?notice=<name>``): fixed texts, so a link
@@ -289,9 +289,9 @@ class Visit:
         if text is None:
             return None
         return text.format(
-            n=self.number("n"),
-            skipped=self.number("skipped"),
-            requested=self.number("requested"),
+            n=Count(self.number("n")),
+            skipped=Count(self.number("skipped")),
+            requested=Count(self.number("requested")),
         )
 
     def render(

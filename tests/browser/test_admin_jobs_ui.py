@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,7 +56,7 @@ def test_operator_creates_a_job_from_the_catalog_form_runs_it_and_stops_a_run(
     sign_in(page, gateway)
 
     # A new job: the args fields come from the chosen task's schema.
-    page.get_by_role("link", name="Jobs", exact=True).click()
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name="Jobs").click()
     expect(page.locator("#jobs")).to_contain_text("No jobs yet")
     page.get_by_role("link", name="New job").click()
     page.select_option("select[name=task]", f"e2e/{REPORT}")
@@ -74,7 +75,10 @@ def test_operator_creates_a_job_from_the_catalog_form_runs_it_and_stops_a_run(
     page.get_by_role("button", name="Create job").click()
     expect(page.locator(".notice")).to_contain_text("Job created.")
     expect(page.locator('[data-field="args"]')).to_contain_text('"label": "nightly"')
-    expect(page.locator('[data-field="preview"]')).to_contain_text("UTC")
+    # the next fire times in the job's zone, UTC on hover (issue 31)
+    first = page.locator('[data-field="preview"] .zoned').first
+    expect(first).to_have_text(re.compile(r"03:00:00 CES?T$"))
+    expect(first).to_have_attribute("title", re.compile(r" UTC$"))
 
     # Run it now: the run's page turns success live, and shows the task's log lines.
     page.evaluate("window.__sameDocument = true")
@@ -90,7 +94,7 @@ def test_operator_creates_a_job_from_the_catalog_form_runs_it_and_stops_a_run(
     screenshot(page, "run")
 
     # The list shows its last run (status, time, by whom) and its next run.
-    page.get_by_role("link", name="Jobs", exact=True).click()
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name="Jobs").click()
     row = page.locator("[data-job]").filter(has_text="Nightly report")
     expect(row.locator('[data-field="last-run"]')).to_contain_text("success")
     expect(row.locator('[data-field="last-run"]')).to_contain_text("by ops")

@@ -138,7 +138,7 @@ def test_operator_sees_queues_live_pauses_filters_opens_a_task_and_resubmits_dea
     page.wait_for_timeout(2500)  # a live refresh is due meanwhile: it must keep the selection
     expect(page.locator("input[name=ids]:checked")).to_have_count(4)
     page.get_by_role("button", name="Resubmit selected").click()
-    expect(page.locator(".notice")).to_contain_text("4 task(s) queued again; 0 skipped")
+    expect(page.locator(".notice")).to_contain_text("4 tasks queued again; 0 skipped")
     expect(page.locator("[data-task]")).to_have_count(0)
     for task_id in dead:
         assert client.get(f"/v1/tasks/{task_id}").json()["state"] == "queued"

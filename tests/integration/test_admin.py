@@ -285,7 +285,7 @@ async def test_dead_letters_resubmit_selected_all_matching_and_one_from_its_page
     assert picked.status_code == 303
     assert picked.headers["location"].startswith("/admin/deadletters?owner=acme&notice=")
     shown = await rig.web.get(picked.headers["location"])
-    assert "2 task(s) queued again; 0 skipped" in shown.text
+    assert "2 tasks queued again; 0 skipped" in shown.text
     assert await states(rig, one) == ["queued", "dead", "dead"]
     assert await states(rig, other) == ["queued", "dead"]
     # every dead letter matching the filter: owner acme's, not zeta's
@@ -314,7 +314,7 @@ async def test_queues_page_shows_depths_and_the_last_minutes_throughput(rig: Rig
     page = await rig.web.get("/admin/queues")
     card = page.text.split('data-queue="dl-one"')[1].split("</section>")[0]
     assert re.search(r'data-state="dead">\s*<span class="n">2</span>', card)
-    assert "0 succeeded, 2 failed in 10 min" in card
+    assert "0 succeeded, 2 dead in 10 min" in card
     assert card.count("<rect") == 10
     assert card.count('class="with-failures"') == 1
 

@@ -115,12 +115,12 @@ async def test_queue_pickers_suggest_a_few_matching_names_never_the_whole_list(
         assert '<select name="queue"' not in html, page
         assert 'list="queue-names"' in html, page
         assert html.count("<option") <= 10, page  # the states of the tasks page, no queues
-    names = await rig.web.get("/admin/queues/names?queue=11")
+    names = await rig.web.get("/admin/queue-names?queue=11")
     expected = ["t011"] + [f"t{n}" for n in range(110, 120)]
     assert names.text == "".join(f'<option value="{n}">' for n in expected)
-    capped = await rig.web.get("/admin/queues/names?queue=t")
+    capped = await rig.web.get("/admin/queue-names?queue=t")
     assert capped.text.count("<option") == 20
-    first = await rig.web.get("/admin/queues/names?queue=T00")
+    first = await rig.web.get("/admin/queue-names?queue=T00")
     assert first.text.startswith('<option value="t000">')
 
 

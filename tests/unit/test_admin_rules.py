@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from gateway.admin.pages.queues import bars
+from gateway.admin.charts import ended_text, spark
 from gateway.admin.render import TEMPLATES, ago, duration, environment, when
 from gateway.services.activity import Throughput
 from sdk.wire import TaskState
@@ -80,7 +80,18 @@ def test_throughput_bars_scale_to_the_busiest_minute() -> None:
         TaskState.CANCELLED: [0, 0, 0, 0],
     }
     t = Throughput("q", 60, datetime(2030, 1, 1, tzinfo=UTC), finished)
-    drawn = bars(t, height=30)
+    chart = spark(t, height=30)
+    drawn = chart.bars
     assert [b.height for b in drawn] == [0, 30, 15, 1]  # a quiet minute still shows
     assert [b.failed for b in drawn] == [0, 10, 5, 0]
     assert [b.x for b in drawn] == [0, 10, 20, 30]
+    assert chart.top == 100  # the scale: the busiest minute
+    # the states' own names, as the counters say them (issue 31): never "failed" for dead
+    assert [b.text for b in drawn] == [
+        "0 succeeded",
+        "90 succeeded, 10 dead",
+        "45 succeeded, 5 failed",
+        "1 succeeded",
+    ]
+    assert chart.text == "136 succeeded, 5 failed, 10 dead"
+    assert ended_text({TaskState.CANCELLED: 1_200}) == "0 succeeded, 1,200 cancelled"

@@ -1,6 +1,7 @@
-"""One queue's endpoints and settings: each endpoint's figures and the tasks it reported, with
-enable, disable and secret rotation; the queue's whole policy and its edit form; purging its
-finished tasks. Every change goes through the same service calls as the JSON API."""
+"""One queue's endpoints and settings tabs (its home and jobs: ``pages.queue_home``): each
+endpoint's figures and the tasks it reported, with enable, disable and secret rotation; the
+queue's whole policy and its edit form; purging its finished tasks. Every change goes through
+the same service calls as the JSON API."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.admin import policyform
 from gateway.admin.charts import HOUR_WINDOWS, HourChart, hour_chart
+from gateway.admin.pages.queue_home import header
 from gateway.admin.web import PREFIX, Admin, Visit, checked
 from gateway.core.errors import FieldProblem, ValidationFailed
 from sdk.wire import (
@@ -66,6 +68,7 @@ async def _endpoints_page(
         queue=found,
         tab="endpoints",
         hour=None if visit.partial else await _hour(visit, queue),  # outside the live part
+        **await header(visit, found, endpoints.items),
         endpoints=endpoints.items,
         served=served,
         overlaps=OVERLAPS,
@@ -118,6 +121,7 @@ async def _settings_page(visit: Visit, queue: Queue, form: policyform.PolicyForm
         queue=queue,
         tab="settings",
         hour=await _hour(visit, queue.name),
+        **await header(visit, queue),
         form=form,
         status=422 if form.problems else 200,
     )
@@ -153,6 +157,7 @@ async def purge_form(visit: Visit) -> Response:
         queue=queue,
         tab="settings",
         hour=None,
+        **await header(visit, queue),
         finished=FINISHED,
         chosen=request.states,
         count=sum(queue.counts.get(s, 0) for s in request.states),

@@ -3,7 +3,8 @@
 A few queues show as cards; more as a compact table, searched by name, sorted by name or by a
 state's size, 50 rows a page. Either way the page (and each live refresh) reads the rows in
 view only (see ``gateway.services.overview``). Queue pickers of the other pages ask
-``/queues/names`` for the names matching what was typed.
+``/queue-names`` for the names matching what was typed (not under ``/queues/``, where it would
+hide the page of a queue named "names").
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.admin.charts import spark
+from gateway.admin.pages.queue_home import unserved
 from gateway.admin.web import PREFIX, Admin, Visit, checked
-from gateway.services.activity import Throughput
-from gateway.services.overview import COUNTED_STATES, QueueSort
+from gateway.services.overview import COUNTED_STATES, QueuePage, QueueSort
 from sdk.wire import QueueName, QueuePolicyPatch, TaskState
 
 WINDOWS = 10  # minutes of throughput shown
@@ -27,32 +29,6 @@ SUGGESTIONS = 20
 DEPTH_STATES = COUNTED_STATES[:4]
 DONE_STATES = COUNTED_STATES[4:]
 VIEW_FIELDS = ("q", "sort", "dir", "cursor")  # what the page's URL may carry, kept by pause
-
-
-@dataclass(frozen=True, slots=True)
-class Bar:
-    """One window of the throughput chart, in the chart's SVG units."""
-
-    x: int
-    height: int
-    count: int
-    failed: int
-
-
-def bars(throughput: Throughput, *, height: int = 30, width: int = 8) -> list[Bar]:
-    """The chart of tasks ended per window, scaled to the busiest window."""
-    ended = throughput.ended()
-    failed = [
-        f + d
-        for f, d in zip(
-            throughput.finished[TaskState.FAILED], throughput.finished[TaskState.DEAD], strict=True
-        )
-    ]
-    top = max(ended, default=0) or 1
-    return [
-        Bar(i * (width + 2), max(1 if n else 0, round(n * height / top)), n, f)
-        for i, (n, f) in enumerate(zip(ended, failed, strict=True))
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +87,7 @@ async def queues(visit: Visit) -> Response:
     )
     cards = page.total <= CARDS_UP_TO and not view.search
     end = view.offset + len(page.rows)
+    warnings = await _warnings(visit, page) if cards else {}
     return visit.render(
         "queues.html",
         "_queues.html",
@@ -118,7 +95,9 @@ async def queues(visit: Visit) -> Response:
         page=page,
         view=view,
         cards=cards,
-        rows=[(row, bars(row.throughput) if row.throughput else []) for row in page.rows],
+        rows=[(row, spark(row.throughput) if row.throughput else None) for row in page.rows],
+        warnings=warnings,
+        totals=await _totals(visit, page, cards),
         depth_states=DEPTH_STATES,
         done_states=DONE_STATES,
         windows=WINDOWS,
@@ -129,6 +108,27 @@ async def queues(visit: Visit) -> Response:
         shown_to=end,
         self_url=visit.here,
     )
+
+
+async def _warnings(visit: Visit, page: QueuePage) -> dict[str, str]:
+    """For each card with queued tasks, why nothing takes them, when nothing can."""
+    found = {}
+    for row in page.rows:
+        queued = row.counts.get(TaskState.QUEUED, 0)
+        if queued:
+            endpoints = (await visit.services.queues.endpoints(row.name)).items
+            reason = unserved(queued, endpoints)
+            if reason:
+                found[row.name] = reason
+    return found
+
+
+async def _totals(visit: Visit, page: QueuePage, cards: bool) -> dict[TaskState, int]:
+    """Tasks in each state across every queue: the cards' own counts summed when every queue
+    is a card, else the shared summaries (up to 10 s old, see ``services.overview``)."""
+    if cards:
+        return {s: sum(r.counts.get(s, 0) for r in page.rows) for s in COUNTED_STATES}
+    return {s: await visit.services.overview.total(s) for s in COUNTED_STATES}
 
 
 async def names(visit: Visit) -> Response:
@@ -157,7 +157,7 @@ async def resume(visit: Visit) -> Response:
 def routes(admin: Admin) -> list[BaseRoute]:
     return [
         Route("/queues", admin.page(queues), methods=["GET"]),
-        Route("/queues/names", admin.page(names), methods=["GET"]),
+        Route("/queue-names", admin.page(names), methods=["GET"]),
         Route("/queues/{queue}/pause", admin.page(pause, change=True), methods=["POST"]),
         Route("/queues/{queue}/resume", admin.page(resume, change=True), methods=["POST"]),
     ]
