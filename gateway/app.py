@@ -57,6 +57,7 @@ from gateway.services.readiness import Readiness
 from gateway.services.runs import Runs
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
+from gateway.services.waits import WaitResumer
 from gateway.settings import Settings
 from gateway.store.catalog import CatalogStore
 from gateway.store.clock import RedisClock
@@ -272,6 +273,7 @@ def create_app(
                 metrics=recorder,
             ),
             operations=OperationsService(operations_store, queues, clock, on_ready=wake),
+            waits=WaitResumer(tasks, clock),
             auth=auth,
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,

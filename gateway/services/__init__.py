@@ -22,6 +22,7 @@ from gateway.services.queues import QueueService
 from gateway.services.readiness import Readiness
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
+from gateway.services.waits import WaitResumer
 from gateway.store.idempotency import IdempotencyStore
 from gateway.telemetry.setup import PrometheusPage
 
@@ -44,4 +45,6 @@ class Services:
     pulls: PullService
     sessions: SessionService
     readiness: Readiness | None = None
+    # Waits for events and cancel_on: the consumer the events service hands each event to.
+    waits: WaitResumer | None = None
     metrics: PrometheusPage | None = None  # GET /metrics; None when metrics are off

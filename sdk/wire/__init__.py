@@ -32,14 +32,15 @@ with a :class:`BatchAnswer`, one :class:`BatchResult` per task.
 
 Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the lease token in the
 ``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``,
-``release`` (give the task back at once, no attempt spent).
+``release`` (give the task back at once, no attempt spent), ``sleep`` and ``wait`` (end the
+attempt until a time, or an event: :mod:`sdk.wire.waits`).
 
 The models live by concept -- :mod:`sdk.wire.tasks` (a task's history in
 :mod:`sdk.wire.attempts`), :mod:`sdk.wire.queues`, :mod:`sdk.wire.endpoints`,
 :mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
 :mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs),
-:mod:`sdk.wire.health` (the probes) on :mod:`sdk.wire.base` (headers, name formats, problems)
--- and are imported from here.
+:mod:`sdk.wire.health` (the probes), :mod:`sdk.wire.waits` (waits for events) on
+:mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
 """
 
 from __future__ import annotations
@@ -189,9 +190,11 @@ from sdk.wire.tasks import (
     TaskState,
     Throttle,
 )
+from sdk.wire.waits import EVENT_NAME_PATTERN, MAX_MATCH_FIELDS, CancelOn, TaskWait, WaitIn
 
 __all__ = [
     "DAY",
+    "EVENT_NAME_PATTERN",
     "HEADER_ATTEMPT",
     "HEADER_BATCH",
     "HEADER_CALLBACK",
@@ -203,6 +206,7 @@ __all__ = [
     "HEADER_TRACESTATE",
     "HEADER_WARNING",
     "LAST_SUCCESSFUL_RUN",
+    "MAX_MATCH_FIELDS",
     "MAX_PRIORITY",
     "MAX_STEPS_BYTES",
     "PROBLEM_CONTENT_TYPE",
@@ -221,6 +225,7 @@ __all__ = [
     "BatchResult",
     "CallbackAck",
     "CancelMatching",
+    "CancelOn",
     "CancelledTasks",
     "Capability",
     "CatalogEndpoint",
@@ -316,8 +321,10 @@ __all__ = [
     "TaskReceipt",
     "TaskState",
     "TaskStep",
+    "TaskWait",
     "Throttle",
     "Timestamp",
+    "WaitIn",
     "WebUrl",
     "check_queue_name",
 ]
