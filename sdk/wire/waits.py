@@ -18,6 +18,7 @@ Match = Annotated[
     Field(max_length=MAX_MATCH_FIELDS),
 ]
 MAX_WAIT = 365 * DAY
+MAX_STEP_NAME = 200  # as the step callback's (sdk.wire.pushes, which imports this module's users)
 
 
 class WaitIn(InputModel):
@@ -25,7 +26,7 @@ class WaitIn(InputModel):
     data matches ``match`` arrives (the task is pushed again with the event as the step's
     result) or ``timeout`` seconds pass (the step's result is ``null``)."""
 
-    step: Annotated[str, StringConstraints(min_length=1, max_length=256)] = Field(
+    step: Annotated[str, StringConstraints(min_length=1, max_length=MAX_STEP_NAME)] = Field(
         description="The step the event (or null) is recorded as; once recorded, a later "
         "attempt finds it in the push's steps and goes past the wait."
     )
