@@ -57,7 +57,7 @@ from gateway.services.readiness import Readiness
 from gateway.services.runs import Runs
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
-from gateway.services.waits import WaitResumer
+from gateway.services.waits import WaitResumer, Waits
 from gateway.settings import Settings
 from gateway.store.catalog import CatalogStore
 from gateway.store.clock import RedisClock
@@ -271,6 +271,9 @@ def create_app(
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
                 metrics=recorder,
+                # The wait's post-check reads the events service's recent events (recent=...):
+                # wired with that service (issue 30); without it, no post-check.
+                waits=Waits(tasks, clock),
             ),
             operations=OperationsService(operations_store, queues, clock, on_ready=wake),
             waits=WaitResumer(tasks, clock),
