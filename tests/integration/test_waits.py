@@ -12,13 +12,13 @@ import pytest
 from ulid import ULID
 
 from gateway.core.matching import canonical, shape_of
+from gateway.services.enqueue.new_records import new_task
 from gateway.services.event_types import AcceptedEvent, Touched
 from gateway.services.task_reads import TaskReader
 from gateway.services.waits import WaitResumer, Waits
 from gateway.store.keys import QueueKeys, event_waits
-from gateway.store.records import NewTask
 from gateway.store.tasks import Finish, Wait
-from sdk.wire import AttemptOutcome, CancelOn, TaskState, WaitIn
+from sdk.wire import AttemptOutcome, CancelOn, QueuePolicy, TaskCreate, TaskState, WaitIn
 
 from .conftest import Stores
 from .test_recoverer import Q, claim, enqueue, make_queue, record
@@ -234,18 +234,11 @@ async def test_200_waits_on_200_keys_each_resume_once_with_their_own_data(rig: R
     assert await index_keys(rig.s) == set()
 
 
-async def _enqueue_cancel_on(s: Stores, *entries: CancelOn, run_at: int | None = None) -> str:
-    now = s.clock.now_ms()
-    task = NewTask(
-        id=str(ULID()),
-        name="t",
-        payload_json="null",
-        priority=0,
-        created_ms=now,
-        run_at_ms=now if run_at is None else run_at,
-        cancel_on=tuple((c.event, canonical(c.match), shape_of(c.match)) for c in entries),
-    )
-    await s.tasks.enqueue(Q, [task], now)
+async def _enqueue_cancel_on(s: Stores, *entries: CancelOn, delay: float | None = None) -> str:
+    """A task enqueued with ``entries`` as its cancel_on, made as the enqueue service makes it."""
+    spec = TaskCreate(name="t", cancel_on=list(entries), delay=delay)
+    task = new_task(spec, s.clock.now_ms(), {}, Q, QueuePolicy())
+    await s.tasks.enqueue(Q, [task], s.clock.now_ms())
     return task.id
 
 
@@ -256,7 +249,7 @@ async def test_cancel_on_cancels_a_queued_or_scheduled_task_at_once(rig: Rig) ->
         s,
         CancelOn(event="refunded", match={"order": 2}),
         CancelOn(event="closed"),
-        run_at=s.clock.now_ms() + 60_000,
+        delay=60,
     )
     assert await s.redis.smembers(event_waits("refunded")) == {Q}
     assert await s.redis.smembers(event_waits("closed")) == {Q}
