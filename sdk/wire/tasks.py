@@ -224,8 +224,8 @@ class TaskCreate(InputModel):
         "dropped (200 with the last task let through, flow.throttled: dropped) or delayed to "
         "the next window (201, flow.throttled: delayed).",
     )
-    cancel_on: list[CancelOn] = Field(
-        default_factory=list,
+    cancel_on: list[CancelOn] | None = Field(
+        None,
         max_length=16,
         description="Cancel this task when a matching event is accepted (POST /v1/events): at "
         "once when it is not running (queued, scheduled, waiting, asleep or waiting for an "

@@ -112,7 +112,9 @@ def new_task(
         concurrency_key=_concurrency_key(spec, policy.key_concurrency),
         debounce=debounce,
         throttle=throttle,
-        cancel_on=tuple((c.event, canonical(c.match), shape_of(c.match)) for c in spec.cancel_on),
+        cancel_on=tuple(
+            (c.event, canonical(c.match), shape_of(c.match)) for c in spec.cancel_on or ()
+        ),
     )
 
 
