@@ -190,11 +190,10 @@ from sdk.wire.tasks import (
     TaskState,
     Throttle,
 )
-from sdk.wire.waits import EVENT_NAME_PATTERN, MAX_MATCH_FIELDS, CancelOn, TaskWait, WaitIn
+from sdk.wire.waits import MAX_MATCH_FIELDS, CancelOn, TaskWait, WaitIn
 
 __all__ = [
     "DAY",
-    "EVENT_NAME_PATTERN",
     "HEADER_ATTEMPT",
     "HEADER_BATCH",
     "HEADER_CALLBACK",

@@ -10,8 +10,9 @@ from pydantic import Field, StringConstraints
 
 from sdk.wire.base import DAY, InputModel, Json, OutputModel
 
-EVENT_NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
-EventName = Annotated[str, StringConstraints(pattern=EVENT_NAME_PATTERN)]
+# An event's name, as POST /v1/events takes it (the events branch's sdk/wire/events.py
+# EVENT_NAME_PATTERN; once both are merged, this module imports its EventName instead).
+EventName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$")]
 MAX_MATCH_FIELDS = 16
 Match = Annotated[
     dict[Annotated[str, StringConstraints(min_length=1, max_length=128)], Json],
