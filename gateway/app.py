@@ -61,6 +61,7 @@ from gateway.services.runs import Runs
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
 from gateway.services.triggers import TriggerService, TriggerStarts
+from gateway.services.waits import WaitResumer, Waits
 from gateway.settings import Settings
 from gateway.store.catalog import CatalogStore
 from gateway.store.clock import RedisClock
@@ -262,10 +263,12 @@ def create_app(
         auth = Authenticator(settings.api_keys)
         trigger_store = TriggerStore(redis)
         trigger_cache = TriggerCache(trigger_store)
-        # The events' consumers, in order: the triggers' tasks first (docs/events.md).
+        # The events' consumers, in order: the triggers' tasks first, then the waits and
+        # cancel_on they resume and cancel (docs/events.md, docs/durable.md).
+        wait_resumer = WaitResumer(tasks, clock)
         events = EventService(
             EventStore(redis, scripts),
-            [TriggerStarts(trigger_cache, task_service)],
+            [TriggerStarts(trigger_cache, task_service), wait_resumer],
             clock,
             retention_ms=round(settings.event_retention * 1000),
             on_hold=lambda due_ms: event_upkeep.notice(due_ms),  # made below
@@ -289,8 +292,12 @@ def create_app(
                 rng=rng,
                 log_lines_kept=settings.log_lines_kept,
                 metrics=recorder,
+                # After a wait is recorded, it reads the events accepted since (its lookback
+                # included): one that came meanwhile resumes it (docs/durable.md).
+                waits=Waits(tasks, clock, recent=events),
             ),
             operations=OperationsService(operations_store, queues, clock, on_ready=wake),
+            waits=wait_resumer,
             auth=auth,
             idempotency=IdempotencyStore(redis, scripts, ttl_ms=settings.idempotency_ttl * 1000),
             max_body_bytes=settings.max_body_bytes,

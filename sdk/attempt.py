@@ -199,6 +199,8 @@ class Attempt:
             await self.channel.release()
         elif verdict.sleep_until is not None:
             await self.channel.sleep(verdict.sleep_until)
+        elif verdict.wait is not None:
+            await self.channel.wait(verdict.wait)
         else:
             await self.channel.finish(verdict.final)
 

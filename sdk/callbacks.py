@@ -41,6 +41,7 @@ from sdk.wire import (
     SleepIn,
     StepIn,
     StepOut,
+    WaitIn,
 )
 
 if TYPE_CHECKING:
@@ -172,6 +173,12 @@ class CallbackChannel:
         """End the attempt with a durable sleep: the gateway pushes the task again at
         ``until`` without spending an attempt. Sent like :meth:`finish`."""
         return await asyncio.shield(self._final("sleep", SleepIn(until=until)))
+
+    async def wait(self, wait: WaitIn) -> bool:
+        """End the attempt with a wait for an event: the gateway pushes the task again once a
+        matching event arrives or the timeout passes, without spending an attempt. Sent like
+        :meth:`finish`."""
+        return await asyncio.shield(self._final("wait", wait))
 
     async def _final(self, kind: str, final: BaseModel | None) -> bool:
         import httpx  # here, not at import: a worker that sends no callback never loads it

@@ -21,7 +21,8 @@ from typing import Any, Protocol, TypeVar
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from sdk.errors import Cancelled, DuplicateStep, HandOver, Sleep
+from sdk.errors import Cancelled, DuplicateStep, HandOver, Sleep, WaitForEvent
+from sdk.wire import WaitIn
 
 __all__ = ["AsyncContext", "Channel", "Context", "DetachedChannel", "TaskInfo", "TimeBudget"]
 
@@ -226,6 +227,27 @@ class _Base:
             return (datetime.fromisoformat(wake) if isinstance(wake, str) else until), False
         return until, True
 
+    def _awaited(
+        self,
+        step: str,
+        event: str,
+        match: Mapping[str, JsonValue] | None,
+        timeout: float | timedelta,
+        lookback: float | timedelta,
+    ) -> JsonValue:
+        """The wait ``step``'s recorded result (the event, or None at the timeout) on a later
+        attempt; else raise :class:`~sdk.errors.WaitForEvent` to end this one with the wait."""
+        if self._replayed(step):
+            return self.info.steps[step]
+        if isinstance(timeout, timedelta):
+            timeout = timeout.total_seconds()
+        if isinstance(lookback, timedelta):
+            lookback = lookback.total_seconds()
+        wait = WaitIn(
+            step=step, event=event, match=dict(match or {}), timeout=timeout, lookback=lookback
+        )
+        raise WaitForEvent(wait)
+
     def _before_heartbeat(self) -> None:
         """A task already told to stop (cancel, or the worker's shutdown) stops at its next
         heartbeat without a call to the gateway."""
@@ -301,6 +323,25 @@ class AsyncContext(_Base):
         if wake > datetime.now(UTC):
             raise Sleep(name, wake)
 
+    async def wait_for_event(
+        self,
+        step: str,
+        *,
+        event: str,
+        match: Mapping[str, JsonValue] | None = None,
+        timeout: float | timedelta,
+        lookback: float | timedelta = 0,
+    ) -> JsonValue:
+        """Wait for an event without holding a worker: end this attempt (raises
+        :class:`~sdk.errors.WaitForEvent`, which the worker turns into the ``wait`` callback)
+        until an event named ``event`` whose data has every field of ``match`` at the same
+        value is accepted (``POST /v1/events``), or ``timeout`` (seconds) passes; no attempt
+        is spent. The task is then pushed again, and this returns the step ``step``'s result:
+        the event as ``{"id", "name", "data"}``, or ``None`` at the timeout. An event accepted
+        before the wait was recorded counts only within ``lookback`` (seconds; docs/durable.md,
+        "Waiting for an event")."""
+        return self._awaited(step, event, match, timeout, lookback)
+
     async def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""
         await self._channel.log(message, level)
@@ -365,6 +406,18 @@ class Context(_Base):
             self._after_step(self._run(self._channel.step(name, {"until": wake.isoformat()})))
         if wake > datetime.now(UTC):
             raise Sleep(name, wake)
+
+    def wait_for_event(
+        self,
+        step: str,
+        *,
+        event: str,
+        match: Mapping[str, JsonValue] | None = None,
+        timeout: float | timedelta,
+        lookback: float | timedelta = 0,
+    ) -> JsonValue:
+        """Wait for an event without holding a worker, as :meth:`AsyncContext.wait_for_event`."""
+        return self._awaited(step, event, match, timeout, lookback)
 
     def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""

@@ -12,6 +12,8 @@
     ├── Sleep             raised by ``ctx.sleep``: end the attempt, come back at ``until``
     │   └── HandOver      raised by ``ctx.step`` near the worker's time limit: end the
     │                     attempt, come back at once (a fresh invocation), no attempt spent
+    ├── WaitForEvent      raised by ``ctx.wait_for_event``: end the attempt, come back when
+    │                     a matching event arrives or the wait times out
     ├── DuplicateStep     a step name used twice in one attempt (also a ValueError)
     └── Cancelled         raised inside task code: the gateway asked the task to stop
         └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sdk.wire import Problem, Task
+from sdk.wire import Problem, Task, WaitIn
 
 __all__ = [
     "ApiError",
@@ -43,6 +45,7 @@ __all__ = [
     "Sleep",
     "TaskFailed",
     "TaskTimeout",
+    "WaitForEvent",
 ]
 
 
@@ -144,6 +147,17 @@ class HandOver(Sleep):
             f"step {self.name!r} handed over to a fresh attempt: {self.left:.2f}s left before "
             f"the time limit, {self.needed:.2f}s needed"
         )
+
+
+class WaitForEvent(JobgateError):
+    """Raised by ``ctx.wait_for_event`` (a wait for an event): the worker ends the attempt with
+    the ``wait`` callback (``wait``, its body) and the gateway pushes the task again once a
+    matching event arrives or the timeout passes, the step recorded, without spending an
+    attempt. Let it propagate (do not catch it in the task)."""
+
+    def __init__(self, wait: WaitIn) -> None:
+        self.wait = wait
+        super().__init__(f"waiting ({wait.step}) for event {wait.event!r}")
 
 
 class DuplicateStep(JobgateError, ValueError):

@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
-from sdk.wire import Debounce, TaskCreate, Throttle
+from sdk.wire import CancelOn, Debounce, TaskCreate, Throttle
 
 __all__ = ["EnqueueOptions", "Enqueuer"]
 
@@ -36,7 +36,9 @@ class EnqueueOptions(TypedDict, total=False):
     queue, ``after_group`` waits until every member of one has succeeded (see
     :func:`sdk.groups.group`). ``capability``: only endpoints advertising it get the task;
     ``owner`` and ``version`` label it; ``notify``: a URL told when the task ends (a signed
-    :class:`~sdk.wire.TaskNotice`, see :func:`sdk.verify_notice`). The rest override the
+    :class:`~sdk.wire.TaskNotice`, see :func:`sdk.verify_notice`); ``cancel_on``
+    (:class:`~sdk.wire.CancelOn`, or dicts of ``event`` and ``match``): events that cancel
+    the run (docs/durable.md, "Cancel on event"). The rest override the
     decorator's defaults and the queue's policy for this run.
     """
 
@@ -60,6 +62,7 @@ class EnqueueOptions(TypedDict, total=False):
     owner: str | None
     version: str | None
     notify: str | None
+    cancel_on: Sequence[CancelOn | Mapping[str, Any]] | None
 
 
 class Enqueuer(Protocol):

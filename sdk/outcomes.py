@@ -18,6 +18,8 @@ was stopped by shutdown,        503     ``release``: back to the queue at once, 
 policy ``requeue``                      spent (inline: busy, with Retry-After: 0)
 raised ``Sleep`` (``ctx.sleep``)  202     ``sleep``: pushed again at its time, no attempt
                                         spent (always by callback, never inline)
+raised ``WaitForEvent``         202     ``wait``: pushed again at the event or the
+(``ctx.wait_for_event``)                timeout, no attempt spent (by callback)
 was stopped by shutdown,        422     ``error`` "worker shut down", not retryable
 policy ``fail``
 raised anything else            500*    ``error`` with the traceback, retryable
@@ -49,9 +51,9 @@ from typing import Any, TypeAlias
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
-from sdk.errors import Cancelled, Fail, LeaseLost, Retry, Sleep
+from sdk.errors import Cancelled, Fail, LeaseLost, Retry, Sleep, WaitForEvent
 from sdk.warnings import MAX_WARNING, Warn
-from sdk.wire import ErrorIn, FieldError, Problem, ResultIn
+from sdk.wire import ErrorIn, FieldError, Problem, ResultIn, WaitIn
 from sdk.wire.base import reason
 
 __all__ = [
@@ -98,6 +100,8 @@ class Verdict:
     # A durable sleep (ctx.sleep): reported by the ``sleep`` callback, never inline (the
     # runner answers 202 and calls back), so the push answers' table stays as it is.
     sleep_until: datetime | None = None
+    # A wait for an event (ctx.wait_for_event): reported by the ``wait`` callback, likewise.
+    wait: WaitIn | None = None
     task_failure: bool = False  # the task itself failed (raised): the endpoint is not to blame
 
     @property
@@ -236,6 +240,8 @@ def failure(exc: BaseException) -> Verdict | None:
         return None
     if isinstance(exc, Cancelled):
         return CANCELLED
+    if isinstance(exc, WaitForEvent):
+        return Verdict(202, ErrorIn(error=str(exc), retryable=True), wait=exc.wait)
     if isinstance(exc, Sleep):
         return Verdict(202, ErrorIn(error=str(exc), retryable=True), sleep_until=exc.until)
     if isinstance(exc, Retry):

@@ -349,7 +349,7 @@ class Runner:
             if verdict is None:
                 self._discard(attempt)
                 return LEASE_LOST
-            if verdict.sleep_until is None:  # a sleep is reported by its callback
+            if verdict.sleep_until is None and verdict.wait is None:  # (by their callbacks)
                 self._discard(attempt)
                 return verdict
         self._supervise(attempt)

@@ -13,7 +13,10 @@
 // returns the result an earlier attempt recorded (the push's `steps`) without running `fn`, or
 // runs it and records its result with the `step` callback before going on; `ctx.sleep(name,
 // ms)` records the wake time as a step, then ends the attempt: 202 and the `sleep` callback.
-// `checkout` uses both.
+// `checkout` uses both. Waiting for an event (docs/protocol.md, "Waiting for an event"):
+// `ctx.waitForEvent(step, { event, match, timeout })` returns the step's recorded result (the
+// event, or null at the timeout), or ends the attempt: 202 and the `wait` callback. `approve`
+// uses it.
 //
 // Run: JOBGATE_WORKER_SECRET=whsec_... PORT=8002 node worker.mjs
 import { appendFileSync } from "node:fs";
@@ -43,6 +46,15 @@ class Sleep extends Error {
   }
 }
 
+// Thrown by ctx.waitForEvent: the attempt ends until the event or the timeout (the gateway
+// records the step, then pushes the task again).
+class WaitForEvent extends Error {
+  constructor(body) {
+    super(`waiting (${body.step}) for event ${body.event}`);
+    this.body = body;
+  }
+}
+
 // The task functions: a push's `payload` in, a JSON result out.
 const tasks = {
   // Short: answered inline.
@@ -58,6 +70,11 @@ const tasks = {
       if (cancel_requested) throw new Fail("cancelled");
     }
     return { value, steps };
+  } },
+  // Waits for `doc.approved` of its doc; pushed again with the event, or null at the timeout.
+  approve: { inline: true, run: async ({ doc, timeout = 600 }, ctx) => {
+    const approval = await ctx.waitForEvent("approval", { event: "doc.approved", match: { doc }, timeout });
+    return { approval };
   } },
   // Durable: charge once per task (the step's side effect is a line in `ledger`), sleep
   // `sleep_ms`, then ship; shipping fails on attempt 1, and attempt 2 replays the charge.
@@ -145,13 +162,21 @@ function context(push, base, lease) {
       const { until } = await ctx.step(name, () => ({ until: new Date(Date.now() + ms).toISOString() }));
       if (Date.parse(until) > Date.now()) throw new Sleep(until);
     },
+    // A wait for an event: the gateway records its step (the event, or null at the timeout).
+    async waitForEvent(step, { event, match = {}, timeout, lookback = 0 }) {
+      if (used.has(step)) throw new Fail(`step name ${JSON.stringify(step)} used twice`);
+      used.add(step);
+      if (recorded.has(step)) return recorded.get(step);
+      throw new WaitForEvent({ step, event, match, timeout, lookback });
+    },
   };
   return ctx;
 }
 
-// How a task that threw ends, by callback: a sleep, nothing (lease lost), or an error.
+// How a task that threw ends, by callback: a sleep, a wait, nothing (lease lost), or an error.
 async function report(e, base, lease) {
   if (e instanceof Sleep) await finish(base, lease, "sleep", { until: e.until });
+  else if (e instanceof WaitForEvent) await finish(base, lease, "wait", e.body);
   else if (!e.lost) await finish(base, lease, "error", errorBody(e));
 }
 
@@ -205,7 +230,7 @@ async function handle(req, res) {
   try {
     return answer(res, 200, await task.run(push.payload ?? {}, context(push, base, lease)));
   } catch (e) {
-    if (e instanceof Sleep) {  // a sleep is never an inline answer: 202, then the callback
+    if (e instanceof Sleep || e instanceof WaitForEvent) {  // never inline: 202, then the callback
       answer(res, 202);
       return report(e, base, lease);
     }

@@ -25,6 +25,7 @@ from sdk.wire import (
     SleepIn,
     StepIn,
     StepOut,
+    WaitIn,
 )
 
 
@@ -53,6 +54,10 @@ async def step(call: Call) -> BaseModel:
 
 async def sleep(call: Call) -> BaseModel:
     return await call.services.callbacks.sleep(call.queue, call.task_id, _lease(call), call.body)
+
+
+async def wait(call: Call) -> BaseModel:
+    return await call.services.callbacks.wait(call.queue, call.task_id, _lease(call), call.body)
 
 
 async def append_logs(call: Call) -> BaseModel:
@@ -156,5 +161,20 @@ OPERATIONS = [
         "scheduled for 'until': no worker holds it meanwhile, and its steps and checkpoint stay "
         "for the next push. After a cancel request it ends the task cancelled instead (the "
         "attempt reads 'cancelled').",
+    ),
+    _callback(
+        "wait",
+        "End the attempt until an event arrives or a timeout passes (a wait for an event)",
+        wait,
+        WaitIn,
+        CallbackAck,
+        "Ends the attempt as 'released' (not counted against max_attempts) with the task "
+        "scheduled until the timeout and the wait recorded with it (its view's 'wait'). The "
+        "first event named 'event' whose data has every field of 'match' at the same value, "
+        "accepted after the wait was recorded (or up to 'lookback' seconds before), records "
+        "the step 'step' with the result {id, name, data} and makes the task ready; at the "
+        "timeout the step's result is null. Either way the task is pushed again with the "
+        "step among its steps, once. One event resumes every task waiting on it. After a "
+        "cancel request it ends the task cancelled instead (the attempt reads 'cancelled').",
     ),
 ]

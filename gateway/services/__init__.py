@@ -24,6 +24,7 @@ from gateway.services.readiness import Readiness
 from gateway.services.sessions import SessionService
 from gateway.services.tasks import TaskService
 from gateway.services.triggers import TriggerService
+from gateway.services.waits import WaitResumer
 from gateway.store.idempotency import IdempotencyStore
 from gateway.telemetry.setup import PrometheusPage
 
@@ -48,4 +49,6 @@ class Services:
     events: EventService
     triggers: TriggerService
     readiness: Readiness | None = None
+    # Waits for events and cancel_on: the consumer the events service hands each event to.
+    waits: WaitResumer | None = None
     metrics: PrometheusPage | None = None  # GET /metrics; None when metrics are off

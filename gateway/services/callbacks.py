@@ -1,4 +1,4 @@
-"""Worker callbacks: heartbeat, checkpoint, logs, result, error, release.
+"""Worker callbacks: heartbeat, checkpoint, step, logs, result, error, release, sleep, wait.
 
 A callback is authorised by its lease token alone, and every change is fenced by it inside one
 script: a token that is not the task's current lease (the task was re-dispatched, or ended) gets
@@ -14,6 +14,7 @@ import random
 
 from gateway.core.backoff import retry_delay_ms
 from gateway.core.errors import QueueNotFound, StaleLease, StepsTooLarge, TaskNotFound
+from gateway.services.waits import Waits
 from gateway.store.clock import Clock
 from gateway.store.queues import QueueStore
 from gateway.store.records import seconds_to_ms, to_datetime
@@ -33,6 +34,7 @@ from sdk.wire import (
     StepIn,
     StepOut,
     TaskState,
+    WaitIn,
 )
 
 
@@ -57,7 +59,9 @@ class CallbackService:
         log_lines_kept: int = LOG_LINES_KEPT,
         metrics: Metrics | None = None,
         max_steps_bytes: int = MAX_STEPS_BYTES,
+        waits: Waits | None = None,
     ) -> None:
+        self._waits = waits or Waits(tasks, clock)
         self._max_steps_bytes = max_steps_bytes
         self._metrics = metrics or Metrics()
         self._log_lines_kept = log_lines_kept
@@ -179,6 +183,17 @@ class CallbackService:
         return await self._finish(
             queue, Finish(task_id, token, AttemptOutcome.RELEASED, delay_ms=delay)
         )
+
+    async def wait(self, queue: str, task_id: str, token: str, body: WaitIn) -> CallbackAck:
+        """A wait for an event: end the attempt as released (not spent) with the task scheduled
+        until the timeout and the wait recorded, then check the events accepted meanwhile
+        (:class:`~gateway.services.waits.Waits`). After a cancel request it ends the task
+        cancelled instead, as a sleep does."""
+        finish, done, now_ms = await self._waits.wait(queue, task_id, token, body)
+        self._metrics.finished(queue, (finish,), (done,), now_ms)
+        _check(done.fence, queue, task_id, done.state)
+        assert done.state is not None
+        return CallbackAck(state=done.state)
 
     async def _finish(self, queue: str, finish: Finish) -> CallbackAck:
         now_ms = self._clock.now_ms()

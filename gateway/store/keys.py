@@ -80,6 +80,15 @@ key                   type   content
                              expires when that window ends (``lua/enqueue.lua``, throttle)
 ``redrive``           STR    held (``SET NX PX``) by the gateway making the queue's redrive pass,
                              for the policy's ``every``: one pass per cadence among all gateways
+``waits``             HASH   ``<event name>\x1f<canonical match JSON>`` → JSON list of entries
+                             ``w<id>`` (a task waiting for such an event, its record's ``wt``)
+                             and ``c<id>`` (a task with such a ``cancel_on``, its record's
+                             ``co``): the tasks an event of that name and those fields touches
+                             (``lua/wait_helpers.lua``; ``gateway.services.waits``)
+``wait_shapes``       HASH   event name → JSON object: each shape of the matches waiting on it
+                             (the canonical JSON of the match's sorted field names) → its
+                             entries in ``waits``, so an event's candidate fields are computed
+                             from its data, not searched for
 ====================  =====  ======================================================================
 
 Global keys (one command each, outside any script):
@@ -104,6 +113,10 @@ Global keys (one command each, outside any script):
 - ``jg:idx:<id>`` (STR): the id index as earlier versions wrote it (a key per task, expiring
   ``INDEX_TTL_MS`` after the task's ``run_at``). Still read when a bucket has no field for an
   id, and deleted with its task, until the last one has gone (see :func:`legacy_task_index`).
+- ``jg:waits:<event name>`` (SET): the queues whose ``waits`` index may hold entries for that
+  event name (a wait, a ``cancel_on``). Added before the script that indexes them, and again
+  after a wait's; a member whose queue holds none any more costs an event one HGET and is
+  otherwise harmless (never removed: see ``gateway.services.waits``).
 - ``jg:notify`` (ZSET): queue → ms when its earliest completion callback notice is due, so the
   delivery loop finds queues with work in one command. Written right after the script that
   recorded a notice, and rebuilt from every queue's ``notify`` by a slow rescan.
@@ -237,6 +250,11 @@ class JobKeys:
         return (self.job, self.pending, self.runs, self.run)
 
 
+def event_waits(event: str) -> str:
+    """The queues whose ``waits`` index may hold entries for events named ``event``."""
+    return f"jg:waits:{event}"
+
+
 def sessions(fingerprint: str) -> str:
     """The open admin UI sessions of the API key with this fingerprint."""
     return f"jg:sessions:{fingerprint}"
@@ -352,6 +370,8 @@ class QueueKeys:
     rates: str
     rates_full: str
     key_counts: str
+    waits: str
+    wait_shapes: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -392,6 +412,8 @@ class QueueKeys:
             rates=p + "rates",
             rates_full=p + "rates_full",
             key_counts=p + "key_counts",
+            waits=p + "waits",
+            wait_shapes=p + "wait_shapes",
         )
 
     def log(self, task_id: str) -> str:
@@ -451,4 +473,6 @@ class QueueKeys:
             self.rates,
             self.rates_full,
             self.key_counts,
+            self.waits,
+            self.wait_shapes,
         )

@@ -277,6 +277,8 @@ class OperationsStore:
             k.dedup_exp,
             k.singleton,
             k.notify,
+            k.waits,
+            k.wait_shapes,
         ]
         deleted = 0
         skip = 0  # entries kept by earlier chunks (another name or owner): they stay first

@@ -26,6 +26,7 @@ from sdk.wire import (
     TaskFlow,
     TaskState,
     TaskStep,
+    TaskWait,
 )
 
 
@@ -122,6 +123,9 @@ class NewTask:
     debounce: tuple[str, int, int] | None = None
     throttle: tuple[str, int, int, bool] | None = None
     job: str | None = None  # the job whose run this task is (lua/prelude.lua, record_run_end)
+    # cancel_on: (event name, canonical match, shape) of each entry (lua/wait_helpers.lua); the
+    # enqueue script then takes the waits index's keys too (lua/enqueue.lua).
+    cancel_on: tuple[tuple[str, str, str], ...] = ()
 
     def record_json(self) -> str:
         """The record for the enqueue script's ARGV, as it is stored: without ``prio`` at 0
@@ -185,6 +189,8 @@ class NewTask:
             record["ck"] = self.concurrency_key
         if self.job is not None:
             record["jb"] = self.job
+        if self.cancel_on:
+            record["co"] = [{"e": e, "m": m, "h": h} for e, m, h in self.cancel_on]
         if self.debounce is not None:
             record["dbk"], window, most = self.debounce
             record["fl"] = ["d", window, most]
@@ -265,6 +271,15 @@ def final_error(record: Mapping[str, Any]) -> str | None:
     return None if record["state"] == "succeeded" else record.get("error")
 
 
+def wait_from_record(record: dict[str, Any]) -> TaskWait:
+    """The wait for an event a record holds (``wt``: lua/wait_helpers.lua); it times out at the
+    task's ``run_at``."""
+    wt = record["wt"]
+    return TaskWait(
+        step=wt["s"], event=wt["e"], match=json.loads(wt["m"]), until=to_datetime(record["run_at"])
+    )
+
+
 def task_from_record(
     queue: str,
     task_id: str,
@@ -332,6 +347,7 @@ def task_from_record(
         pass_results="rs" in record,
         after_group=record.get("ag"),
         waiting_on=wait if state is TaskState.WAITING and isinstance(wait, list) else [],
+        **({"wait": wait_from_record(record)} if "wt" in record else {}),
         endpoint_id=record.get("ep"),
         last_heartbeat_at=to_datetime(heartbeat) if heartbeat else None,
         stalled=now_ms is not None and is_stalled(record, now_ms),

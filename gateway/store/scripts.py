@@ -2,7 +2,8 @@
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
 ``ARGV[i]`` is. The helpers a script uses are prepended to it: those of
-``lua/prelude.lua`` (shared helpers) and ``lua/key_limits.lua`` (per-key concurrency), of
+``lua/wait_helpers.lua`` (waits for events), ``lua/prelude.lua`` (shared helpers) and
+``lua/key_limits.lua`` (per-key concurrency), of
 ``lua/health.lua`` (endpoint health and the circuit breaker) for those in ``WITH_HEALTH``, and
 of ``lua/job_helpers.lua`` for the job scripts in ``WITH_JOB_HELPERS``; only the ones it names,
 directly or through another helper (every compiled helper stays in Lua's heap, which its
@@ -87,9 +88,11 @@ ScriptName = Literal[
     "unindex",
     "orphan_steps",
     "claim_events",
+    "wait",
+    "resume",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
-WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish"})
+WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish", "wait"})
 WITH_JOB_HELPERS: frozenset[ScriptName] = frozenset({"save_job", "begin_run", "end_run"})
 
 # The scripts that announce due times, each with the position in KEYS (from 1) of its queue's
@@ -98,6 +101,7 @@ ANNOUNCING: dict[ScriptName, int] = {
     "enqueue": 1,
     "claim": 1,
     "finish": 1,
+    "wait": 1,
     "cancel": 5,
     "resolve": 1,
 }
@@ -145,9 +149,20 @@ def _used(definitions: list[tuple[str, str]], body: str) -> str:
     return "".join(definition for name, definition in definitions if name in wanted)
 
 
+# Scripts made of another: the line ``--@finish`` of ``wait.lua`` becomes ``finish.lua`` as the
+# function ``finish_main`` (a wait is a finish with more after it; the finish itself stays one
+# file, and the hot path's script gains nothing).
+COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish"}
+
+
 @functools.cache
 def _source(name: ScriptName) -> str:
     body = _read(name)
+    if name in COMPOSED:
+        inner = COMPOSED[name]
+        body = body.replace(
+            f"--@{inner}\n", f"local function {inner}_main()\n{_read(inner)}\nend\n", 1
+        )
     if name in ANNOUNCING:
         # The body's top-level returns become main()'s; the due time rides along.
         body = (
@@ -156,6 +171,7 @@ def _source(name: ScriptName) -> str:
         )
     helpers = [
         f"local RELINK_AFTER_MS = {RELINK_AFTER_MS}\n",
+        _read("wait_helpers"),  # first: the prelude's forget_task calls it
         _read("prelude"),
         _read("key_limits"),
     ]

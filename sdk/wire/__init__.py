@@ -32,15 +32,16 @@ with a :class:`BatchAnswer`, one :class:`BatchResult` per task.
 
 Callbacks (worker → gateway) are ``POST <callback base>/<kind>`` with the lease token in the
 ``jobgate-lease`` header; kinds: ``heartbeat``, ``checkpoint``, ``logs``, ``result``, ``error``,
-``release`` (give the task back at once, no attempt spent).
+``release`` (give the task back at once, no attempt spent), ``sleep`` and ``wait`` (end the
+attempt until a time, or an event: :mod:`sdk.wire.waits`).
 
 The models live by concept -- :mod:`sdk.wire.tasks` (a task's history in
 :mod:`sdk.wire.attempts`), :mod:`sdk.wire.queues`, :mod:`sdk.wire.endpoints`,
 :mod:`sdk.wire.pushes` (pushes and callbacks), :mod:`sdk.wire.operations` (operator tools),
 :mod:`sdk.wire.catalog` (the task catalog), :mod:`sdk.wire.jobs` (jobs and runs),
 :mod:`sdk.wire.events` (events and triggers),
-:mod:`sdk.wire.health` (the probes) on :mod:`sdk.wire.base` (headers, name formats, problems)
--- and are imported from here.
+:mod:`sdk.wire.health` (the probes), :mod:`sdk.wire.waits` (waits for events) on
+:mod:`sdk.wire.base` (headers, name formats, problems) -- and are imported from here.
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ from sdk.wire.tasks import (
     TaskState,
     Throttle,
 )
+from sdk.wire.waits import MAX_MATCH_FIELDS, CancelOn, TaskWait, WaitIn
 
 __all__ = [
     "DAY",
@@ -218,6 +220,7 @@ __all__ = [
     "HEADER_TRACESTATE",
     "HEADER_WARNING",
     "LAST_SUCCESSFUL_RUN",
+    "MAX_MATCH_FIELDS",
     "MAX_PRIORITY",
     "MAX_STEPS_BYTES",
     "PROBLEM_CONTENT_TYPE",
@@ -236,6 +239,7 @@ __all__ = [
     "BatchResult",
     "CallbackAck",
     "CancelMatching",
+    "CancelOn",
     "CancelledTasks",
     "Capability",
     "CatalogEndpoint",
@@ -338,6 +342,7 @@ __all__ = [
     "TaskReceipt",
     "TaskState",
     "TaskStep",
+    "TaskWait",
     "Throttle",
     "Timestamp",
     "TouchedTask",
@@ -345,6 +350,7 @@ __all__ = [
     "TriggerCreate",
     "TriggerId",
     "TriggerList",
+    "WaitIn",
     "WebUrl",
     "check_queue_name",
 ]

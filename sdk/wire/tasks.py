@@ -27,6 +27,7 @@ from sdk.wire.base import (
     Timestamp,
     WebUrl,
 )
+from sdk.wire.waits import CancelOn, TaskWait
 
 
 class TaskState(StrEnum):
@@ -223,6 +224,14 @@ class TaskCreate(InputModel):
         "dropped (200 with the last task let through, flow.throttled: dropped) or delayed to "
         "the next window (201, flow.throttled: delayed).",
     )
+    cancel_on: list[CancelOn] | None = Field(
+        None,
+        max_length=16,
+        description="Cancel this task when a matching event is accepted (POST /v1/events): at "
+        "once when it is not running (queued, scheduled, waiting, asleep or waiting for an "
+        "event), by a cancel request when it is. Events accepted before the task was created "
+        "do not count.",
+    )
 
     @model_validator(mode="after")
     def _one_start_time(self) -> Self:
@@ -317,6 +326,11 @@ class Task(OutputModel):
     waiting_on: list[str] = Field(
         default_factory=list,
         description="While waiting: the dependencies not yet met (task ids, 'group:<name>').",
+    )
+    wait: TaskWait | None = Field(
+        None,
+        description="While scheduled by a wait for an event (ctx.wait_for_event, the 'wait' "
+        "callback): the event it waits for, and until when.",
     )
     endpoint_id: str | None = Field(None, description="Where the running attempt was pushed.")
     last_heartbeat_at: datetime | None = None

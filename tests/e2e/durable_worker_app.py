@@ -1,5 +1,6 @@
 """The worker process of the durable-execution e2e tests (tests/e2e/test_durable_e2e.py): an
-SDK ``Worker`` under uvicorn whose tasks use ``ctx.step`` and ``ctx.sleep``.
+SDK ``Worker`` under uvicorn whose tasks use ``ctx.step``, ``ctx.sleep`` and
+``ctx.wait_for_event``.
 
 Every step function appends a line to ``<folder>/<step name>`` before it returns: the test
 counts a step's runs by those files, not by the SDK's own bookkeeping. Environment as for
@@ -58,8 +59,26 @@ async def sleeper(folder: str, seconds: float, ctx: AsyncContext) -> dict[str, A
     return {"before": before, "after": after, "attempt": ctx.attempt}
 
 
+@task(queue="durable")
+async def approval(folder: str, doc: int, timeout: float, ctx: AsyncContext) -> dict[str, Any]:
+    """Waits for ``doc.approved`` of its doc (tests/e2e/test_waits_e2e.py)."""
+    before = await ctx.step("before", _mark, folder, f"before-{doc}")
+    got = await ctx.wait_for_event(
+        "approved", event="doc.approved", match={"doc": doc}, timeout=timeout
+    )
+    return {"before": before, "event": got, "attempt": ctx.attempt}
+
+
+@task(queue="durable")
+def approval_sync(folder: str, doc: int, timeout: float, ctx: Context) -> dict[str, Any]:
+    """The same in a plain function (the blocking context)."""
+    before = ctx.step("before", _mark, folder, f"before-{doc}")
+    got = ctx.wait_for_event("approved", event="doc.approved", match={"doc": doc}, timeout=timeout)
+    return {"before": before, "event": got, "attempt": ctx.attempt}
+
+
 worker = Worker(
-    tasks=[three_steps, three_steps_sync, sleeper],
+    tasks=[three_steps, three_steps_sync, sleeper, approval, approval_sync],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
     inline_window=0.5,
     heartbeat_interval=0.2,

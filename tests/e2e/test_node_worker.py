@@ -20,6 +20,7 @@ from sdk import TaskState
 from tests.support import free_port
 
 from .conftest import ROOT, Cluster, wait_http
+from .test_waits_e2e import consume
 
 pytestmark = pytest.mark.e2e
 
@@ -113,6 +114,26 @@ def test_a_retried_task_replays_its_recorded_step(
         ("settle", 1),
         ("ship", 2),
     ]
+
+
+def test_a_node_task_waits_for_its_event_through_the_documented_callback(
+    setup: tuple[Cluster, str, str],
+) -> None:
+    """``approve`` waits for ``doc.approved`` of its doc with the ``wait`` callback; the event,
+    handed to the waits' consumer on the gateway's Redis, has it pushed again with the event."""
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    task = client.enqueue("node", "approve", {"doc": 5})
+    deadline = time.monotonic() + 30
+    while client.get_task(task.id).wait is None:
+        assert time.monotonic() < deadline, "the wait was not recorded"
+        time.sleep(0.05)
+    event, touched = consume(cluster.redis_url, "doc.approved", doc=5)
+    assert [t.task_id for t in touched] == [task.id]
+    done = client.wait(task.id, timeout=30)
+    assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
+    assert done.result == {"approval": {"id": event.id, "name": "doc.approved", "data": {"doc": 5}}}
+    assert [a.outcome for a in done.attempts] == ["released", "succeeded"]
 
 
 def signed(secret: str, body: bytes, message_id: str = "01JNODETEST") -> dict[str, str]:

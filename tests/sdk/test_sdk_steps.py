@@ -13,10 +13,10 @@ import pytest
 from pydantic import JsonValue
 
 from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo, TimeBudget
-from sdk.errors import DuplicateStep, HandOver, Sleep
+from sdk.errors import DuplicateStep, HandOver, Sleep, WaitForEvent
 from sdk.outcomes import failure
 from sdk.runner import Runner
-from sdk.wire import PushBody
+from sdk.wire import PushBody, WaitIn
 from tests.sdk.fakes import push_body
 
 
@@ -164,3 +164,38 @@ def test_the_workers_time_limit_the_invocations_end_and_the_deadline_bound_an_at
     assert Runner([])._budget(far) is None  # no limit known: no budget, no hand-over
     with pytest.raises(ValueError, match="time_limit"):
         Runner([], time_limit=0)
+
+
+async def test_a_wait_for_an_event_ends_the_attempt_with_its_callback_body() -> None:
+    channel = DetachedChannel()
+    ctx = AsyncContext(info(), channel)
+    with pytest.raises(WaitForEvent) as waiting:
+        await ctx.wait_for_event(
+            "approval",
+            event="invoice.approved",
+            match={"invoice": "inv-7"},
+            timeout=timedelta(days=2),
+            lookback=30,
+        )
+    assert waiting.value.wait == WaitIn(
+        step="approval",
+        event="invoice.approved",
+        match={"invoice": "inv-7"},
+        timeout=172_800,
+        lookback=30,
+    )
+    assert channel.steps == {}  # the gateway records the step, with the event or null
+    verdict = failure(waiting.value)
+    assert verdict is not None
+    assert (verdict.status, verdict.wait, verdict.sleep_until) == (202, waiting.value.wait, None)
+
+
+def test_a_recorded_wait_returns_its_event_or_none_on_the_next_attempt() -> None:
+    event = {"id": "ev1", "name": "invoice.approved", "data": {"invoice": "inv-7"}}
+    ctx = Context(info(approval=event, other=None), DetachedChannel())
+    assert ctx.wait_for_event("approval", event="invoice.approved", timeout=60) == event
+    assert ctx.wait_for_event("other", event="invoice.approved", timeout=60) is None  # timed out
+    with pytest.raises(DuplicateStep):
+        ctx.wait_for_event("approval", event="invoice.approved", timeout=60)
+    with pytest.raises(WaitForEvent):
+        ctx.wait_for_event("third", event="x", timeout=1)

@@ -176,6 +176,7 @@ SAMPLE_VALUES = {
     "tuple[tuple[str, str], ...]": (("elsewhere", DEP),),
     "tuple[str, int, int] | None": ("doc-7", 30_000, 0),
     "tuple[str, int, int, bool] | None": ("acct-1", 60_000, 1, False),
+    "tuple[tuple[str, str, str], ...]": (("paid", '{"order":7}', '["order"]'),),
 }
 
 
@@ -279,6 +280,8 @@ def _record_as_before(new: NewTask) -> dict[str, Any]:
             value = [list(v) if isinstance(v, tuple) else v for v in value] or None
         if value is not None:
             record[key] = value
+    if new.cancel_on:  # (added since: a list of objects)
+        record["co"] = [{"e": e, "m": m, "h": h} for e, m, h in new.cancel_on]
     if new.debounce is not None:
         record["dbk"], window, most = new.debounce
         record["fl"] = ["d", window, most]

@@ -108,4 +108,5 @@ def test_every_header_field_and_callback_is_documented() -> None:
         "release",
         "step",
         "sleep",
+        "wait",
     }

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from ulid import ULID
 
+from gateway.core.matching import canonical, shape_of
 from gateway.core.rate_keys import rate_key_of
 from gateway.store.records import NewTask, dump_json, seconds_to_ms, to_ms
 from gateway.telemetry.tracing import TraceHeaders
@@ -111,6 +112,9 @@ def new_task(
         concurrency_key=_concurrency_key(spec, policy.key_concurrency),
         debounce=debounce,
         throttle=throttle,
+        cancel_on=tuple(
+            (c.event, canonical(c.match), shape_of(c.match)) for c in spec.cancel_on or ()
+        ),
     )
 
 

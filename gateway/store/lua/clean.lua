@@ -7,8 +7,9 @@
 -- in KEYS; an entry no longer in the index, or no longer finished by ARGV[1], is passed over.
 -- KEYS[1] meta   KEYS[2] payload   KEYS[3] result   KEYS[4] checkpoint   KEYS[5] attempts
 -- KEYS[6] done:<state> (the index of the state being cleaned)   KEYS[7] steps   KEYS[8] dedup
--- KEYS[9] dedup expiry   KEYS[10] singleton   KEYS[11] notify
--- KEYS[12..] the log lists of the entries to examine, in their order
+-- KEYS[9] dedup expiry   KEYS[10] singleton   KEYS[11] notify   KEYS[12] waits
+-- KEYS[13] wait_shapes
+-- KEYS[14..] the log lists of the entries to examine, in their order
 -- ARGV[1] only tasks finished at or before this ms   ARGV[2] only tasks of this name ('' any)
 -- ARGV[3] most tasks to delete   ARGV[4] only tasks of this owner ('' any)
 -- ARGV[5..] the index entries (task ids) to examine, oldest first
@@ -24,6 +25,7 @@ local deleted = {}
 local K = {
   payload = KEYS[2], result = KEYS[3], checkpoint = KEYS[4], attempts = KEYS[5], steps = KEYS[7],
   dedup = KEYS[8], dedup_exp = KEYS[9], singleton = KEYS[10], notify = KEYS[11],
+  waits = KEYS[12], wait_shapes = KEYS[13],
 }
 for i = 5, #ARGV do
   if #deleted >= budget then
@@ -39,7 +41,7 @@ for i = 5, #ARGV do
     else
       if t then
         forget_task(KEYS[1], id, t, K)
-        redis.call('DEL', KEYS[12 + i - 5])
+        redis.call('DEL', KEYS[14 + i - 5])
         deleted[#deleted + 1] = id
       end
       -- An entry without a record is garbage: drop it, but it counts as no task.

@@ -6,6 +6,8 @@
 -- KEYS[19] key_counts (per-key concurrency: key_limits.lua)
 -- KEYS[20..] one per task with a debounce or throttle option, in the tasks' order: its key's
 --           ``debounce:<name> <key>`` or ``throttle:<name> <key>`` (see "Debounce and throttle")
+-- KEYS[#KEYS - 1] waits, KEYS[#KEYS] wait_shapes: last, only when a task has cancel_on (its
+--           record's ``co``, indexed as it is stored: wait_helpers.lua); others pay nothing
 -- ARGV[1] now ms   ARGV[2] queue name   ARGV[3] wake channel   ARGV[4] done channel prefix
 -- ARGV[5..] three values per task: id, initial record JSON (name, prio, created, run_at and
 --           optional fields, see the prelude; ``xdeps`` lists dependencies in other queues as
@@ -266,6 +268,9 @@ for i = 0, count - 1 do
       redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"state":"scheduled"}')
     else
       save_task(KEYS[2], id, t)
+    end
+    if t.co then
+      index_cancel_on({waits = KEYS[#KEYS - 1], shapes = KEYS[#KEYS]}, id, t)
     end
     stored[#stored + 1] = {#out + 1, id}
     out[#out + 1] = t.state

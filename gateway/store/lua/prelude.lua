@@ -14,7 +14,8 @@
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
 --   the task ended: see record_notice), ck (concurrency key: key_limits.lua), jb (the job whose
---   run the task is: see record_run_end).
+--   run the task is: see record_run_end), wt (its wait for an event), co (its cancel_on
+--   entries): see wait_helpers.lua.
 --   Debounced tasks also have dbk (debounce key) and dbn (enqueues merged into it);
 --   a task a throttle delayed to a later window has thd (1): enqueue.lua.
 
@@ -116,9 +117,10 @@ end
 -- Delete everything of task ``id`` (its record ``t`` as stored, or nil) that lives in its
 -- queue's slot under fixed keys, in the script that deletes it (the sweep, clean): its record
 -- (in ``meta_key``), and in the keys ``K`` names (payload, result, checkpoint, attempts, steps,
--- dedup, dedup_exp, singleton, notify) its payload, result, checkpoint, attempt records and
--- durable steps, its dedup and singleton entries while they still name it, and its completion
--- callback notice still to deliver (which notice_claim.lua would drop, the task gone).
+-- dedup, dedup_exp, singleton, notify, waits, wait_shapes) its payload, result, checkpoint,
+-- attempt records and durable steps, its dedup and singleton entries while they still name it,
+-- its completion callback notice still to deliver (which notice_claim.lua would drop, the task
+-- gone), and its wait's and cancel_on's entries in the waits index.
 -- What remains is the caller's: the log list (a key of its own, which the script must be given
 -- in KEYS: sweep.lua and clean.lua are, and delete it) and the id index entry (another slot).
 local function forget_task(meta_key, id, t, K)
@@ -135,6 +137,9 @@ local function forget_task(meta_key, id, t, K)
     end
     if t.ntc and t.ntc.st == 'pending' then
       redis.call('ZREM', K.notify, id)
+    end
+    if t.wt or t.co then  -- its wait's and cancel_on's index entries (wait_helpers.lua)
+      unindex_waits({waits = K.waits, shapes = K.wait_shapes}, id, t)
     end
   end
   redis.call('HDEL', meta_key, id)

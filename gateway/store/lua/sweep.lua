@@ -9,8 +9,8 @@
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] payload   KEYS[4] result   KEYS[5] checkpoint
 -- KEYS[6] attempts   KEYS[7] done:succeeded   KEYS[8] done:failed   KEYS[9] done:dead
 -- KEYS[10] done:cancelled   KEYS[11] dedup   KEYS[12] dedup expiry   KEYS[13] steps
--- KEYS[14] singleton   KEYS[15] notify   KEYS[16] outbox
--- KEYS[17..] the candidates' log lists, in their order
+-- KEYS[14] singleton   KEYS[15] notify   KEYS[16] outbox   KEYS[17] waits   KEYS[18] wait_shapes
+-- KEYS[19..] the candidates' log lists, in their order
 -- ARGV[1] now ms   ARGV[2] most dedup keys to drop
 -- ARGV[3..6] how many candidates of each state (succeeded, failed, dead, cancelled)
 -- ARGV[7..] the candidates' ids, state by state in that order
@@ -33,8 +33,9 @@ local deleted = {}
 local K = {
   payload = KEYS[3], result = KEYS[4], checkpoint = KEYS[5], attempts = KEYS[6], steps = KEYS[13],
   dedup = KEYS[11], dedup_exp = KEYS[12], singleton = KEYS[14], notify = KEYS[15],
+  waits = KEYS[17], wait_shapes = KEYS[18],
 }
-local i = 0  -- candidates seen (ARGV[6 + i], KEYS[16 + i])
+local i = 0  -- candidates seen (ARGV[6 + i], KEYS[18 + i])
 local undelivered = nil  -- whether the outbox holds anything: asked at the first run met
 for k = 7, 10 do
   local retention = policy.retention_failed
@@ -57,7 +58,7 @@ for k = 7, 10 do
       end
       if not held then
         forget_task(KEYS[2], id, t, K)
-        redis.call('DEL', KEYS[16 + i])
+        redis.call('DEL', KEYS[18 + i])
         redis.call('ZREM', KEYS[k], id)
         deleted[#deleted + 1] = id
       end

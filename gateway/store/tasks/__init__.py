@@ -6,7 +6,8 @@ methods live by the state change they wrap: :mod:`.enqueue` (storing new tasks: 
 heartbeats, log lines; a claim that rides in another round trip: :mod:`.carried`),
 :mod:`.finish` (ends of attempts: :mod:`.finish_words`, :mod:`.finish_reply`), :mod:`.cancel`,
 :mod:`.recovery` (due tasks, expired and stalled leases, sweeping), :mod:`.due` (the due index
-across queues) and :mod:`.reads` (views that change nothing).
+across queues), :mod:`.waits` (waits for events, cancel_on) and :mod:`.reads` (views that change
+nothing).
 
 The Redis client must decode responses (``decode_responses=True``).
 """
@@ -24,6 +25,7 @@ from gateway.store.tasks.finish_words import Finish
 from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
 from gateway.store.tasks.reads import Reading
 from gateway.store.tasks.recovery import Expired, Recovering
+from gateway.store.tasks.waits import Touch, Wait, Waiting
 
 __all__ = [
     "LOG_LINES_KEPT",
@@ -41,8 +43,12 @@ __all__ = [
     "Heartbeat",
     "Stored",
     "TaskStore",
+    "Touch",
+    "Wait",
 ]
 
 
-class TaskStore(Enqueuing, Leasing, Finishing, Cancelling, Recovering, DueIndexing, Reading):
+class TaskStore(
+    Enqueuing, Leasing, Finishing, Cancelling, Recovering, DueIndexing, Reading, Waiting
+):
     """Atomic task state changes of every queue."""

@@ -55,6 +55,8 @@ class Cancelling(StoreBase):
                 k.dead,
                 k.notify,
                 k.key_counts,
+                k.waits,
+                k.wait_shapes,
             ],
             [task_id, now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL],
         )

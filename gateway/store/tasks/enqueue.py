@@ -27,6 +27,7 @@ from gateway.store.tasks.base import StoreBase
 from gateway.store.tasks.carried import Carried, ClaimOrder
 from gateway.store.tasks.enqueue_reply import Enqueued, Stored, read_entry, refusal, stored_before
 from gateway.store.tasks.enqueue_words import index_words, keys_of, task_words
+from gateway.store.tasks.waits import mark_waits
 
 
 class Enqueuing(StoreBase):
@@ -57,6 +58,9 @@ class Enqueuing(StoreBase):
         script of its own: the claim's rules are the claim script's), handed to its ``take``
         whatever the enqueue's outcome.
         """
+        events = {event for t in tasks for event, _, _ in t.cancel_on}
+        if events:  # before the script: an event after it then finds the queue (store/keys.py)
+            await mark_waits(self._redis, queue, events)
         order = Carried(queue, claim)
         try:
             args: list[Word] = [now_ms, queue, keys.WAKE_CHANNEL, keys.DONE_CHANNEL_PREFIX]

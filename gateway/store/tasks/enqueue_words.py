@@ -44,9 +44,12 @@ def enqueue_keys(queue: str) -> Packed:
 
 def keys_of(queue: str, tasks: Sequence[NewTask]) -> Packed:
     """The enqueue script's keys: the queue's, then one per task with a debounce or throttle
-    option (KEYS[20..])."""
+    option (KEYS[20..]), then the waits index's two when a task has cancel_on."""
     flows = [flow_key(queue, t) for t in tasks if t.debounce is not None or t.throttle is not None]
     packed = enqueue_keys(queue)
+    if any(t.cancel_on for t in tasks):
+        k = QueueKeys.of(queue)
+        flows += (k.waits, k.wait_shapes)
     if flows:
         packed = Packed.of((*packed.words, *flows))
     return packed

@@ -32,11 +32,22 @@ class Recovering(StoreBase):
     """What the recoverer needs: promote, find expiries and stalls, sweep."""
 
     async def promote(self, queue: str, now_ms: int, limit: int) -> int:
-        """Move due scheduled tasks to the ready set; returns how many moved."""
+        """Move due scheduled tasks to the ready set (a wait for an event that timed out
+        records its step's ``null`` first); returns how many moved."""
         k = QueueKeys.of(queue)
         moved: int = await self._scripts.call(
             "promote",
-            [k.meta, k.scheduled, k.ready, k.seq, k.policy, k.key_counts],
+            [
+                k.meta,
+                k.scheduled,
+                k.ready,
+                k.seq,
+                k.policy,
+                k.key_counts,
+                k.steps,
+                k.waits,
+                k.wait_shapes,
+            ],
             [now_ms, limit, keys.WAKE_CHANNEL, queue],
         )
         return moved
@@ -119,6 +130,8 @@ class Recovering(StoreBase):
                 k.singleton,
                 k.notify,
                 k.outbox,
+                k.waits,
+                k.wait_shapes,
                 *(k.log(task_id) for task_id in candidates),
             ],
             [now_ms, limit, *(len(ids) for ids in found), *candidates],
