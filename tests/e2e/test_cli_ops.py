@@ -180,8 +180,15 @@ def test_running_tasks_show_where_and_how_far(cluster: Cluster, tmp_path: Path) 
 def test_bad_input_is_named_not_a_traceback(cluster: Cluster) -> None:
     gateway = cluster.gateway()
     cluster.client(gateway).put_queue("emails")
+    # A limit past the gateway's: a wrong argument, exit 2 after the usage line (docs/cli.md).
     bad = jobgate(gateway, "tasks", "emails", "--limit", "100000")
-    assert bad.returncode == 1
-    assert bad.stderr.startswith("jobgate: error: 4")
-    assert "limit" in bad.stderr
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("usage: jobgate tasks ")
+    assert "--limit must be from 1 to 500" in bad.stderr
     assert "Traceback" not in bad.stderr
+    # A value only the gateway can refuse: its problem, named, exit 1.
+    refused = jobgate(gateway, "tasks", "emails", "--owner", "o" * 300)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("jobgate: error: 422")
+    assert "owner" in refused.stderr
+    assert "Traceback" not in refused.stderr

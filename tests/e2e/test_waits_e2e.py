@@ -1,24 +1,15 @@
 """``ctx.wait_for_event`` end to end (docs/durable.md, "Waiting for an event"): a real gateway and
-SDK worker process, a real Redis. The events are handed to the waits' consumer in the test's
-process, on the same Redis, as any gateway's events service will hand them (``POST /v1/events``
-calls the same consumer): the gateway then pushes each task again, once, with its event as the
-wait's result; a wait whose timeout passes gets ``None``."""
+SDK worker process, a real Redis, events sent with ``POST /v1/events`` (the SDK's
+``send_event``): the gateway pushes each waiting task again, once, with its event as the wait's
+result; a wait whose timeout passes gets ``None``; an event sent before a wait was recorded does
+not end it."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
-from redis.asyncio import Redis
-from ulid import ULID
 
-from gateway.services.event_types import AcceptedEvent, Touched
-from gateway.services.waits import WaitResumer
-from gateway.store.clock import ManualClock
-from gateway.store.scripts import Scripts
-from gateway.store.tasks import TaskStore
 from sdk import TaskState
 
 from .conftest import Cluster
@@ -28,25 +19,6 @@ pytestmark = pytest.mark.e2e
 
 APPROVAL = "tests.e2e.durable_worker_app.approval"
 APPROVAL_SYNC = "tests.e2e.durable_worker_app.approval_sync"
-
-
-def consume(redis_url: str, name: str, **data: object) -> tuple[AcceptedEvent, list[Touched]]:
-    """Hand an event to the waits' consumer, on the gateway's Redis."""
-
-    async def run() -> tuple[AcceptedEvent, list[Touched]]:
-        redis = Redis.from_url(redis_url, decode_responses=True)
-        try:
-            scripts = Scripts(redis)
-            await scripts.load()
-            now = int(time.time() * 1000)
-            event = AcceptedEvent(str(ULID()), name, data, now)  # type: ignore[arg-type]
-            return event, await WaitResumer(TaskStore(redis, scripts), ManualClock(now)).consume(
-                event
-            )
-        finally:
-            await redis.aclose()
-
-    return asyncio.run(run())
 
 
 def test_tasks_waiting_for_events_go_on_with_their_event_or_none_at_the_timeout(
@@ -70,10 +42,10 @@ def test_tasks_waiting_for_events_go_on_with_their_event_or_none_at_the_timeout(
         "doc.approved",
         {"doc": 1},
     )
-    one, touched = consume(cluster.redis_url, "doc.approved", doc=1, by="ann")
-    assert touched == [Touched("durable", first.id, "resumed", "approved")]
-    two, touched = consume(cluster.redis_url, "doc.approved", doc=2)
-    assert [t.task_id for t in touched] == [second.id]
+    one = s.client.send_event("doc.approved", {"doc": 1, "by": "ann"})
+    assert [(t.queue, t.id, t.by) for t in one.resumed] == [("durable", first.id, "approved")]
+    two = s.client.send_event("doc.approved", {"doc": 2})
+    assert [t.id for t in two.resumed] == [second.id]
     done = {t.id: s.client.wait(t.id, timeout=40) for t in (first, second, late)}
     for task_id, end in done.items():
         assert end.state is TaskState.SUCCEEDED, (task_id, [a.error for a in end.attempts])
@@ -86,4 +58,33 @@ def test_tasks_waiting_for_events_go_on_with_their_event_or_none_at_the_timeout(
     assert done[second.id].result["event"]["id"] == two.id  # type: ignore[index,call-overload]
     assert done[late.id].result == {"before": 1, "event": None, "attempt": 1}
     assert [runs(s.folder, f"before-{doc}") for doc in (1, 2, 3)] == [1, 1, 1]
-    assert consume(cluster.redis_url, "doc.approved", doc=1)[1] == []  # resumed once only
+    assert s.client.send_event("doc.approved", {"doc": 1}).resumed == []  # resumed once only
+
+
+def test_an_event_sent_before_the_wait_does_not_end_it_and_cancel_on_cancels(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The rule for events before the wait (docs/durable.md): without a lookback, an event
+    accepted before the wait was recorded does not end it; the next one does. A task enqueued
+    with ``cancel_on`` is cancelled at once by a matching event while it waits to run."""
+    s = setup(cluster, tmp_path, max_attempts=1)
+    early = s.client.send_event("doc.approved", {"doc": 7})
+    task = s.client.enqueue("durable", APPROVAL, {"args": [str(s.folder), 7, 600]})
+    until(lambda: s.client.get_task(task.id).wait is not None, what="the wait recorded")
+    assert s.client.get_task(task.id).state is TaskState.SCHEDULED  # the early event is ignored
+    later = s.client.send_event("doc.approved", {"doc": 7})
+    assert [t.id for t in later.resumed] == [task.id]
+    end = s.client.wait(task.id, timeout=40)
+    assert end.state is TaskState.SUCCEEDED
+    assert end.result["event"]["id"] == later.id != early.id  # type: ignore[index,call-overload]
+
+    held = s.client.enqueue(
+        "durable",
+        APPROVAL,
+        {"args": [str(s.folder), 8, 600]},
+        delay=600,
+        cancel_on=[{"event": "doc.withdrawn", "match": {"doc": 8}}],
+    )
+    withdrawn = s.client.send_event("doc.withdrawn", {"doc": 8})
+    assert [t.id for t in withdrawn.cancelled] == [held.id]
+    assert s.client.get_task(held.id).state is TaskState.CANCELLED
