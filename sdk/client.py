@@ -18,19 +18,23 @@ import os
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from sdk import api
+from sdk import lazy
 from sdk.client_events import AsyncEventMethods, EventMethods
 from sdk.client_jobs import AsyncJobMethods, JobMethods
 from sdk.client_ops import AsyncOperatorMethods, OperatorMethods
 from sdk.client_queues import WORKER_BATCH_SIZE as WORKER_BATCH_SIZE
 from sdk.client_queues import AsyncQueueMethods, QueueMethods
 from sdk.client_tasks import AsyncTaskMethods, TaskMethods
-from sdk.coalescing import AsyncCoalescer, BlockingCoalescer
 from sdk.errors import JobgateError
-from sdk.telemetry.tracing import current_headers
 
 if TYPE_CHECKING:
     import httpx
+
+    from sdk import api, coalescing
+    from sdk.telemetry import tracing
+else:  # loaded on first use, so that `from sdk import Client` stays light (sdk/lazy.py)
+    coalescing = lazy.module("sdk.coalescing")
+    tracing = lazy.module("sdk.telemetry.tracing")
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -83,7 +87,9 @@ class _Base:
         return self.linger is not None and self.max_batch > 1
 
     def _request_args(self, call: api.Call[Any]) -> dict[str, Any]:
-        headers = current_headers()  # the caller's span: the parent of what the gateway does
+        headers = (
+            tracing.current_headers()
+        )  # the caller's span: the parent of what the gateway does
         if call.body is not None:
             headers["content-type"] = "application/json"
         if call.headers:
@@ -132,7 +138,7 @@ class Client(_Base, QueueMethods, TaskMethods, OperatorMethods, JobMethods, Even
 
         super().__init__(url, api_key, timeout, linger, max_batch)
         self._http = open_blocking_session(self.url, self._headers, transport)
-        self._coalescer = BlockingCoalescer(self._send, linger or 0.0, max_batch)
+        self._coalescer = coalescing.BlockingCoalescer(self._send, linger or 0.0, max_batch)
 
     @classmethod
     def from_env(
@@ -202,7 +208,7 @@ class AsyncClient(
 
         super().__init__(url, api_key, timeout, linger, max_batch)
         self._http = open_session(transport, self._headers)
-        self._coalescer = AsyncCoalescer(self._send, linger or 0.0, max_batch)
+        self._coalescer = coalescing.AsyncCoalescer(self._send, linger or 0.0, max_batch)
 
     @classmethod
     def from_env(

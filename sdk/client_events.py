@@ -14,12 +14,19 @@ A trigger's task gets the event as its keyword argument ``event`` (``{"id", "nam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sdk import api_events
-from sdk.api import Call
-from sdk.api_jobs import NamedTask
-from sdk.wire import Event, EventCreate, EventPage, Trigger, TriggerCreate, TriggerList
+from sdk import lazy
+
+if TYPE_CHECKING:
+    from sdk import api_events, api_jobs, wire
+    from sdk.api import Call
+    from sdk.api_jobs import NamedTask
+    from sdk.wire import Event, EventCreate, EventPage, Trigger, TriggerCreate, TriggerList
+else:  # loaded on first use, so that `from sdk import Client` stays light (sdk/lazy.py)
+    api_events = lazy.module("sdk.api_events")
+    api_jobs = lazy.module("sdk.api_jobs")
+    wire = lazy.module("sdk.wire")
 
 __all__ = ["AsyncEventMethods", "EventMethods"]
 
@@ -27,7 +34,7 @@ T = TypeVar("T")
 
 
 def event_body(name: str, data: Mapping[str, Any] | None, event_id: str | None) -> EventCreate:
-    return EventCreate(name=name, data=dict(data or {}), id=event_id)
+    return wire.EventCreate(name=name, data=dict(data or {}), id=event_id)
 
 
 def trigger_body(
@@ -40,11 +47,11 @@ def trigger_body(
 ) -> TriggerCreate:
     """A trigger's body; ``task`` a task function (its queue and name) or a task name (then
     ``queue`` is needed)."""
-    if isinstance(task, NamedTask):
+    if isinstance(task, api_jobs.NamedTask):
         queue, task = queue or task.queue, task.name
     if queue is None:
         raise TypeError("give the trigger's queue, or a task function (@task) as task")
-    return TriggerCreate(
+    return wire.TriggerCreate(
         event=event,
         queue=queue,
         task=task,

@@ -16,24 +16,31 @@ the call; the client's own ``_send`` executes it.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sdk import api, api_jobs
-from sdk.api import Call
-from sdk.api_jobs import Fields
-from sdk.wire import (
-    CatalogPage,
-    FireTimes,
-    Job,
-    JobCreate,
-    JobPage,
-    JobPatch,
-    LogPage,
-    Run,
-    RunCreate,
-    RunPage,
-    RunStatus,
-)
+from sdk import lazy
+
+if TYPE_CHECKING:
+    from sdk import api, api_jobs, wire
+    from sdk.api import Call
+    from sdk.api_jobs import Fields
+    from sdk.wire import (
+        CatalogPage,
+        FireTimes,
+        Job,
+        JobCreate,
+        JobPage,
+        JobPatch,
+        LogPage,
+        Run,
+        RunCreate,
+        RunPage,
+        RunStatus,
+    )
+else:  # loaded on first use, so that `from sdk import Client` stays light (sdk/lazy.py)
+    api = lazy.module("sdk.api")
+    api_jobs = lazy.module("sdk.api_jobs")
+    wire = lazy.module("sdk.wire")
 
 __all__ = ["AsyncJobMethods", "JobMethods"]
 
@@ -56,7 +63,7 @@ class JobMethods:
 
     def create_job(self, job: JobCreate | Fields | None = None, /, **fields: Any) -> Job:
         """Define a job, e.g. ``create_job(title=..., task=fn, kwargs={...}, schedule=...)``."""
-        return self._send(api_jobs.create_job(api_jobs.model_of(JobCreate, job, fields)))
+        return self._send(api_jobs.create_job(api_jobs.model_of(wire.JobCreate, job, fields)))
 
     def list_jobs(self, limit: int | None = None, cursor: str | None = None) -> JobPage:
         """One page of jobs, oldest first (50 unless ``limit``, at most 500); pass the page's
@@ -70,7 +77,7 @@ class JobMethods:
         self, job_id: str, job: JobCreate | Fields | None = None, /, **fields: Any
     ) -> Job:
         """Replace a job's whole definition; fields not given take their defaults."""
-        body = api_jobs.model_of(JobCreate, job, fields)
+        body = api_jobs.model_of(wire.JobCreate, job, fields)
         return self._send(api_jobs.replace_job(job_id, body))
 
     def update_job(
@@ -78,7 +85,7 @@ class JobMethods:
     ) -> Job:
         """Change only the fields given, e.g. ``update_job(id, active=False)`` (pause);
         ``schedule=None`` leaves only manual runs, ``notify=None`` drops the URL."""
-        body = api_jobs.model_of(JobPatch, patch, fields)
+        body = api_jobs.model_of(wire.JobPatch, patch, fields)
         return self._send(api_jobs.update_job(job_id, body))
 
     def delete_job(self, job_id: str) -> None:
@@ -98,7 +105,7 @@ class JobMethods:
         ``payload``) replace its default args (``task=fn`` checks them against ``fn``),
         ``queue`` (another registered one), ``start_at`` (an aware datetime), ``title``,
         ``note``."""
-        body = api_jobs.model_of(RunCreate, run, fields)
+        body = api_jobs.model_of(wire.RunCreate, run, fields)
         return self._send(api_jobs.run_job(job_id, body))
 
     def list_runs(
@@ -148,7 +155,7 @@ class AsyncJobMethods:
         raise NotImplementedError
 
     async def create_job(self, job: JobCreate | Fields | None = None, /, **fields: Any) -> Job:
-        return await self._send(api_jobs.create_job(api_jobs.model_of(JobCreate, job, fields)))
+        return await self._send(api_jobs.create_job(api_jobs.model_of(wire.JobCreate, job, fields)))
 
     async def list_jobs(self, limit: int | None = None, cursor: str | None = None) -> JobPage:
         return await self._send(api_jobs.list_jobs(limit, cursor))
@@ -159,13 +166,13 @@ class AsyncJobMethods:
     async def replace_job(
         self, job_id: str, job: JobCreate | Fields | None = None, /, **fields: Any
     ) -> Job:
-        body = api_jobs.model_of(JobCreate, job, fields)
+        body = api_jobs.model_of(wire.JobCreate, job, fields)
         return await self._send(api_jobs.replace_job(job_id, body))
 
     async def update_job(
         self, job_id: str, patch: JobPatch | Fields | None = None, /, **fields: Any
     ) -> Job:
-        body = api_jobs.model_of(JobPatch, patch, fields)
+        body = api_jobs.model_of(wire.JobPatch, patch, fields)
         return await self._send(api_jobs.update_job(job_id, body))
 
     async def delete_job(self, job_id: str) -> None:
@@ -180,7 +187,7 @@ class AsyncJobMethods:
     async def run_job(
         self, job_id: str, run: RunCreate | Fields | None = None, /, **fields: Any
     ) -> Run:
-        body = api_jobs.model_of(RunCreate, run, fields)
+        body = api_jobs.model_of(wire.RunCreate, run, fields)
         return await self._send(api_jobs.run_job(job_id, body))
 
     async def list_runs(

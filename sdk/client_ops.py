@@ -9,21 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sdk import api_ops
-from sdk.api import Call
-from sdk.api_ops import Moment
-from sdk.wire import (
-    CleanResult,
-    DeadLetterFilter,
-    ResubmitResult,
-    RunningList,
-    ScheduledPage,
-    SessionsEnded,
-    TaskPage,
-    TaskState,
-)
+from sdk import lazy
+
+if TYPE_CHECKING:
+    from sdk import api_ops
+    from sdk.api import Call
+    from sdk.api_ops import Moment
+    from sdk.wire import (
+        CleanResult,
+        DeadLetterFilter,
+        ResubmitResult,
+        RunningList,
+        ScheduledPage,
+        SessionsEnded,
+        TaskPage,
+        TaskState,
+    )
+else:  # loaded on first use, so that `from sdk import Client` stays light (sdk/lazy.py)
+    api_ops = lazy.module("sdk.api_ops")
 
 __all__ = ["AsyncOperatorMethods", "OperatorMethods"]
 

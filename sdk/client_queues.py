@@ -9,22 +9,31 @@ the call; the client's own ``_send`` (``_drive`` for several requests) executes 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sdk import api
-from sdk.catalog import Described, catalog
-from sdk.wire import (
-    BatchItem,
-    CatalogEntry,
-    CatalogTask,
-    Endpoint,
-    EndpointCatalog,
-    EndpointCreate,
-    EndpointCreated,
-    Queue,
-    QueuePolicy,
-    QueuePolicyPatch,
-)
+from sdk import lazy
+
+if TYPE_CHECKING:
+    from sdk import api, wire
+    from sdk import catalog as catalogs
+    from sdk.catalog import Described
+    from sdk.wire import (
+        BatchItem,
+        CatalogEntry,
+        CatalogTask,
+        Endpoint,
+        EndpointCatalog,
+        EndpointCreate,
+        EndpointCreated,
+        Queue,
+        QueuePolicy,
+        QueuePolicyPatch,
+    )
+
+else:  # loaded on first use, so that `from sdk import Client` stays light (sdk/lazy.py)
+    api = lazy.module("sdk.api")
+    catalogs = lazy.module("sdk.catalog")
+    wire = lazy.module("sdk.wire")
 
 __all__ = ["AsyncQueueMethods", "QueueMethods"]
 
@@ -39,15 +48,15 @@ the CPU per task of one push each end to end (bench/RESULTS.md)."""
 
 def _policy(policy: QueuePolicy | None, fields: Mapping[str, Any]) -> QueuePolicy:
     if policy is None:
-        return QueuePolicy.model_validate(fields)
-    return QueuePolicy.model_validate({**policy.model_dump(), **fields}) if fields else policy
+        return wire.QueuePolicy.model_validate(fields)
+    return wire.QueuePolicy.model_validate({**policy.model_dump(), **fields}) if fields else policy
 
 
 def _patch(patch: QueuePolicyPatch | None, fields: Mapping[str, Any]) -> QueuePolicyPatch:
     if patch is None:
-        return QueuePolicyPatch.model_validate(fields)
+        return wire.QueuePolicyPatch.model_validate(fields)
     merged = {**patch.model_dump(exclude_unset=True), **fields}
-    return QueuePolicyPatch.model_validate(merged) if fields else patch
+    return wire.QueuePolicyPatch.model_validate(merged) if fields else patch
 
 
 def _endpoint(
@@ -58,7 +67,7 @@ def _endpoint(
     batch_size: int,
     tasks: Sequence[CatalogTask] | None,
 ) -> EndpointCreate:
-    return EndpointCreate(
+    return wire.EndpointCreate(
         url=url,
         pull=pull,
         concurrency=concurrency,
@@ -76,7 +85,9 @@ def _worker_endpoint(
     capabilities: list[str] | None,
     batch_size: int,
 ) -> EndpointCreate:
-    return _endpoint(url, False, concurrency, capabilities, batch_size, catalog(tasks, queue))
+    return _endpoint(
+        url, False, concurrency, capabilities, batch_size, catalogs.catalog(tasks, queue)
+    )
 
 
 class QueueMethods:

@@ -12,21 +12,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import JsonValue
-
-from sdk import api
-from sdk.wire import (
-    LogLine,
-    NotifySecret,
-    Task,
-    TaskCreate,
-    TaskPage,
-    TaskReceipt,
-    TaskState,
-)
+from sdk import lazy
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from sdk import api, wire
     from sdk.coalescing import AsyncCoalescer, BlockingCoalescer
+    from sdk.wire import (
+        LogLine,
+        NotifySecret,
+        Task,
+        TaskCreate,
+        TaskPage,
+        TaskReceipt,
+        TaskState,
+    )
+else:  # loaded on first use, so that `from sdk import Client` stays light (sdk/lazy.py)
+    api = lazy.module("sdk.api")
+    wire = lazy.module("sdk.wire")
 
 __all__ = ["AsyncTaskMethods", "TaskMethods"]
 
@@ -34,7 +38,7 @@ T = TypeVar("T")
 
 
 def _task(name: str, payload: JsonValue, options: Mapping[str, Any]) -> TaskCreate:
-    return TaskCreate.model_validate({"name": name, "payload": payload, **options})
+    return wire.TaskCreate.model_validate({"name": name, "payload": payload, **options})
 
 
 class TaskMethods:

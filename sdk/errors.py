@@ -29,8 +29,11 @@ a client sends through httpx (a given transport, a proxy).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from sdk.wire import Problem, Task, WaitIn
+if TYPE_CHECKING:
+    from sdk.wire import Problem, Task, WaitIn
+
 
 __all__ = [
     "ApiError",

@@ -30,27 +30,30 @@ A batch request is per queue, so every member and dependent must be of one queue
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
-
+from sdk import lazy
 from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.options import EnqueueOptions, Enqueuer
-from sdk.wire import GroupName, TaskCreate
-from sdk.wire.base import reason
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from pydantic import TypeAdapter
+
+    from sdk.wire import TaskCreate
+else:  # loaded on first use, so that `from sdk import task` stays light (sdk/lazy.py)
+    asyncio = lazy.module("asyncio")
 
 __all__ = ["AsyncGroupHandle", "Group", "GroupHandle", "TaskSignature", "group"]
 
 MAX_BATCH = 1000
 """The most tasks one batch request carries (``BatchCreate``)."""
-
-# Built at its first use, not at import (as the wire models are: sdk/wire/base.py).
-_GROUP_NAME: TypeAdapter[str] = TypeAdapter(GroupName, config=ConfigDict(defer_build=True))
 
 
 def _no_options() -> EnqueueOptions:
@@ -102,9 +105,23 @@ class TaskSignature:
         return f"{self.fn.name}.s({', '.join(call)})"
 
 
+@functools.cache
+def _group_name() -> TypeAdapter[str]:
+    """The group names' validator, made at its first use, not at import (pydantic)."""
+    from pydantic import TypeAdapter
+
+    from sdk.wire import GroupName
+
+    return TypeAdapter(GroupName)
+
+
 def _check_name(name: str) -> str:
+    from pydantic import ValidationError
+
+    from sdk.wire.base import reason
+
     try:
-        return _GROUP_NAME.validate_python(name)
+        return _group_name().validate_python(name)
     except ValidationError as e:
         why = reason(e.errors(include_url=False)[0])
         raise ValueError(f"group name {name!r}: {why}") from e

@@ -11,18 +11,24 @@ first read. A handle made from a whole Task (an enqueue with ``wait``) holds it 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sdk import lazy
 from sdk.client import AsyncClient, Client
 from sdk.errors import JobgateError, TaskFailed
-from sdk.wire import Task, TaskReceipt, TaskState
+
+if TYPE_CHECKING:
+    from sdk import wire
+    from sdk.wire import Task, TaskReceipt, TaskState
+else:  # loaded on first use, so that `from sdk import Client` stays light (sdk/lazy.py)
+    wire = lazy.module("sdk.wire")
 
 __all__ = ["AsyncTaskHandle", "TaskHandle"]
 
 
 def result_of(task: Task) -> Any:
     """The result of a finished task; :class:`~sdk.errors.TaskFailed` unless it succeeded."""
-    if task.state is TaskState.SUCCEEDED:
+    if task.state is wire.TaskState.SUCCEEDED:
         return task.result
     raise TaskFailed(task)
 
@@ -33,7 +39,7 @@ class _Handle:
         self.deduplicated = task.deduplicated
         self.state = task.state
         """The task's state when last seen: at the enqueue, or the last request about it."""
-        self._task = task if isinstance(task, Task) else None
+        self._task = task if isinstance(task, wire.Task) else None
         self.replaced = bool(task.flow and task.flow.replaced)
         self.debounce_seq = task.flow.debounce_seq if task.flow else None
         """This enqueue's number in its debounce burst (``task.flow.debounce_seq`` is the
@@ -47,7 +53,7 @@ class _Handle:
 
     def _succeeded(self) -> Task | None:
         """The task's record if it holds it and it has succeeded: no need to wait."""
-        if self._task is not None and self._task.state is TaskState.SUCCEEDED:
+        if self._task is not None and self._task.state is wire.TaskState.SUCCEEDED:
             return self._task
         return None
 

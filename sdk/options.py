@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from sdk.client import AsyncClient, Client
 from sdk.handles import AsyncTaskHandle, TaskHandle
-from sdk.wire import CancelOn, Debounce, TaskCreate, Throttle
+
+if TYPE_CHECKING:
+    from sdk.wire import CancelOn, Debounce, TaskCreate, Throttle
 
 __all__ = ["EnqueueOptions", "Enqueuer"]
 

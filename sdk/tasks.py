@@ -18,20 +18,29 @@ directly, it gets a detached one whose calls stay in the process.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack, overload
 
+from sdk import lazy
 from sdk.binding import Signature
 from sdk.client import AsyncClient, Client
-from sdk.context import AsyncContext, Context, DetachedChannel, TaskInfo
 from sdk.groups import TaskSignature
 from sdk.handles import AsyncTaskHandle, TaskHandle
 from sdk.options import EnqueueOptions
-from sdk.wire import TaskCreate, check_queue_name
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from sdk import context, wire
+    from sdk.context import AsyncContext, Context
+    from sdk.wire import TaskCreate
+else:  # loaded on first use: `from sdk import task` stays light (sdk/lazy.py)
+    asyncio = lazy.module("asyncio")
+    context = lazy.module("sdk.context")
+    wire = lazy.module("sdk.wire")
 
 __all__ = ["AsyncTaskHandle", "EnqueueOptions", "TaskFunction", "TaskHandle", "task"]
 
@@ -41,7 +50,7 @@ R = TypeVar("R")
 
 def _checked_queue(name: str) -> str:
     try:
-        return check_queue_name(name)
+        return wire.check_queue_name(name)
     except ValueError as e:
         raise ValueError(f"queue name {name!r} {e}") from e
 
@@ -81,7 +90,7 @@ class TaskFunction(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_generator
         self.signature = Signature.of(fn)
         self.defaults = dict(defaults or {})
-        TaskCreate(name=self.name, **self.defaults)  # fail at decoration, not at first enqueue
+        wire.TaskCreate(name=self.name, **self.defaults)  # fail at decoration, not at first enqueue
         self._client = client
         self._async_client = async_client
         self._lock = threading.Lock()
@@ -94,11 +103,11 @@ class TaskFunction(Generic[P, R]):
         """Run the function here, now; a ``ctx`` it declares is a detached context."""
         if not self.signature.takes_context:
             return self.fn(*args, **kwargs)
-        info = TaskInfo(id="local", name=self.name, queue=self.queue)
+        info = context.TaskInfo(id="local", name=self.name, queue=self.queue)
         ctx = (
-            AsyncContext(info, DetachedChannel())
+            context.AsyncContext(info, context.DetachedChannel())
             if self.is_async
-            else Context(info, DetachedChannel())
+            else context.Context(info, context.DetachedChannel())
         )
         call_args, call_kwargs = self.signature.layout(args, kwargs, ctx)
         return self.fn(*call_args, **call_kwargs)
@@ -137,7 +146,7 @@ class TaskFunction(Generic[P, R]):
         chosen = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
         # The TaskArgs shape, checked as JSON by TaskCreate's payload field (one validation).
         payload = {"args": list(args), "kwargs": kwargs}
-        return TaskCreate.model_validate({"name": self.name, "payload": payload, **chosen})
+        return wire.TaskCreate.model_validate({"name": self.name, "payload": payload, **chosen})
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> TaskSignature:
         """A run of this task with these arguments, to enqueue later: a member of a

@@ -1,5 +1,6 @@
 """The examples as a new user runs them: against a gateway, what their README says they print;
-with no gateway to talk to, one line and exit code 1."""
+with no gateway to talk to, one line and exit code 1; the Lambda example's local steps
+(tests/local_steps.py), with no gateway at all."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 
+from tests import local_steps
 from tests.support import bind, free_port
 
 from .conftest import ADMIN, ROOT, Cluster, wait_http
@@ -44,9 +48,9 @@ def test_an_example_without_a_gateway_ends_in_one_line(example: str, script: str
 
 
 def printed(readme: str) -> str:
-    """The output the README says the producer prints (the block after "prints:")."""
-    found = re.search(r"prints:\n\n```\n(.*?)```", readme, re.DOTALL)
-    assert found, "the README shows what the producer prints"
+    """The output the README says the steps print (the block after "prints:" or "print:")."""
+    found = re.search(r"prints?:\n\n```\n(.*?)```", readme, re.DOTALL)
+    assert found, "the README shows what the steps print"
     return found.group(1)
 
 
@@ -75,3 +79,32 @@ def test_the_workflow_example_prints_what_its_readme_says(cluster: Cluster) -> N
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == printed((example / "README.md").read_text())
+
+
+def test_the_lambda_examples_local_steps_print_what_its_readme_says(tmp_path: Path) -> None:
+    """The README's "Try it locally": the SDK's wheel installed with the `lambda` extra into the
+    function's folder, zipped, and the handler invoked there with signed pushes."""
+    readme = EXAMPLES / "lambda" / "README.md"
+    (block,) = local_steps.steps(readme)
+    tree = local_steps.clone(tmp_path)
+    env = local_steps.environment()
+    done = subprocess.run(
+        ["sh", "-ec", local_steps.without_make_sdk_dist(block)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == printed(readme.read_text())
+    assert local_steps.imports_sdk_from(tree, "build/lambda", env)
+    package = tree / "build" / "lambda"
+    assert sorted(p.name for p in package.iterdir() if not p.name.endswith(".dist-info")) == [
+        "handler.py",
+        "sdk",
+    ]
+    with zipfile.ZipFile(tree / "build" / "function.zip") as archive:
+        names = archive.namelist()
+    assert {"handler.py", "sdk/__init__.py", "sdk/lambda_handler.py"} <= set(names)
+    assert not [n for n in names if n.startswith("gateway")]

@@ -66,15 +66,24 @@ assert (sent[0]["status"], sent[1]["body"]) == (200, b"42"), sent
 """
 
 
-def loaded(code: str) -> set[str]:
-    """The top-level packages loaded by ``code`` in a fresh interpreter."""
-    script = textwrap.dedent(code) + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+def modules(code: str) -> set[str]:
+    """Every module loaded by ``code`` in a fresh interpreter (read before this probe imports
+    ``json`` to print them)."""
+    script = (
+        textwrap.dedent(code)
+        + "\nimport sys\nLOADED = sorted(sys.modules)\nimport json\nprint(json.dumps(LOADED))"
+    )
     # From the repository root: `python -c` puts the working directory first on the path.
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    return {name.split(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def loaded(code: str) -> set[str]:
+    """The top-level packages loaded by ``code`` in a fresh interpreter."""
+    return {name.split(".")[0] for name in modules(code)}
 
 
 @pytest.mark.parametrize(
@@ -138,3 +147,66 @@ def test_a_worker_records_metrics_once_the_application_imports_opentelemetry() -
     assert type(app.runner.metrics).__name__ == "WorkerMetrics", app.runner.metrics
     """
     assert "opentelemetry" in loaded(code)
+
+
+# A producer's import (issue 31): `from sdk import Client, task` cost 0.22-0.29 s of CPU, more
+# than Celery's import (0.12-0.16 s), for pydantic, the 72 wire models, the request specs and
+# asyncio, none of which the import needs: the clients and `@task` load them on first use
+# (sdk/lazy.py). The bound is the modules loaded, not seconds (bench/RESULTS.md has the times).
+PRODUCER = "from sdk import Client, task"
+PRODUCER_SDK = {
+    "sdk",
+    "sdk.binding",
+    "sdk.client",
+    "sdk.client_events",
+    "sdk.client_jobs",
+    "sdk.client_ops",
+    "sdk.client_queues",
+    "sdk.client_tasks",
+    "sdk.errors",
+    "sdk.groups",
+    "sdk.handles",
+    "sdk.lazy",
+    "sdk.options",
+    "sdk.tasks",
+}
+# Standard modules a producer's import must not bring back (each costs milliseconds, asyncio
+# tens): none of them is needed before a client sends.
+HEAVY_STANDARD = {
+    "asyncio",
+    "concurrent",
+    "ssl",
+    "socket",
+    "http",
+    "email",
+    "urllib",
+    "json",
+    "logging",
+    "zoneinfo",
+    "decimal",
+    "subprocess",
+}
+PRODUCER_MOST_MODULES = 45  # 36 with Python 3.11: the SDK's 14 and 22 standard ones
+
+
+def test_a_producers_import_loads_the_light_modules_alone() -> None:
+    added = modules(PRODUCER) - modules("pass")
+    assert {m for m in added if m == "sdk" or m.startswith("sdk.")} == PRODUCER_SDK
+    tops = {m.split(".")[0] for m in added} - {"sdk"}
+    assert not tops - sys.stdlib_module_names, "only standard modules besides the SDK's own"
+    assert not tops & HEAVY_STANDARD
+    assert len(added) <= PRODUCER_MOST_MODULES, sorted(added)
+
+
+def test_a_producer_loads_the_rest_on_first_use() -> None:
+    # Decorating a task checks its name and options with the wire models; the client's first
+    # request loads the request specs and the coalescer.
+    decorated = modules(PRODUCER + "\n@task('q')\ndef f() -> None: ...")
+    assert {"pydantic", "sdk.wire.tasks"} <= decorated
+    assert "asyncio" not in decorated
+    sent = modules(
+        PRODUCER
+        + "\nclient = Client('http://127.0.0.1:9', 'key')\n"
+        + "try:\n    client.get_task('01JCOLDSTART0000000000000A')\nexcept Exception:\n    pass"
+    )
+    assert {"sdk.api", "sdk.coalescing", "sdk.telemetry.tracing"} <= sent

@@ -34,7 +34,7 @@ ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"
 BIN = Path(sys.executable).parent
 DOCKERFILE = DEPLOY / "Dockerfile"
-DOCKERFILES = [DOCKERFILE, ROOT / "examples" / "hello" / "Dockerfile"]
+DOCKERFILES = [DOCKERFILE, *(ROOT / "examples" / e / "Dockerfile" for e in ("hello", "cloud-run"))]
 HELLO_WORKER = ROOT / "examples" / "hello" / "worker.py"
 KUBERNETES_VERSION = "1.31.0"  # kubernetes-validate ships this version's schemas
 GATEWAY_SERVICES = ("gateway-1", "gateway-2")
@@ -151,6 +151,7 @@ def test_the_build_context_keeps_what_the_images_copy_and_nothing_local() -> Non
     ]
     assert "gateway" in copied
     assert [source for source in copied if dockerignored(source)] == []
+    assert "dist/jobgate_sdk-0.1.0-py3-none-any.whl" in copied  # the Cloud Run example's SDK
     for local in (".git", ".venv", ".jobgate", ".env", "gateway/__pycache__", "tests"):
         assert dockerignored(local), local
 

@@ -9,9 +9,6 @@ into the repository.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 import tarfile
 import tomllib
 import zipfile
@@ -21,6 +18,8 @@ from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
+
+from tests.local_steps import build_sdk_dist
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGING = ROOT / "packaging" / "jobgate-sdk"
@@ -48,23 +47,10 @@ def _project(path: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tree = tmp_path_factory.mktemp("tree")
-    shutil.copytree(PACKAGING, tree / "packaging" / "jobgate-sdk", symlinks=True)
-    for leftover in (tree / "packaging" / "jobgate-sdk").glob("*.egg-info"):
-        shutil.rmtree(leftover)
-    (tree / "sdk").symlink_to(ROOT / "sdk")  # what packaging/jobgate-sdk/sdk points to
-    out = tree / "dist"
-    built = subprocess.run(
-        [
-            *(sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check"),
-            *("--outdir", str(out), str(tree / "packaging" / "jobgate-sdk")),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    out = build_sdk_dist(tmp_path_factory.mktemp("tree"))
     # `make sdk-dist` printed setuptools' deprecation of a license table four times (issue 31).
-    said = built.stdout + built.stderr
-    assert b"deprecated" not in said.lower(), said.decode(errors="replace")[-2000:]
+    said = (out / "build.log").read_text()
+    assert "deprecated" not in said.lower(), said[-2000:]
     return out
 
 
