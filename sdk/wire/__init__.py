@@ -174,6 +174,7 @@ from sdk.wire.queues import (
     RateLimit,
     Redrive,
     StallPolicy,
+    UnknownTasks,
 )
 from sdk.wire.tasks import (
     BatchCreate,
@@ -318,6 +319,7 @@ __all__ = [
     "TaskStep",
     "Throttle",
     "Timestamp",
+    "UnknownTasks",
     "WebUrl",
     "check_queue_name",
 ]
