@@ -306,7 +306,11 @@ class QueuePolicyPatch(InputModel):
     remove_redrive: bool | None = Field(
         None, description="true turns automatic redrive off; not with a redrive."
     )
-    unknown_tasks: UnknownTasks | None = None
+    unknown_tasks: UnknownTasks | None = Field(
+        None,
+        description="'refuse' or 'accept' task names no endpoint reported; takes effect at once "
+        "on this gateway, within a second on the others.",
+    )
 
 
 class Queue(OutputModel):
