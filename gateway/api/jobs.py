@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from gateway.api.routing import Call, Link, Operation, Param
+from gateway.core.errors import UnknownTaskName
 from gateway.security.auth import Access
 from gateway.services.jobs import JobService
 from gateway.services.tasks import OffsetCursor
@@ -145,6 +146,7 @@ OPERATIONS = [
         response=Job,
         status=201,
         errors=(404,),
+        problems=(UnknownTaskName,),
         description="The task's queue must be registered (404 otherwise); a crontab's fields "
         "must parse. The next fire time is computed at once (next_run).",
         links=JOB_LINKS,
@@ -181,6 +183,7 @@ OPERATIONS = [
         response=Job,
         params=JOB,
         errors=(404,),
+        problems=(UnknownTaskName,),
         description="The next fire time is computed again now (kept when the schedule and the "
         "active flag did not change), on every gateway at once.",
     ),
@@ -195,6 +198,7 @@ OPERATIONS = [
         response=Job,
         params=JOB,
         errors=(404,),
+        problems=(UnknownTaskName,),
         description="The fields given replace the job's; schedule and notify may be null.",
     ),
     Operation(
@@ -220,6 +224,7 @@ OPERATIONS = [
         status=201,
         params=JOB,
         errors=(404,),
+        problems=(UnknownTaskName,),
         links=JOB_LINKS,
     ),
     Operation(
@@ -259,6 +264,7 @@ OPERATIONS = [
         status=201,
         params=JOB,
         errors=(404,),
+        problems=(UnknownTaskName,),
         description="Makes a run whatever the schedule, active flag and overlap policy say "
         "(404 when the job or the run's queue does not exist). "
         "args replaces the job's default args (which are templated; given args are not).",
@@ -311,6 +317,7 @@ OPERATIONS = [
         status=201,
         params=RUN,
         errors=(404,),
+        problems=(UnknownTaskName,),
         description="A new run; the old one is kept.",
         links=RUN_LINKS,
     ),

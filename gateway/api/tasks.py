@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from gateway.api.prefer import wants_minimal
 from gateway.api.routing import QUEUE, TASK_ID, Call, Link, Operation, Param, Reply
-from gateway.core.errors import DuplicateTaskId
+from gateway.core.errors import DuplicateTaskId, UnknownTaskName
 from gateway.security.auth import Access
 from gateway.services.enqueue.created import Created, answer_json
 from gateway.services.tasks import MAX_WAIT, OffsetCursor
@@ -141,6 +141,7 @@ OPERATIONS = [
         also=(202,),
         params=(QUEUE, WAIT, PREFER),
         errors=(404, 409, 429),
+        problems=(UnknownTaskName,),
         description="201 with the new task; 200 with the earlier one when the dedup or "
         "singleton key matched it (deduplicated: true), with the pending task a debounce "
         "merged this enqueue into (flow.replaced: true), or with the task a throttle let "
@@ -165,7 +166,7 @@ OPERATIONS = [
         status=201,
         params=(QUEUE, PREFER),
         errors=(404, 409, 429),
-        problems=(DuplicateTaskId,),
+        problems=(DuplicateTaskId, UnknownTaskName),
         links=(Link("GetFirstTask", "get_task", {"task_id": "$response.body#/tasks/0/id"}),),
     ),
     Operation(

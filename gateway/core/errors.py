@@ -6,6 +6,7 @@ services only raise them::
     GatewayError                    500  (never raised on purpose)
     ├── InvalidRequest              400  malformed JSON, a bad query parameter
     │   └── ValidationFailed        422  fields that break the schema; carries field errors
+    │       └── UnknownTaskName         a task name no endpoint of the queue reported
     ├── Unauthorized                401  no or unknown API key, no lease token
     ├── Forbidden                   403  the key's scopes do not cover the route
     ├── NotFound                    404
@@ -71,6 +72,22 @@ class ValidationFailed(InvalidRequest):
     def __init__(self, errors: list[FieldProblem], detail: str | None = None) -> None:
         super().__init__(detail or "; ".join(f"{e.field}: {e.reason}" for e in errors))
         self.errors = errors
+        self.given_detail = detail
+
+    def renamed(self, errors: list[FieldProblem]) -> ValidationFailed:
+        """The same refusal, of the same type, with its fields named otherwise (a single
+        enqueue's ``name`` rather than a batch's ``tasks.0.name``)."""
+        return type(self)(errors, self.given_detail)
+
+
+class UnknownTaskName(ValidationFailed):
+    """An enqueue or a job names a task no endpoint of the queue reported, while some endpoint
+    reported its task names (the task catalog) and the queue's policy has unknown_tasks
+    'refuse'. Each unknown name's field (name, tasks.<i>.name, task.name) says which names the
+    endpoints did report that come closest. Nothing is stored."""
+
+    title = "Unknown task name"
+    problem_type = PROBLEM_TYPE_BASE + "unknown-task-name"
 
 
 class Unauthorized(GatewayError):

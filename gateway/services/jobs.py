@@ -183,12 +183,21 @@ class JobService:
 
     async def _check_task(self, queue: str, name: str, payload: JsonValue, field: str) -> None:
         """The one place a job's (or run's) task is checked: its queue must be registered
-        (404, as for an enqueue), and its args must fit the schema the task catalog holds for
-        the task name, when an endpoint reported one (422 naming ``field``)."""
-        if await self._queues.get(queue) is None:
+        (404, as for an enqueue), its task name must be one an endpoint reported when the
+        queue refuses unknown names (422 naming ``task.name``, as for an enqueue), and its args
+        must fit the schema the task catalog holds for the name (422 naming ``field``)."""
+        stored = await self._queues.get(queue)
+        if stored is None:
             raise QueueNotFound(queue)
         if self._catalog is not None:
-            await self._catalog.validate(queue, name, payload, field)
+            await self._catalog.validate(
+                queue,
+                name,
+                payload,
+                field,
+                unknown_tasks=stored.policy.unknown_tasks,
+                name_field="task.name",
+            )
 
     # --- runs ---------------------------------------------------------------------------------
 

@@ -127,7 +127,7 @@ class TaskService:
         except ValidationFailed as e:
             if batch:
                 raise
-            raise ValidationFailed(
+            raise e.renamed(
                 [FieldProblem(p.field.removeprefix("tasks.0."), p.reason) for p in e.errors]
             ) from e
 

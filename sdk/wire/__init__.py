@@ -190,6 +190,7 @@ from sdk.wire.queues import (
     RateLimit,
     Redrive,
     StallPolicy,
+    UnknownTasks,
 )
 from sdk.wire.tasks import (
     BatchCreate,
@@ -350,6 +351,7 @@ __all__ = [
     "TriggerCreate",
     "TriggerId",
     "TriggerList",
+    "UnknownTasks",
     "WaitIn",
     "WebUrl",
     "check_queue_name",

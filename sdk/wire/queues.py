@@ -137,6 +137,14 @@ class StallPolicy(StrEnum):
     REDISPATCH = "redispatch"  # end the attempt now (outcome 'stalled') and retry it
 
 
+class UnknownTasks(StrEnum):
+    """What an enqueue of a task name the queue's catalog lacks meets, once some endpoint of the
+    queue has reported its task names (docs/workers.md, "The task catalog")."""
+
+    REFUSE = "refuse"  # 422, problem type unknown-task-name, naming the closest reported names
+    ACCEPT = "accept"  # stored, unchecked: a worker that reports nothing may serve it
+
+
 class MetricsGranularity(StrEnum):
     """What the gateway's metrics tell apart within a queue (docs/observability.md)."""
 
@@ -216,6 +224,13 @@ class QueuePolicy(InputModel):
     redrive: Redrive | None = Field(
         None, description="Resubmit dead tasks that failed by infrastructure; off when absent."
     )
+    unknown_tasks: UnknownTasks = Field(
+        UnknownTasks.REFUSE,
+        description="Once an endpoint of the queue has reported its task names (the task "
+        "catalog), what an enqueue or job of a name no endpoint reported meets: 'refuse' (422 "
+        "naming the closest reported names) or 'accept' (for a queue whose workers do not all "
+        "report). A queue whose endpoints reported nothing accepts every name.",
+    )
 
 
 class QueuePolicyPatch(InputModel):
@@ -290,6 +305,11 @@ class QueuePolicyPatch(InputModel):
     )
     remove_redrive: bool | None = Field(
         None, description="true turns automatic redrive off; not with a redrive."
+    )
+    unknown_tasks: UnknownTasks | None = Field(
+        None,
+        description="'refuse' or 'accept' task names no endpoint reported; takes effect at once "
+        "on this gateway, within a second on the others.",
     )
 
 

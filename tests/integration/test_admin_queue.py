@@ -86,6 +86,7 @@ async def test_the_settings_form_saves_what_changed_and_names_each_problem(rig: 
     for name in ("retention_succeeded", "retention_failed", "dedup_window"):
         form[name] = str(policy[name])
     form.update({"dead_letter": "true", "stall_policy": "wait", "metrics_granularity": "task"})
+    form["unknown_tasks"] = "refuse"
     form.update({f"circuit_breaker.{k}": str(v) for k, v in policy["circuit_breaker"].items()})
     saved = await post(rig.web, "/admin/queues/mail/settings", "/admin/queues/mail/settings", form)
     assert saved.status_code == 303, saved.text

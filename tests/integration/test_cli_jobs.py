@@ -187,6 +187,24 @@ async def test_refusals_are_one_error_naming_the_field(admin: AsyncClient, jobga
     assert (await admin.get_job(job.id)).active is True
 
 
+async def test_a_run_of_a_name_no_endpoint_reported_says_which_names_come_close(
+    admin: AsyncClient, jobgate: Cli
+) -> None:
+    """A job of a name the queue accepted then (unknown_tasks: accept), run after the queue
+    turned to refusing such names: the refusal's own problem type, read as the CLI prints any
+    other (issue 31 item 8)."""
+    job = await admin.create_job(title="Typo", task={"queue": Q, "name": "rezise"})
+    await admin.patch_queue(Q, unknown_tasks="refuse")
+    code, out, err = await jobgate("jobs", "run", job.id)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"jobgate: error: 422 Unknown task name: queue '{Q}' refuses task names no endpoint of "
+        "it reported (its policy's unknown_tasks is 'refuse'; 'accept' lets them through)\n"
+        f"  task.name: no endpoint of queue '{Q}' reported a task named 'rezise'; did you mean "
+        f"'{resize.name}'?\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -306,9 +306,25 @@ async def test_job_and_run_args_are_checked_against_the_task_catalog(
     assert [e["field"] for e in refused.json()["errors"]] == ["args.days"]
     job = await create(api, args={"days": 7})
     assert job["served"] is True
-    assert (await create(api, title="Other", task={"queue": Q, "name": "unknown"}))[
-        "served"
-    ] is False
+    # A name no endpoint reported is refused, as an enqueue of it is, unless the queue accepts
+    # such names; then the job is kept and shown as not served.
+    misspelled = job_body(title="Other", task={"queue": Q, "name": "reprot"})
+    refused = await api.post("/v1/jobs", json=misspelled)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["type"] == "tag:jobgate.dev,2026:problem/unknown-task-name"
+    assert {e["field"]: e["reason"] for e in refused.json()["errors"]} == {
+        "task.name": f"no endpoint of queue '{Q}' reported a task named 'reprot'; "
+        "did you mean 'report'?"
+    }
+    accept = await api.patch(f"/v1/queues/{Q}", json={"unknown_tasks": "accept"})
+    assert accept.status_code == 200, accept.text
+    other = await create(api, title="Other", task={"queue": Q, "name": "reprot"})
+    assert other["served"] is False
+    refuse = await api.patch(f"/v1/queues/{Q}", json={"unknown_tasks": "refuse"})
+    assert refuse.status_code == 200, refuse.text
+    run_other = await api.post(f"/v1/jobs/{other['id']}/runs", json={})
+    assert run_other.status_code == 422, run_other.text
+    assert [e["field"] for e in run_other.json()["errors"]] == ["task.name"]
     run_now = await api.post(f"/v1/jobs/{job['id']}/runs", json={"args": {}})
     assert run_now.status_code == 422, run_now.text
     assert [e["field"] for e in run_now.json()["errors"]] == ["args.days"]  # required, missing

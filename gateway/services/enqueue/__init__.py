@@ -6,8 +6,9 @@ a job's run, :mod:`gateway.services.runs`) reaches :meth:`TaskService.enqueue_cr
 
 1. checks of the specification: its options (:mod:`.options`: ids given twice, completion
    callback URLs), the queue (the directory's cached view), its keys against the queue's policy
-   (:mod:`.keys`), the payloads against the task catalog (:mod:`gateway.services.catalog`), its
-   flow (:mod:`.flow`: dependencies outside the batch);
+   (:mod:`.keys`), the names and payloads against the task catalog
+   (:mod:`gateway.services.catalog`; the policy's ``unknown_tasks`` says whether a name no
+   endpoint reported is refused), its flow (:mod:`.flow`: dependencies outside the batch);
 2. the new records (:mod:`.new_records`: each task as the store keeps it);
 3. the store (:meth:`gateway.store.tasks.enqueue.Enqueuing.enqueue_batch`: one round trip, the
    claim an idle dispatcher asked for riding along, then ``lua/enqueue.lua``);
@@ -104,7 +105,7 @@ class Enqueue:
         if problems:
             raise ValidationFailed(problems)
         if self._catalog is not None:
-            await self._catalog.check_enqueue(queue, specs)
+            await self._catalog.check_enqueue(queue, specs, policy.unknown_tasks)
         located = await locate_dependencies(self._tasks, specs, given)
 
         # 2. The new records, and 3. the store. An idle dispatcher here has its claim ride in
