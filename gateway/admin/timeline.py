@@ -36,7 +36,8 @@ class EntryKind(StrEnum):
     REDRIVE = "redrive"  # not an attempt: the queue's redrive policy queued the dead task again
     STEP = "step"  # a durable step recorded: name, the attempt that recorded it, its result
     SLEEP = "sleep"  # a durable sleep: a step whose result is {"until": time}
-    NOW = "now"  # an unfinished task not running: what it waits for (queued, a time, deps)
+    NOW = "now"  # an unfinished task not running: what it waits for (queued, a time, deps,
+    # an event: its step, the event's name and match, until when)
     FINISHED = "finished"  # the task ended: its final state, with its result or error
 
 
@@ -181,6 +182,16 @@ def _step_entry(step: TaskStep, now: datetime) -> Entry:
 def _now_entry(task: Task, now: datetime) -> Entry | None:
     """What an unfinished task waits for now (one case per state, or per field of the task
     it waits on); None while it runs (its attempt says so)."""
+    if task.state is TaskState.SCHEDULED and task.wait is not None:
+        wait = task.wait
+        match = ", ".join(f"{k}={json.dumps(v)}" for k, v in wait.match.items()) or "any"
+        facts = [
+            Fact("step", wait.step, mono=True),
+            Fact("event", wait.event, mono=True),
+            Fact("match", match, mono=True),
+            Fact("until", moment=wait.until),
+        ]
+        return Entry(EntryKind.NOW, now, "waiting for an event", outcome="scheduled", facts=facts)
     if task.state is TaskState.SCHEDULED:
         fact = Fact("next push at", moment=task.run_at)
     elif task.state is TaskState.WAITING:

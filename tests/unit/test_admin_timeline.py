@@ -192,3 +192,26 @@ def test_previews_and_summaries_are_short() -> None:
     assert summary("first line\nsecond") == "first line"
     assert summary("x" * 300, limit=5) == "xxxx…"
     assert summary("  \n ") == ""
+
+
+def test_a_task_waiting_for_an_event_says_which_event_what_it_matches_and_until_when() -> None:
+    waiting = task(
+        state="scheduled",
+        run_at=iso(600),
+        attempt=1,
+        attempts=[attempt(1, 1, 3, "released")],
+        wait={
+            "step": "approval",
+            "event": "order.approved",
+            "match": {"order": "A-1"},
+            "until": iso(600),
+        },
+    )
+    now_entry = timeline(waiting, now=at(10))[-1]
+    assert (now_entry.kind, now_entry.label) == (EntryKind.NOW, "waiting for an event")
+    assert [(f.label, f.text or f.moment) for f in now_entry.facts] == [
+        ("step", "approval"),
+        ("event", "order.approved"),
+        ("match", 'order="A-1"'),
+        ("until", at(600)),
+    ]
