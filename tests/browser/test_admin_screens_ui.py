@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from sdk.wire import PushBatch
 
 from .conftest import screenshot, sign_in
-from .test_admin_phone_ui import inside
+from .test_admin_phone_ui import NIGHTLY, inside
 from .test_admin_queue_ui import finish
 from .test_admin_ui import until
 
@@ -74,12 +74,7 @@ def data(client: httpx.Client) -> Seen:
             "title": "Nightly reminders",
             "task": {"queue": "hello", "name": "tasks.greet"},
             "args": {"args": ["reminders"]},
-            "schedule": {
-                "kind": "crontab",
-                "minute": "0",
-                "hour": "3",
-                "timezone": "Europe/Berlin",
-            },
+            "schedule": NIGHTLY,
         },
     )
     assert job.status_code == 201, job.text
