@@ -50,7 +50,7 @@ SESSION_COOKIE = "jobgate_session"
 LOGIN_COOKIE = "jobgate_login"
 CSRF_HEADER = "x-csrf-token"
 FORM_TYPE = "application/x-www-form-urlencoded"
-STATIC_VERSION = "7"  # bump when a static file changes, so browsers fetch it again
+STATIC_VERSION = "8"  # bump when a static file changes, so browsers fetch it again
 NOTICES = {
     "paused": "Queue paused: it accepts tasks but dispatches none.",
     "resumed": "Queue resumed: its tasks are dispatched again.",

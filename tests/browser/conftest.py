@@ -117,7 +117,8 @@ def sign_in(page: Page, gateway: str, key: str = ADMIN, start: str = "/admin/que
 
 
 def screenshot(page: Page, name: str) -> None:
-    """Write docs/screenshots/<name>.png when JOBGATE_SCREENSHOTS=1."""
+    """Write docs/screenshots/<name>.png (a name may hold a folder) when JOBGATE_SCREENSHOTS=1."""
     if os.environ.get("JOBGATE_SCREENSHOTS") == "1":
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+        path = SCREENSHOTS / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(path), full_page=True)

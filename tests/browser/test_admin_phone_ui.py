@@ -18,6 +18,7 @@ from .test_admin_views_ui import serve_e2e
 
 PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1366, "height": 768}
+NIGHTLY = {"kind": "crontab", "minute": "0", "hour": "3", "timezone": "Europe/Berlin"}
 
 
 def inside(page: Page, cells: list[Locator]) -> None:
@@ -52,12 +53,7 @@ def test_running_jobs_and_dead_letters_show_what_matters_on_a_phone(
             "title": "Nightly invoice reminders for every region",
             "task": {"queue": "e2e", "name": ECHO},
             "args": {"args": ["reminders sent"]},
-            "schedule": {
-                "kind": "crontab",
-                "minute": "0",
-                "hour": "3",
-                "timezone": "Europe/Berlin",
-            },
+            "schedule": NIGHTLY,
         },
     )
     assert job.status_code == 201, job.text
