@@ -54,31 +54,38 @@ def printed(readme: str) -> str:
     return found.group(1)
 
 
-def test_the_workflow_example_prints_what_its_readme_says(cluster: Cluster) -> None:
-    """The worker registers the queue and itself, the producer runs the order workflow: a chain
-    passing the price on, a charge recorded once, a durable sleep, a failed shipment retried
-    with the charge replayed."""
-    example = EXAMPLES / "workflow"
+@pytest.mark.parametrize(
+    ("example", "port_variable"), [("hello", "HELLO_PORT"), ("workflow", "WORKFLOW_PORT")]
+)
+def test_an_example_prints_what_its_readme_says(
+    cluster: Cluster, example: str, port_variable: str
+) -> None:
+    """The README's steps, against a gateway: the worker registers the queue and itself, the
+    producer prints exactly what the README shows. hello: a greeting, a batch of three, a task
+    with heartbeats. workflow: a chain passing the price on, a charge recorded once, a durable
+    sleep, an approval that waits for an event, a failed shipment retried with the rest
+    replayed."""
+    folder = EXAMPLES / example
     port = free_port()
     env = {
         **os.environ,
         "JOBGATE_URL": cluster.gateway(),
         "JOBGATE_API_KEY": ADMIN,
-        "WORKFLOW_PORT": str(port),
+        port_variable: str(port),
     }
     env.pop("JOBGATE_WORKER_SECRET", None)
-    worker = subprocess.Popen([sys.executable, str(example / "worker.py")], env=env)
+    worker = subprocess.Popen([sys.executable, str(folder / "worker.py")], env=env)
     cluster.procs.append(worker)
     wait_http(f"http://127.0.0.1:{port}/", worker)
     done = subprocess.run(
-        [sys.executable, str(example / "producer.py")],
+        [sys.executable, str(folder / "producer.py")],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == printed((example / "README.md").read_text())
+    assert done.stdout == printed((folder / "README.md").read_text())
 
 
 def test_the_lambda_examples_local_steps_print_what_its_readme_says(tmp_path: Path) -> None:
