@@ -65,12 +65,17 @@ def _schemas() -> tuple[Refs, dict[str, Any]]:
     ordered = sorted(models, key=lambda m: (m[0].__name__, m[1]))
     refs, defs = models_json_schema(ordered, ref_template=REF)
     renamed = {key: _renamed(ref) for key, ref in refs.items()}
-    return renamed, _renamed(dict(defs.get("$defs", {})))
+    schemas = {}
+    for name, schema in defs.get("$defs", {}).items():
+        schemas[_rename(name)] = _renamed(schema)
+        if _rename(name) != name:  # titled as its model, a view would be a second class of
+            schemas[_rename(name)]["title"] = _rename(name)  # that name to a generator
+    return renamed, schemas
 
 
 # pydantic names the two schemas of an input model that an answer holds too (a queue's
 # policy) 'X-Input' and 'X-Output': they differ in additionalProperties (sdk/wire/base.py).
-# The request's keeps the model's name, the answer's is its view.
+# The request's keeps the model's name, the answer's is its view (named so in its title too).
 _MODE_NAMES = {"-Input": "", "-Output": "View"}
 _PREFIX = REF.format(model="")
 

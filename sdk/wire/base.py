@@ -22,7 +22,8 @@ A value outside an enum (a task state a newer gateway added) is not guessed at: 
 raises :class:`~sdk.errors.UnreadableAnswer`, naming the field and the value, and saying an
 SDK older than its gateway is the likely cause. A lenient fallback (the raw string) would
 make every ``state`` a ``TaskState | str`` to its readers and let a wait loop take a new
-final state for a running one.
+final state for a running one. A tally keyed by an enum is the exception: a queue's
+``counts`` leaves out the states the SDK does not know, or no queue would read at all.
 
 The gateway validates every input strictly, from its JSON (``gateway.api.body``): no coercion
 of ``true`` to 1 or of ``"5"`` to 5, date-times only as RFC 3339 strings. The SDK builds the
