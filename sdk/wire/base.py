@@ -298,46 +298,14 @@ class OutputModel(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
     @classmethod
-    def model_validate(
-        cls,
-        obj: Any,
-        *,
-        strict: bool | None = None,
-        extra: ExtraValues | None = None,
-        from_attributes: bool | None = None,
-        context: Any | None = None,
-        by_alias: bool | None = None,
-        by_name: bool | None = None,
-    ) -> Self:
-        return super().model_validate(
-            obj,
-            strict=strict,
-            extra=extra or "ignore",
-            from_attributes=from_attributes,
-            context=context,
-            by_alias=by_alias,
-            by_name=by_name,
-        )
+    def model_validate(cls, obj: Any, *, extra: ExtraValues | None = None, **options: Any) -> Self:
+        return super().model_validate(obj, extra=extra or "ignore", **options)
 
     @classmethod
     def model_validate_json(
-        cls,
-        json_data: str | bytes | bytearray,
-        *,
-        strict: bool | None = None,
-        extra: ExtraValues | None = None,
-        context: Any | None = None,
-        by_alias: bool | None = None,
-        by_name: bool | None = None,
+        cls, json_data: str | bytes | bytearray, *, extra: ExtraValues | None = None, **options: Any
     ) -> Self:
-        return super().model_validate_json(
-            json_data,
-            strict=strict,
-            extra=extra or "ignore",
-            context=context,
-            by_alias=by_alias,
-            by_name=by_name,
-        )
+        return super().model_validate_json(json_data, extra=extra or "ignore", **options)
 
 
 def build_models() -> int:
