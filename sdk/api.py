@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 
-from sdk.errors import ApiError, TaskTimeout
+from sdk.errors import ApiError, TaskTimeout, UnreadableAnswer
 from sdk.wire import (
     HEADER_PREFER,
     RETURN_MINIMAL,
@@ -51,6 +51,7 @@ from sdk.wire import (
     TaskReceipt,
     TaskState,
 )
+from sdk.wire.base import reason
 
 if TYPE_CHECKING:
     from sdk.answers import Answer, Params
@@ -124,11 +125,29 @@ def problem_of(response: Answer) -> Problem:
     )
 
 
+# The errors of a value outside the ones the SDK knows: an enum's, a Literal's, a tagged
+# union's tag (a job schedule's kind).
+_UNKNOWN_VALUE = frozenset({"enum", "literal_error", "union_tag_invalid"})
+
+
+def read_answer(model: type[M], content: bytes) -> M:
+    """A success answer's JSON body as a ``model``: fields a newer gateway added are ignored at
+    every depth (sdk/wire/base.py); anything else that does not fit, such as a task state this
+    SDK does not know, raises :class:`~sdk.errors.UnreadableAnswer` naming each field."""
+    try:
+        return model.model_validate_json(content)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        fields = [(".".join(map(str, err["loc"])), reason(err), err["input"]) for err in errors]
+        unknown = any(err["type"] in _UNKNOWN_VALUE for err in errors)
+        raise UnreadableAnswer(model.__name__, fields, unknown) from e
+
+
 def reads(model: type[M]) -> Callable[[Answer], M]:
     """The reader of an answer whose JSON body is one ``model``."""
 
     def read(response: Answer) -> M:
-        return model.model_validate_json(response.content)
+        return read_answer(model, response.content)
 
     return read
 
@@ -235,7 +254,7 @@ def list_endpoints(queue: str) -> Call[list[Endpoint]]:
     return Call(
         "GET",
         f"/v1/queues/{segment(queue)}/endpoints",
-        lambda r: EndpointList.model_validate_json(r.content).items,
+        lambda r: read_answer(EndpointList, r.content).items,
     )
 
 
@@ -244,7 +263,7 @@ def lease(queue: str, endpoint_id: str, max_tasks: int, wait: float) -> Call[lis
     return Call(
         "POST",
         f"/v1/queues/{segment(queue)}/leases",
-        lambda r: PushBatch.model_validate_json(r.content).tasks,
+        lambda r: read_answer(PushBatch, r.content).tasks,
         body=LeaseRequest(endpoint_id=endpoint_id, max_tasks=max_tasks, wait=wait),
         wait=wait,
     )
@@ -277,7 +296,7 @@ def enqueue_batch(queue: str, tasks: list[TaskCreate]) -> Call[list[Task]]:
     return Call(
         "POST",
         f"/v1/queues/{segment(queue)}/tasks/batch",
-        lambda r: BatchCreated.model_validate_json(r.content).tasks,
+        lambda r: read_answer(BatchCreated, r.content).tasks,
         body=BatchCreate(tasks=tasks),
         lean=True,
     )
@@ -300,7 +319,7 @@ def enqueue_batch_receipts(queue: str, tasks: list[TaskCreate]) -> Call[list[Tas
     return Call(
         "POST",
         f"/v1/queues/{segment(queue)}/tasks/batch",
-        lambda r: BatchReceipt.model_validate_json(r.content).tasks,
+        lambda r: read_answer(BatchReceipt, r.content).tasks,
         body=BatchCreate(tasks=tasks),
         headers=MINIMAL,
         lean=True,
@@ -346,7 +365,7 @@ def logs(task_id: str) -> Call[list[LogLine]]:
     return Call(
         "GET",
         f"/v1/tasks/{segment(task_id)}/logs",
-        lambda r: LogPage.model_validate_json(r.content).items,
+        lambda r: read_answer(LogPage, r.content).items,
         params={"limit": 10_000},
     )
 
@@ -355,7 +374,7 @@ def notify_secret(queue: str) -> Call[str]:
     return Call(
         "GET",
         f"/v1/queues/{segment(queue)}/notify-secret",
-        lambda r: NotifySecret.model_validate_json(r.content).secret,
+        lambda r: read_answer(NotifySecret, r.content).secret,
     )
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, JsonValue
 
-from sdk.api import problem_of
+from sdk.api import problem_of, read_answer
 from sdk.errors import ApiError, LeaseLost
 from sdk.wire import (
     HEADER_LEASE,
@@ -115,7 +115,7 @@ class CallbackChannel:
 
     async def heartbeat(self, progress: float | None) -> bool:
         response = await self._call("heartbeat", HeartbeatIn(progress=progress))
-        answer = HeartbeatOut.model_validate_json(response.content)
+        answer = read_answer(HeartbeatOut, response.content)
         self.lease_expires_at = answer.lease_expires_at
         return answer.cancel_requested
 
@@ -124,7 +124,7 @@ class CallbackChannel:
 
     async def step(self, name: str, result: JsonValue) -> bool:
         response = await self._call("step", StepIn(name=name, result=result))
-        return StepOut.model_validate_json(response.content).cancel_requested
+        return read_answer(StepOut, response.content).cancel_requested
 
     async def log(self, message: str, level: str) -> None:
         line = LogLine(message=message[:8192], level=level[:16], at=datetime.now(UTC))

@@ -4,6 +4,8 @@
 
     JobgateError
     ├── ApiError          the gateway answered a request with a non-2xx status (problem+json)
+    ├── UnreadableAnswer  a 2xx answer does not read as its model, e.g. a value outside an
+    │                     enum that a gateway newer than the SDK sent (also a ValueError)
     ├── TaskFailed        a waited-for task ended failed, dead or cancelled
     ├── TaskTimeout       a waited-for task did not finish in time (also a TimeoutError)
     ├── SignatureError    a push's Standard Webhooks signature did not verify
@@ -32,6 +34,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sdk.wire import Problem, Task, WaitIn
 
 
@@ -48,6 +52,7 @@ __all__ = [
     "Sleep",
     "TaskFailed",
     "TaskTimeout",
+    "UnreadableAnswer",
     "WaitForEvent",
 ]
 
@@ -70,6 +75,33 @@ class ApiError(JobgateError):
             text += f": {self.problem.detail}"
         for error in self.problem.errors or ():
             text += f"\n  {error.field}: {error.reason}"
+        return text
+
+
+class UnreadableAnswer(JobgateError, ValueError):
+    """A success answer that does not read as the ``model`` the SDK expects: ``errors`` holds
+    a ``(field, reason, value)`` per field. Fields the SDK does not know are no error (they are
+    ignored); a value it does not know where it knows them all (a task state, a policy's
+    choice: ``unknown_value``) most likely comes from a gateway newer than the SDK, and the
+    message says to upgrade the SDK rather than guess what the value means."""
+
+    def __init__(
+        self, model: str, errors: Sequence[tuple[str, str, object]], unknown_value: bool
+    ) -> None:
+        self.model = model
+        self.errors = tuple(errors)
+        self.unknown_value = unknown_value
+        super().__init__(model, self.errors)
+
+    def __str__(self) -> str:
+        text = f"the gateway's answer does not read as a {self.model}"
+        for field, reason, value in self.errors:
+            text += f"\n  {field}: {reason} (got {value!r})"
+        if self.unknown_value:
+            text += (
+                "\nIt holds a value this SDK does not know: the gateway is likely newer than "
+                "the SDK; upgrade the SDK."
+            )
         return text
 
 

@@ -106,6 +106,9 @@ def _finite_json(body: bytes) -> bool:
 def parse_model(model: type[M], body: bytes) -> M:
     """``body`` as a ``model``, strictly: 400 when it is not JSON, 422 naming each bad field.
 
+    Unknown fields are refused at every depth, whatever a model's own configuration says
+    (``extra="forbid"`` for the whole validation: sdk/wire/base.py).
+
     A body orjson reads is validated with the context :data:`~sdk.wire.base.FINITE_JSON`, so
     its JSON values skip their own check; any other body goes the whole way, so its answer is
     the same as ever."""
@@ -113,7 +116,9 @@ def parse_model(model: type[M], body: bytes) -> M:
     if not finite:
         refuse_constants(body)
     try:
-        return model.model_validate_json(body, strict=True, context=FINITE_JSON if finite else None)
+        return model.model_validate_json(
+            body, strict=True, extra="forbid", context=FINITE_JSON if finite else None
+        )
     except ValidationError as e:
         if any(err["type"] == "json_invalid" for err in e.errors()):
             raise InvalidRequest(f"the body is not valid JSON: {e.errors()[0]['msg']}") from e

@@ -64,7 +64,39 @@ def _schemas() -> tuple[Refs, dict[str, Any]]:
             models.add((op.minimal, "serialization"))
     ordered = sorted(models, key=lambda m: (m[0].__name__, m[1]))
     refs, defs = models_json_schema(ordered, ref_template=REF)
-    return dict(refs), dict(defs.get("$defs", {}))
+    renamed = {key: _renamed(ref) for key, ref in refs.items()}
+    schemas = {}
+    for name, schema in defs.get("$defs", {}).items():
+        schemas[_rename(name)] = _renamed(schema)
+        if _rename(name) != name:  # titled as its model, a view would be a second class of
+            schemas[_rename(name)]["title"] = _rename(name)  # that name to a generator
+    return renamed, schemas
+
+
+# pydantic names the two schemas of an input model that an answer holds too (a queue's
+# policy) 'X-Input' and 'X-Output': they differ in additionalProperties (sdk/wire/base.py).
+# The request's keeps the model's name, the answer's is its view (named so in its title too).
+_MODE_NAMES = {"-Input": "", "-Output": "View"}
+_PREFIX = REF.format(model="")
+
+
+def _rename(name: str) -> str:
+    for suffix, replacement in _MODE_NAMES.items():
+        if name.endswith(suffix):
+            return name.removesuffix(suffix) + replacement
+    return name
+
+
+def _renamed(node: Any) -> Any:
+    """``node`` with every schema name, and every reference to one (a ``$ref``, a
+    discriminator's mapping), renamed by :func:`_rename`."""
+    if isinstance(node, dict):
+        return {_rename(k): _renamed(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_renamed(item) for item in node]
+    if isinstance(node, str) and node.startswith(_PREFIX):
+        return REF.format(model=_rename(node.removeprefix(_PREFIX)))
+    return node
 
 
 def _problem(status: int, problems: Sequence[type[GatewayError]] = ()) -> dict[str, Any]:

@@ -125,7 +125,8 @@ def _error(
     text, traceback = fallback, ""
     if answer.body and "json" in answer.content_type:
         try:
-            reported = ErrorIn.model_validate_json(answer.body)
+            # The worker's answer, read as an answer: fields a newer SDK adds are ignored.
+            reported = ErrorIn.model_validate_json(answer.body, extra="ignore")
         except ValidationError:
             reported = None
         if reported is not None:

@@ -3,6 +3,28 @@
 Inputs (what a client sends) forbid unknown fields, NaN and Infinity; outputs (what a server
 sends) ignore fields added by newer servers. Errors are RFC 9457 problem documents.
 
+An output may hold an input model: a :class:`~sdk.wire.queues.Queue` answers with the
+``QueuePolicy`` it was given, a job with its ``schedule``, a log page with its lines (``LogLine``).
+Which rule holds is chosen per validation, not per model, so each field is declared once:
+reading an output (``OutputModel.model_validate``/``model_validate_json``) validates in
+pydantic's ``extra="ignore"`` mode, which reaches every model inside the answer, inputs
+included, and an SDK older than its gateway reads a policy that gained a field; the gateway
+reads every request body with ``extra="forbid"`` (``gateway.api.body``), so an unknown field
+is refused at any depth. Built in Python, an input model still refuses a misspelt field (its
+own ``extra="forbid"``). The JSON Schema follows: an input model's schema in validation mode
+(a request) says ``additionalProperties: false``, in serialization mode (inside an answer) it
+does not, and ``openapi.yaml`` shows the second as ``<Model>View`` (``QueuePolicyView``). A
+twin class per embedded input (``QueuePolicyView(QueuePolicy)``) was the other way: each
+twin must restate every field whose type is another input (``backoff: BackoffView``, with its
+default and description), and mypy sees two types where there is one shape.
+
+A value outside an enum (a task state a newer gateway added) is not guessed at: the SDK
+raises :class:`~sdk.errors.UnreadableAnswer`, naming the field and the value, and saying an
+SDK older than its gateway is the likely cause. A lenient fallback (the raw string) would
+make every ``state`` a ``TaskState | str`` to its readers and let a wait loop take a new
+final state for a running one. A tally keyed by an enum is the exception: a queue's
+``counts`` leaves out the states the SDK does not know, or no queue would read at all.
+
 The gateway validates every input strictly, from its JSON (``gateway.api.body``): no coercion
 of ``true`` to 1 or of ``"5"`` to 5, date-times only as RFC 3339 strings. The SDK builds the
 same models from Python values (``datetime`` objects, enum members), in pydantic's lax mode.
@@ -15,7 +37,7 @@ import json
 import re
 import typing
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import (
     AfterValidator,
@@ -23,11 +45,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     JsonValue,
     ValidationInfo,
     WithJsonSchema,
 )
-from pydantic_core import ErrorDetails
+from pydantic.config import ExtraValues
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, ErrorDetails
 
 HEADER_LEASE = "jobgate-lease"
 HEADER_CALLBACK = "jobgate-callback"
@@ -236,6 +261,18 @@ class InputModel(BaseModel):
         if fields and cls.__pydantic_complete__:  # built already (not deferred): again
             cls.model_rebuild(force=True)
 
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """``additionalProperties: false`` where the model is read (validation mode: a request
+        body); not where it is sent (serialization mode: a queue's policy in an answer), which
+        a reader takes with fields it does not know."""
+        schema = handler(core_schema)
+        if handler.mode == "serialization":
+            handler.resolve_ref_schema(schema).pop("additionalProperties", None)
+        return schema
+
 
 def _whole(value: Any) -> Any:
     """A float with no fraction as the int it is; anything else as it is (for the field's
@@ -249,9 +286,26 @@ _WHOLE = BeforeValidator(_whole)
 
 
 class OutputModel(BaseModel):
-    """What a server sends: tolerant of fields added by newer servers."""
+    """What a server sends: tolerant of fields added by newer servers, at every depth.
+
+    An answer may hold an input model (a :class:`~sdk.wire.queues.Queue` holds the
+    ``QueuePolicy`` it was created with): reading an answer validates in pydantic's
+    ``extra="ignore"`` mode, which reaches every model inside it, so a field a newer server
+    added to that input model is ignored too instead of refusing the whole answer. Passing
+    ``extra`` explicitly still chooses (the gateway reads every request body with
+    ``extra="forbid"``)."""
 
     model_config = ConfigDict(extra="ignore", defer_build=True)
+
+    @classmethod
+    def model_validate(cls, obj: Any, *, extra: ExtraValues | None = None, **options: Any) -> Self:
+        return super().model_validate(obj, extra=extra or "ignore", **options)
+
+    @classmethod
+    def model_validate_json(
+        cls, json_data: str | bytes | bytearray, *, extra: ExtraValues | None = None, **options: Any
+    ) -> Self:
+        return super().model_validate_json(json_data, extra=extra or "ignore", **options)
 
 
 def build_models() -> int:

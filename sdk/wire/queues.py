@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Self
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from sdk.wire.attempts import FailureKind
 from sdk.wire.base import (
@@ -313,11 +313,25 @@ class QueuePolicyPatch(InputModel):
     )
 
 
+def _known_states(counts: object) -> object:
+    """The counts of the states this SDK knows: a gateway newer than the SDK may count a state
+    added since, which a tally can leave out (a task in that state is another matter: reading
+    it is an error, sdk/wire/base.py)."""
+    if isinstance(counts, dict):
+        return {state: n for state, n in counts.items() if state in _STATES}
+    return counts
+
+
+_STATES = frozenset(TaskState) | frozenset(s.value for s in TaskState)
+
+
 class Queue(OutputModel):
     name: str
     policy: QueuePolicy
     created_at: datetime
-    counts: dict[TaskState, int] = Field(description="Tasks in each state.")
+    counts: Annotated[dict[TaskState, int], BeforeValidator(_known_states)] = Field(
+        description="Tasks in each state."
+    )
     unroutable: dict[str, int] = Field(
         default_factory=dict,
         description="Queued tasks per required capability that no enabled endpoint advertises: "
