@@ -248,6 +248,24 @@ class _Base:
         )
         raise WaitForEvent(wait)
 
+    def _invoked(
+        self,
+        step: str,
+        task: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        queue: str | None,
+        timeout: float | timedelta,
+    ) -> JsonValue:
+        """The child's result from the invoke ``step`` recorded on a later attempt
+        (:class:`~sdk.errors.ChildFailed` when it did not succeed); else raise
+        :class:`~sdk.errors.InvokeChild` to end this one with the invoke."""
+        from sdk.invoking import child_result, invoke_request
+
+        if self._replayed(step):
+            return child_result(step, self.info.steps[step])
+        raise invoke_request(step, task, args, kwargs, queue, timeout)
+
     def _before_heartbeat(self) -> None:
         """A task already told to stop (cancel, or the worker's shutdown) stops at its next
         heartbeat without a call to the gateway."""
@@ -342,6 +360,24 @@ class AsyncContext(_Base):
         "Waiting for an event")."""
         return self._awaited(step, event, match, timeout, lookback)
 
+    async def invoke(
+        self,
+        step: str,
+        task: Any,
+        /,
+        *args: Any,
+        queue: str | None = None,
+        timeout: float | timedelta = 86_400.0,
+        **kwargs: Any,
+    ) -> JsonValue:
+        """Enqueue the child task ``task`` (an ``@task`` function, or a task name) with
+        ``args``/``kwargs`` in ``queue`` (the function's, else this task's) and end this
+        attempt until it ends, without holding a worker or spending an attempt; on the next
+        attempt return its result, or raise :class:`~sdk.errors.ChildFailed` (it failed, was
+        dead-lettered or cancelled, or ``timeout`` seconds passed first). Recorded as the step
+        ``step``: the same step invokes the same child once (docs/durable.md)."""
+        return self._invoked(step, task, args, kwargs, queue, timeout)
+
     async def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""
         await self._channel.log(message, level)
@@ -418,6 +454,19 @@ class Context(_Base):
     ) -> JsonValue:
         """Wait for an event without holding a worker, as :meth:`AsyncContext.wait_for_event`."""
         return self._awaited(step, event, match, timeout, lookback)
+
+    def invoke(
+        self,
+        step: str,
+        task: Any,
+        /,
+        *args: Any,
+        queue: str | None = None,
+        timeout: float | timedelta = 86_400.0,
+        **kwargs: Any,
+    ) -> JsonValue:
+        """Invoke a child task without holding a worker, as :meth:`AsyncContext.invoke`."""
+        return self._invoked(step, task, args, kwargs, queue, timeout)
 
     def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""
