@@ -28,18 +28,18 @@ def _mark(folder: str, name: str) -> int:
     return len(path.read_text().splitlines())
 
 
-async def _third(folder: str) -> str:
-    """The third step: its first run hangs (the test SIGKILLs the worker meanwhile)."""
-    if _mark(folder, "three") == 1:
+async def _hang_once(folder: str, name: str) -> str:
+    """A step whose first run hangs (the test SIGKILLs the worker meanwhile)."""
+    if _mark(folder, name) == 1:
         await asyncio.sleep(120)
-    return "three done"
+    return f"{name} done"
 
 
 @task(queue="durable")
 async def three_steps(folder: str, ctx: AsyncContext) -> dict[str, Any]:
     one = await ctx.step("one", _mark, folder, "one")
     two = await ctx.step("two", _mark, folder, "two")
-    three = await ctx.step("three", _third, folder)
+    three = await ctx.step("three", _hang_once, folder, "three")
     return {"one": one, "two": two, "three": three, "attempt": ctx.attempt}
 
 
@@ -77,17 +77,10 @@ def approval_sync(folder: str, doc: int, timeout: float, ctx: Context) -> dict[s
     return {"before": before, "event": got, "attempt": ctx.attempt}
 
 
-async def _leaf_work(folder: str) -> str:
-    """The grandchild's step: its first run hangs (the test SIGKILLs the worker meanwhile)."""
-    if _mark(folder, "leaf") == 1:
-        await asyncio.sleep(120)
-    return "leaf done"
-
-
 @task(queue="durable")
 async def chain_leaf(folder: str, ctx: AsyncContext) -> dict[str, Any]:
     """The grandchild of a chain of invokes (tests/e2e/test_invokes_e2e.py)."""
-    return {"work": await ctx.step("work", _leaf_work, folder), "attempt": ctx.attempt}
+    return {"work": await ctx.step("work", _hang_once, folder, "leaf"), "attempt": ctx.attempt}
 
 
 @task(queue="durable")
