@@ -48,6 +48,7 @@ from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
 from gateway.services.catalog import CatalogService
 from gateway.services.events import EventService
+from gateway.services.invokes import Invokes
 from gateway.services.jobs import JobService
 from gateway.services.logs import LogService
 from gateway.services.notices import NoticeService
@@ -274,6 +275,10 @@ def create_app(
             on_hold=lambda due_ms: event_upkeep.notice(due_ms),  # made below
         )
         sweeps, rescans = settings.sweep_interval, settings.rescan_interval
+        # Invoked children: enqueued by the callback, and again from the outbox by the
+        # recoverer when a gateway stopped before it enqueued one (docs/durable.md).
+        invokes = Invokes(tasks, task_service, clock)
+        dependencies.on_invoke = invokes.enqueue_children
         event_upkeep = EventUpkeep(events, clock, sweep_interval=sweeps, max_sleep=rescans)
         services = Services(
             queues=QueueService(
@@ -295,6 +300,7 @@ def create_app(
                 # After a wait is recorded, it reads the events accepted since (its lookback
                 # included): one that came meanwhile resumes it (docs/durable.md).
                 waits=Waits(tasks, clock, recent=events),
+                invokes=invokes,
             ),
             operations=OperationsService(operations_store, queues, clock, on_ready=wake),
             waits=wait_resumer,

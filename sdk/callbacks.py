@@ -35,6 +35,7 @@ from sdk.wire import (
     ErrorIn,
     HeartbeatIn,
     HeartbeatOut,
+    InvokeIn,
     LogIn,
     LogLine,
     ResultIn,
@@ -174,11 +175,13 @@ class CallbackChannel:
         ``until`` without spending an attempt. Sent like :meth:`finish`."""
         return await asyncio.shield(self._final("sleep", SleepIn(until=until)))
 
-    async def wait(self, wait: WaitIn) -> bool:
-        """End the attempt with a wait for an event: the gateway pushes the task again once a
-        matching event arrives or the timeout passes, without spending an attempt. Sent like
-        :meth:`finish`."""
-        return await asyncio.shield(self._final("wait", wait))
+    async def wait(self, wait: WaitIn | InvokeIn) -> bool:
+        """End the attempt with a wait for an event (or, given an :class:`InvokeIn`, for a
+        child task it invokes): the gateway pushes the task again once a matching event
+        arrives (the child ends) or the timeout passes, without spending an attempt. Sent
+        like :meth:`finish`."""
+        kind = "invoke" if isinstance(wait, InvokeIn) else "wait"
+        return await asyncio.shield(self._final(kind, wait))
 
     async def _final(self, kind: str, final: BaseModel | None) -> bool:
         import httpx  # here, not at import: a worker that sends no callback never loads it

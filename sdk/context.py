@@ -14,115 +14,37 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from sdk.context_parts import (
+    CancelFlag,
+    Channel,
+    DetachedChannel,
+    StopFlag,
+    TaskInfo,
+    TimeBudget,
+)
 from sdk.errors import Cancelled, DuplicateStep, HandOver, Sleep, WaitForEvent
 from sdk.wire import WaitIn
 
-__all__ = ["AsyncContext", "Channel", "Context", "DetachedChannel", "TaskInfo", "TimeBudget"]
+__all__ = [
+    "AsyncContext",
+    "CancelFlag",
+    "Channel",
+    "Context",
+    "DetachedChannel",
+    "StopFlag",
+    "TaskInfo",
+    "TimeBudget",
+]
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
-
-
-class CancelFlag(Protocol):
-    """A task's cancel request: set once (from the event loop), read from any thread.
-    A :class:`threading.Event` is one; the worker uses the lighter :class:`StopFlag`."""
-
-    def set(self) -> None: ...
-
-    def is_set(self) -> bool: ...
-
-
-class StopFlag:
-    """The :class:`CancelFlag` each attempt gets: a plain attribute, which CPython writes and
-    reads whole, so a worker thread sees it once set. Nothing waits on it, so it needs none of
-    a :class:`threading.Event`'s lock and condition (a few µs per attempt, 6 % of the worker's
-    CPU for a no-op task)."""
-
-    __slots__ = ("_set",)
-
-    def __init__(self) -> None:
-        self._set = False
-
-    def set(self) -> None:
-        self._set = True
-
-    def is_set(self) -> bool:
-        return self._set
-
-
-class Channel(Protocol):
-    """How a context talks to the gateway about one attempt."""
-
-    async def heartbeat(self, progress: float | None) -> bool:
-        """Keep the lease alive; True when the gateway asks the task to stop."""
-        ...
-
-    async def checkpoint(self, state: JsonValue) -> None: ...
-
-    async def step(self, name: str, result: JsonValue) -> bool:
-        """Record a durable step's result with the task, before the step returns; True when
-        the gateway asks the task to stop (the step is recorded all the same)."""
-        ...
-
-    async def log(self, message: str, level: str) -> None: ...
-
-
-class DetachedChannel:
-    """The channel of a task called directly, outside a worker: nothing leaves the process."""
-
-    def __init__(self) -> None:
-        self.checkpoints: list[JsonValue] = []
-        self.steps: dict[str, JsonValue] = {}
-
-    async def heartbeat(self, progress: float | None) -> bool:
-        return False
-
-    async def checkpoint(self, state: JsonValue) -> None:
-        self.checkpoints.append(state)
-
-    async def step(self, name: str, result: JsonValue) -> bool:
-        self.steps.setdefault(name, result)
-        return False
-
-    async def log(self, message: str, level: str) -> None:
-        log.log(logging.getLevelNamesMapping().get(level.upper(), logging.INFO), "%s", message)
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """The facts of one attempt, as the push told them."""
-
-    id: str
-    name: str
-    queue: str
-    attempt: int = 1
-    previous_checkpoint: JsonValue = None
-    deadline: datetime | None = None
-    steps: Mapping[str, JsonValue] = field(default_factory=dict)
-    """The durable steps earlier attempts recorded: name → result."""
-
-
-@dataclass(frozen=True)
-class TimeBudget:
-    """The time limit of one attempt on a worker that knows it (``Worker(time_limit=...)``, a
-    Lambda invocation's remaining time; the push's ``deadline`` counts too): the
-    :func:`time.monotonic` instant by which the attempt must have ended, and the ``margin`` kept
-    before it for handing the task over."""
-
-    ends_at: float
-    margin: float
-
-    def left(self) -> float:
-        """Seconds left before the limit."""
-        return self.ends_at - time.monotonic()
 
 
 class _Base:
@@ -248,6 +170,24 @@ class _Base:
         )
         raise WaitForEvent(wait)
 
+    def _invoked(
+        self,
+        step: str,
+        task: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        queue: str | None,
+        timeout: float | timedelta,
+    ) -> JsonValue:
+        """The child's result from the invoke ``step`` recorded on a later attempt
+        (:class:`~sdk.errors.ChildFailed` when it did not succeed); else raise
+        :class:`~sdk.errors.InvokeChild` to end this one with the invoke."""
+        from sdk.invoking import child_result, invoke_request
+
+        if self._replayed(step):
+            return child_result(step, self.info.steps[step])
+        raise invoke_request(step, task, args, kwargs, queue, timeout)
+
     def _before_heartbeat(self) -> None:
         """A task already told to stop (cancel, or the worker's shutdown) stops at its next
         heartbeat without a call to the gateway."""
@@ -342,6 +282,24 @@ class AsyncContext(_Base):
         "Waiting for an event")."""
         return self._awaited(step, event, match, timeout, lookback)
 
+    async def invoke(
+        self,
+        step: str,
+        task: Any,
+        /,
+        *args: Any,
+        queue: str | None = None,
+        timeout: float | timedelta = 86_400.0,
+        **kwargs: Any,
+    ) -> JsonValue:
+        """Enqueue the child task ``task`` (an ``@task`` function, or a task name) with
+        ``args``/``kwargs`` in ``queue`` (the function's, else this task's) and end this
+        attempt until it ends, without holding a worker or spending an attempt; on the next
+        attempt return its result, or raise :class:`~sdk.errors.ChildFailed` (it failed, was
+        dead-lettered or cancelled, or ``timeout`` seconds passed first). Recorded as the step
+        ``step``: the same step invokes the same child once (docs/durable.md)."""
+        return self._invoked(step, task, args, kwargs, queue, timeout)
+
     async def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""
         await self._channel.log(message, level)
@@ -418,6 +376,19 @@ class Context(_Base):
     ) -> JsonValue:
         """Wait for an event without holding a worker, as :meth:`AsyncContext.wait_for_event`."""
         return self._awaited(step, event, match, timeout, lookback)
+
+    def invoke(
+        self,
+        step: str,
+        task: Any,
+        /,
+        *args: Any,
+        queue: str | None = None,
+        timeout: float | timedelta = 86_400.0,
+        **kwargs: Any,
+    ) -> JsonValue:
+        """Invoke a child task without holding a worker, as :meth:`AsyncContext.invoke`."""
+        return self._invoked(step, task, args, kwargs, queue, timeout)
 
     def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""

@@ -16,6 +16,9 @@
     │                     attempt, come back at once (a fresh invocation), no attempt spent
     ├── WaitForEvent      raised by ``ctx.wait_for_event``: end the attempt, come back when
     │                     a matching event arrives or the wait times out
+    ├── InvokeChild       raised by ``ctx.invoke``: end the attempt, come back when the child
+    │                     task ends or the wait times out
+    ├── ChildFailed       raised by ``ctx.invoke``: the child did not succeed
     ├── DuplicateStep     a step name used twice in one attempt (also a ValueError)
     └── Cancelled         raised inside task code: the gateway asked the task to stop
         └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
@@ -36,15 +39,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sdk.wire import Problem, Task, WaitIn
+    from sdk.wire import InvokeIn, Problem, Task, WaitIn
 
 
 __all__ = [
     "ApiError",
     "Cancelled",
+    "ChildFailed",
     "DuplicateStep",
     "Fail",
     "HandOver",
+    "InvokeChild",
     "JobgateError",
     "LeaseLost",
     "Retry",
@@ -193,6 +198,31 @@ class WaitForEvent(JobgateError):
     def __init__(self, wait: WaitIn) -> None:
         self.wait = wait
         super().__init__(f"waiting ({wait.step}) for event {wait.event!r}")
+
+
+class InvokeChild(JobgateError):
+    """Raised by ``ctx.invoke``: the worker ends the attempt with the ``invoke`` callback
+    (``invoke``, its body), the gateway enqueues the child and pushes the task again once the
+    child ends or the timeout passes, the step recorded, without spending an attempt. Let it
+    propagate (do not catch it in the task)."""
+
+    def __init__(self, invoke: InvokeIn) -> None:
+        self.invoke = invoke
+        super().__init__(f"waiting ({invoke.step}) for child task {invoke.name!r}")
+
+
+class ChildFailed(JobgateError):
+    """Raised by ``ctx.invoke`` when the child did not succeed: ``state`` is its final state
+    (``failed``, ``dead``, ``cancelled``), or ``timed_out`` (the invoke's timeout came first;
+    the child goes on), or ``refused`` (the gateway could not enqueue it); ``error`` says why;
+    ``child_id`` is the child's id."""
+
+    def __init__(self, step: str, state: str, child_id: str, error: object) -> None:
+        self.step = step
+        self.state = state
+        self.child_id = child_id
+        self.error = error
+        super().__init__(f"child task {child_id} of step {step!r} ended {state}: {error}")
 
 
 class DuplicateStep(JobgateError, ValueError):

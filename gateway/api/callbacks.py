@@ -20,6 +20,7 @@ from sdk.wire import (
     ErrorIn,
     HeartbeatIn,
     HeartbeatOut,
+    InvokeIn,
     LogIn,
     ResultIn,
     SleepIn,
@@ -58,6 +59,10 @@ async def sleep(call: Call) -> BaseModel:
 
 async def wait(call: Call) -> BaseModel:
     return await call.services.callbacks.wait(call.queue, call.task_id, _lease(call), call.body)
+
+
+async def invoke(call: Call) -> BaseModel:
+    return await call.services.callbacks.invoke(call.queue, call.task_id, _lease(call), call.body)
 
 
 async def append_logs(call: Call) -> BaseModel:
@@ -176,5 +181,22 @@ OPERATIONS = [
         "timeout the step's result is null. Either way the task is pushed again with the "
         "step among its steps, once. One event resumes every task waiting on it. After a "
         "cancel request it ends the task cancelled instead (the attempt reads 'cancelled').",
+    ),
+    _callback(
+        "invoke",
+        "Enqueue a child task and end the attempt until the child ends (an invoke)",
+        invoke,
+        InvokeIn,
+        CallbackAck,
+        "Ends the attempt as 'released' (not counted against max_attempts) with the task "
+        "scheduled until the timeout and its wait for the child recorded (its view's 'wait'), "
+        "and enqueues the child task 'name' in 'queue' (this task's by default) with an id "
+        "derived from this task's id and 'step': the same step always invokes the same child, "
+        "once. When the child ends, the step 'step' is recorded with the result {state: "
+        "'succeeded', id, result} or {state: 'failed' | 'dead' | 'cancelled', id, error} and "
+        "the task is ready; at the timeout, {state: 'timed_out', id, error}; a child the "
+        "gateway refuses (no such queue, a payload refused), {state: 'refused', id, error}. "
+        "Either way the task is pushed again with the step among its steps, once. After a "
+        "cancel request it ends the task cancelled instead, and no child is enqueued.",
     ),
 ]

@@ -92,3 +92,11 @@ def derived_id(ms: int, *parts: str) -> str:
     id and the trigger id; :mod:`gateway.services.trigger_starts`)."""
     digest = hashlib.sha256("\n".join(parts).encode()).digest()
     return encode((ms << _RANDOM_BITS) | int.from_bytes(digest[: _RANDOM_BITS // 8], "big"))
+
+
+def ulid_ms(ulid: str) -> int:
+    """The milliseconds of a ULID (its first 10 characters); 0 for what is not one."""
+    try:
+        return sum(_ALPHABET.index(c) << (5 * (9 - i)) for i, c in enumerate(ulid[:10].upper()))
+    except ValueError:
+        return 0

@@ -1,4 +1,5 @@
-"""Worker callbacks: heartbeat, checkpoint, step, logs, result, error, release, sleep, wait.
+"""Worker callbacks: heartbeat, checkpoint, step, logs, result, error, release, sleep, wait,
+invoke.
 
 A callback is authorised by its lease token alone, and every change is fenced by it inside one
 script: a token that is not the task's current lease (the task was re-dispatched, or ended) gets
@@ -13,7 +14,8 @@ import json
 import random
 
 from gateway.core.backoff import retry_delay_ms
-from gateway.core.errors import QueueNotFound, StaleLease, StepsTooLarge, TaskNotFound
+from gateway.core.errors import GatewayError, QueueNotFound, StaleLease, StepsTooLarge, TaskNotFound
+from gateway.services.invokes import Invokes
 from gateway.services.waits import Waits
 from gateway.store.clock import Clock
 from gateway.store.queues import QueueStore
@@ -28,6 +30,7 @@ from sdk.wire import (
     ErrorIn,
     HeartbeatIn,
     HeartbeatOut,
+    InvokeIn,
     LogIn,
     ResultIn,
     SleepIn,
@@ -60,8 +63,10 @@ class CallbackService:
         metrics: Metrics | None = None,
         max_steps_bytes: int = MAX_STEPS_BYTES,
         waits: Waits | None = None,
+        invokes: Invokes | None = None,
     ) -> None:
         self._waits = waits or Waits(tasks, clock)
+        self._invokes = invokes
         self._max_steps_bytes = max_steps_bytes
         self._metrics = metrics or Metrics()
         self._log_lines_kept = log_lines_kept
@@ -190,6 +195,19 @@ class CallbackService:
         (:class:`~gateway.services.waits.Waits`). After a cancel request it ends the task
         cancelled instead, as a sleep does."""
         finish, done, now_ms = await self._waits.wait(queue, task_id, token, body)
+        self._metrics.finished(queue, (finish,), (done,), now_ms)
+        _check(done.fence, queue, task_id, done.state)
+        assert done.state is not None
+        return CallbackAck(state=done.state)
+
+    async def invoke(self, queue: str, task_id: str, token: str, body: InvokeIn) -> CallbackAck:
+        """Invoke a child task: end the attempt as released (not spent) with the task
+        scheduled until the timeout, its wait for the child recorded, and enqueue the child
+        (:class:`~gateway.services.invokes.Invokes`). After a cancel request it ends the task
+        cancelled instead, and no child is enqueued."""
+        if self._invokes is None:
+            raise GatewayError("this gateway was built without the task service invoke needs")
+        finish, done, now_ms = await self._invokes.invoke(queue, task_id, token, body)
         self._metrics.finished(queue, (finish,), (done,), now_ms)
         _check(done.fence, queue, task_id, done.state)
         assert done.state is not None

@@ -96,6 +96,7 @@ class TaskService:
         batch: bool = True,
         trace: TraceHeaders | None = None,
         job: str | None = None,
+        parent: tuple[str, str, str] | None = None,
     ) -> list[Task]:
         """Store every task or none; the answer shows each as stored (or, for a task that
         matched an earlier one by its dedup or singleton key, that earlier task).
@@ -105,8 +106,13 @@ class TaskService:
         (its parent: the task's own context, else the request's span) and keeps that.
 
         ``job``: the tasks are runs of this job (their ids the runs'); their records name it,
-        so the scripts that end them record each run's end (:mod:`gateway.store.run_ends`)."""
-        created = await self.enqueue_created(queue, specs, batch=batch, trace=trace, job=job)
+        so the scripts that end them record each run's end (:mod:`gateway.store.run_ends`).
+
+        ``parent``: the tasks were invoked by this task (queue, id, step); the scripts that end
+        them send their ends to it (:mod:`gateway.services.invokes`)."""
+        created = await self.enqueue_created(
+            queue, specs, batch=batch, trace=trace, job=job, parent=parent
+        )
         return [c.view() for c in created]
 
     async def enqueue_created(
@@ -117,13 +123,14 @@ class TaskService:
         batch: bool = True,
         trace: TraceHeaders | None = None,
         job: str | None = None,
+        parent: tuple[str, str, str] | None = None,
     ) -> list[Created]:
         """:meth:`enqueue`, each task's answer not yet made into a Task (for the routes that
         answer with its JSON: :func:`gateway.services.enqueue.created.answer_json`). The
         stages are :mod:`gateway.services.enqueue`'s; here, the problems of a single enqueue
         are named as fields of its body, not of a batch's first task."""
         try:
-            return await self._enqueue.run(queue, specs, batch, trace, job)
+            return await self._enqueue.run(queue, specs, batch, trace, job, parent)
         except ValidationFailed as e:
             if batch:
                 raise

@@ -14,19 +14,24 @@ queues, a dependency is kept in two steps, each atomic and each safe to repeat:
 
 Settling is idempotent (a dependency no longer awaited changes nothing), so a repeat of either
 step is harmless. The same outbox carries the ends of job runs to their jobs' keys
-(:mod:`gateway.store.run_ends`), delivered and dropped with the notices.
+(:mod:`gateway.store.run_ends`), the ends of invoked children to their parents
+(:mod:`gateway.store.child_ends`) and the enqueues of invoked children (handed to
+:attr:`DependencyStore.on_invoke`: :mod:`gateway.services.invokes`), delivered and dropped with
+the notices.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
 
 from redis.asyncio import Redis
 
 from gateway.store import keys
+from gateway.store.child_ends import deliver_child_ends, is_child_end
 from gateway.store.keys import QueueKeys
 from gateway.store.notices import mark as mark_noticed
 from gateway.store.run_ends import RunEnd, keep_ends, run_end_notice
@@ -34,11 +39,19 @@ from gateway.store.scripts import Scripts
 
 OUTBOX_BATCH = 200
 
+log = logging.getLogger(__name__)
+
+Invoked = Callable[[Sequence[dict[str, Any]]], Awaitable[None]]
+"""What enqueues invoked children again from their outbox entries (``{"inv": ...}``)."""
+
 
 class DependencyStore:
     def __init__(self, redis: Redis, scripts: Scripts) -> None:
         self._redis = redis
         self._scripts = scripts
+        # Set by the app once the task service exists (gateway.services.invokes); raising
+        # leaves the outbox to the next delivery.
+        self.on_invoke: Invoked | None = None
 
     async def link(self, queue: str, links: Sequence[tuple[str, str, str]], now_ms: int) -> None:
         """Register each waiting task ``(id, dependency's queue, dependency)`` of ``queue``
@@ -99,17 +112,30 @@ class DependencyStore:
             return 0
         by_queue: dict[str, list[tuple[str, str, bool, str]]] = defaultdict(list)
         ends: list[RunEnd] = []
+        child_ends: list[dict[str, Any]] = []
+        invokes: list[dict[str, Any]] = []
         for notice in raw:
             found = json.loads(notice)
             end = run_end_notice(found)
             if end is not None:
                 ends.append(end)
                 continue
+            if is_child_end(found):
+                child_ends.append(found)
+                continue
+            if isinstance(found, dict) and "inv" in found:
+                invokes.append(found)
+                continue
             target, task_id, dep, ok, reason = found
             by_queue[target].append((task_id, dep, bool(ok), str(reason)))
         for target, notices in by_queue.items():
             await self.resolve(target, notices, now_ms)
         await keep_ends(self._scripts, ends)
+        if invokes and self.on_invoke is not None:
+            await self.on_invoke(invokes)
+        elif invokes:
+            log.warning("%d invoked children not enqueued: no task service here", len(invokes))
+        await deliver_child_ends(self._scripts, child_ends, now_ms)
         await self._scripts.call("ack_outbox", [outbox], [raw[0], len(raw)])
         return len(raw)
 

@@ -23,6 +23,7 @@ from sdk.wire import (
     NoticeStatus,
     QueuePolicy,
     Task,
+    TaskChild,
     TaskFlow,
     TaskState,
     TaskStep,
@@ -123,6 +124,8 @@ class NewTask:
     debounce: tuple[str, int, int] | None = None
     throttle: tuple[str, int, int, bool] | None = None
     job: str | None = None  # the job whose run this task is (lua/prelude.lua, record_run_end)
+    # The parent that invoked it: (queue, id, step) (lua/prelude.lua, record_child_end).
+    parent: tuple[str, str, str] | None = None
     # cancel_on: (event name, canonical match, shape) of each entry (lua/wait_helpers.lua); the
     # enqueue script then takes the waits index's keys too (lua/enqueue.lua).
     cancel_on: tuple[tuple[str, str, str], ...] = ()
@@ -189,6 +192,9 @@ class NewTask:
             record["ck"] = self.concurrency_key
         if self.job is not None:
             record["jb"] = self.job
+        if self.parent is not None:
+            queue, parent_id, step = self.parent
+            record["par"] = {"q": queue, "id": parent_id, "s": step}
         if self.cancel_on:
             record["co"] = [{"e": e, "m": m, "h": h} for e, m, h in self.cancel_on]
         if self.debounce is not None:
@@ -272,12 +278,13 @@ def final_error(record: Mapping[str, Any]) -> str | None:
 
 
 def wait_from_record(record: dict[str, Any]) -> TaskWait:
-    """The wait for an event a record holds (``wt``: lua/wait_helpers.lua); it times out at the
-    task's ``run_at``."""
+    """The wait for an event or a child a record holds (``wt``: lua/wait_helpers.lua); it
+    times out at the task's ``run_at``."""
     wt = record["wt"]
-    return TaskWait(
-        step=wt["s"], event=wt["e"], match=json.loads(wt["m"]), until=to_datetime(record["run_at"])
-    )
+    until = to_datetime(record["run_at"])
+    if "c" in wt:  # a wait for a child (lua/invoke.lua)
+        return TaskWait(step=wt["s"], child=TaskChild(queue=wt["cq"], id=wt["c"]), until=until)
+    return TaskWait(step=wt["s"], event=wt["e"], match=json.loads(wt["m"]), until=until)
 
 
 def task_from_record(

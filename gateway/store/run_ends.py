@@ -45,8 +45,8 @@ def end_of(task: dict[str, Any]) -> dict[str, Any]:
 
 def run_end_notice(notice: Any) -> RunEnd | None:
     """The run's end an outbox entry holds, or None for another notice (a dependency's, a
-    JSON list)."""
-    if not isinstance(notice, dict):
+    JSON list; a child's end or enqueue, a JSON object without ``run``)."""
+    if not isinstance(notice, dict) or "run" not in notice:
         return None
     end = {f: notice[f] for f in END_FIELDS if notice.get(f) is not None}
     return str(notice["run"]), str(notice["id"]), end

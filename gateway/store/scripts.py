@@ -90,9 +90,11 @@ ScriptName = Literal[
     "claim_events",
     "wait",
     "resume",
+    "invoke",
+    "resume_child",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
-WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish", "wait"})
+WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish", "wait", "invoke"})
 WITH_JOB_HELPERS: frozenset[ScriptName] = frozenset({"save_job", "begin_run", "end_run"})
 
 # The scripts that announce due times, each with the position in KEYS (from 1) of its queue's
@@ -102,6 +104,7 @@ ANNOUNCING: dict[ScriptName, int] = {
     "claim": 1,
     "finish": 1,
     "wait": 1,
+    "invoke": 1,
     "cancel": 5,
     "resolve": 1,
 }
@@ -152,7 +155,7 @@ def _used(definitions: list[tuple[str, str]], body: str) -> str:
 # Scripts made of another: the line ``--@finish`` of ``wait.lua`` becomes ``finish.lua`` as the
 # function ``finish_main`` (a wait is a finish with more after it; the finish itself stays one
 # file, and the hot path's script gains nothing).
-COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish"}
+COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish", "invoke": "finish"}
 
 
 @functools.cache

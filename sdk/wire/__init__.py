@@ -119,6 +119,7 @@ from sdk.wire.events import (
     TriggerList,
 )
 from sdk.wire.health import Health, Readiness
+from sdk.wire.invokes import InvokeIn, TaskChild
 from sdk.wire.jobs import (
     LAST_SUCCESSFUL_RUN,
     CrontabSchedule,
@@ -278,6 +279,7 @@ __all__ = [
     "HeartbeatIn",
     "HeartbeatOut",
     "IntervalSchedule",
+    "InvokeIn",
     "Job",
     "JobCreate",
     "JobPage",
@@ -334,6 +336,7 @@ __all__ = [
     "StepOut",
     "Task",
     "TaskArgs",
+    "TaskChild",
     "TaskCreate",
     "TaskFlow",
     "TaskId",

@@ -10,6 +10,7 @@ from pydantic import Field, StringConstraints
 
 from sdk.wire.base import DAY, InputModel, Json, OutputModel
 from sdk.wire.events import EventName  # as POST /v1/events takes it
+from sdk.wire.invokes import TaskChild
 
 MAX_MATCH_FIELDS = 16
 Match = Annotated[
@@ -59,9 +60,13 @@ class CancelOn(InputModel):
 
 
 class TaskWait(OutputModel):
-    """The event a scheduled task waits for (``ctx.wait_for_event``, the ``wait`` callback)."""
+    """What a scheduled task waits for: an event (``ctx.wait_for_event``, the ``wait``
+    callback) or a child task it invoked (``ctx.invoke``, the ``invoke`` callback)."""
 
-    step: str = Field(description="The step the event will be recorded as.")
-    event: str = Field(description="The event's name.")
-    match: dict[str, Json] = Field(description="The fields of the event's data to match.")
-    until: datetime = Field(description="When the wait times out (the step's result: null).")
+    step: str = Field(description="The step the event (or the child's end) will be recorded as.")
+    event: str | None = Field(None, description="The event's name (a wait for an event).")
+    match: dict[str, Json] | None = Field(
+        None, description="The fields of the event's data to match (a wait for an event)."
+    )
+    child: TaskChild | None = Field(None, description="The child task (a wait for a child).")
+    until: datetime = Field(description="When the wait times out.")

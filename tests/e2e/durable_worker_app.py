@@ -1,6 +1,6 @@
 """The worker process of the durable-execution e2e tests (tests/e2e/test_durable_e2e.py): an
 SDK ``Worker`` under uvicorn whose tasks use ``ctx.step``, ``ctx.sleep`` and
-``ctx.wait_for_event``.
+``ctx.wait_for_event`` and ``ctx.invoke``.
 
 Every step function appends a line to ``<folder>/<step name>`` before it returns: the test
 counts a step's runs by those files, not by the SDK's own bookkeeping. Environment as for
@@ -28,18 +28,18 @@ def _mark(folder: str, name: str) -> int:
     return len(path.read_text().splitlines())
 
 
-async def _third(folder: str) -> str:
-    """The third step: its first run hangs (the test SIGKILLs the worker meanwhile)."""
-    if _mark(folder, "three") == 1:
+async def _hang_once(folder: str, name: str) -> str:
+    """A step whose first run hangs (the test SIGKILLs the worker meanwhile)."""
+    if _mark(folder, name) == 1:
         await asyncio.sleep(120)
-    return "three done"
+    return f"{name} done"
 
 
 @task(queue="durable")
 async def three_steps(folder: str, ctx: AsyncContext) -> dict[str, Any]:
     one = await ctx.step("one", _mark, folder, "one")
     two = await ctx.step("two", _mark, folder, "two")
-    three = await ctx.step("three", _third, folder)
+    three = await ctx.step("three", _hang_once, folder, "three")
     return {"one": one, "two": two, "three": three, "attempt": ctx.attempt}
 
 
@@ -77,8 +77,38 @@ def approval_sync(folder: str, doc: int, timeout: float, ctx: Context) -> dict[s
     return {"before": before, "event": got, "attempt": ctx.attempt}
 
 
+@task(queue="durable")
+async def chain_leaf(folder: str, ctx: AsyncContext) -> dict[str, Any]:
+    """The grandchild of a chain of invokes (tests/e2e/test_invokes_e2e.py)."""
+    return {"work": await ctx.step("work", _hang_once, folder, "leaf"), "attempt": ctx.attempt}
+
+
+@task(queue="durable")
+async def chain_mid(folder: str, ctx: AsyncContext) -> dict[str, Any]:
+    before = await ctx.step("before", _mark, folder, "mid")
+    leaf = await ctx.invoke("leaf", chain_leaf, folder, timeout=60)
+    return {"before": before, "leaf": leaf}
+
+
+@task(queue="durable")
+def chain_top(folder: str, ctx: Context) -> dict[str, Any]:
+    """The parent of a chain of invokes, in a plain function (the blocking context)."""
+    before = ctx.step("before", _mark, folder, "top")
+    mid = ctx.invoke("mid", chain_mid, folder, timeout=60)
+    return {"before": before, "mid": mid}
+
+
 worker = Worker(
-    tasks=[three_steps, three_steps_sync, sleeper, approval, approval_sync],
+    tasks=[
+        three_steps,
+        three_steps_sync,
+        sleeper,
+        approval,
+        approval_sync,
+        chain_leaf,
+        chain_mid,
+        chain_top,
+    ],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
     inline_window=0.5,
     heartbeat_interval=0.2,

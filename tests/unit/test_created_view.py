@@ -177,6 +177,7 @@ SAMPLE_VALUES = {
     "tuple[str, int, int] | None": ("doc-7", 30_000, 0),
     "tuple[str, int, int, bool] | None": ("acct-1", 60_000, 1, False),
     "tuple[tuple[str, str, str], ...]": (("paid", '{"order":7}', '["order"]'),),
+    "tuple[str, str, str] | None": ("q", DEP, "child"),
 }
 
 
@@ -282,6 +283,9 @@ def _record_as_before(new: NewTask) -> dict[str, Any]:
             record[key] = value
     if new.cancel_on:  # (added since: a list of objects)
         record["co"] = [{"e": e, "m": m, "h": h} for e, m, h in new.cancel_on]
+    if new.parent is not None:  # (added since: an object)
+        queue, parent_id, step = new.parent
+        record["par"] = {"q": queue, "id": parent_id, "s": step}
     if new.debounce is not None:
         record["dbk"], window, most = new.debounce
         record["fl"] = ["d", window, most]

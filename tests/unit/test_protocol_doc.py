@@ -109,4 +109,5 @@ def test_every_header_field_and_callback_is_documented() -> None:
         "step",
         "sleep",
         "wait",
+        "invoke",
     }

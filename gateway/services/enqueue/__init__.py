@@ -90,6 +90,7 @@ class Enqueue:
         batch: bool,
         trace: TraceHeaders | None,
         job: str | None = None,
+        parent: tuple[str, str, str] | None = None,
     ) -> list[Created]:
         """Store every task or none; each task's answer (:class:`Created`)."""
         # 1. Checks of the specification: options, the queue, keys, catalog, flow.
@@ -117,13 +118,15 @@ class Enqueue:
         order = None
         ids = iter(self._ids.take(len(specs) - sum(spec.id is not None for spec in specs)))
         if not self._tracing.enabled:
-            new = new_records(specs, now, located, queue, policy, trace, ids, job)
+            new = new_records(specs, now, located, queue, policy, trace, ids, job, parent=parent)
             order = self._claim_for(queue) if ready_now else None
             enqueued = await self._tasks.enqueue_batch(
                 queue, new, now, client_ids=bool(given), claim=order
             )
         else:
-            untraced = new_records(specs, now, located, queue, policy, None, ids, job, plain=False)
+            untraced = new_records(
+                specs, now, located, queue, policy, None, ids, job, parent=parent, plain=False
+            )
             with self._tracing.enqueue(queue, untraced, batch=batch) as new:
                 order = self._claim_for(queue) if ready_now else None
                 enqueued = await self._tasks.enqueue_batch(

@@ -28,10 +28,12 @@ def new_records(
     ids: Iterator[str],
     job: str | None,
     *,
+    parent: tuple[str, str, str] | None = None,
     plain: bool = True,
 ) -> list[NewTask]:
     """Each task's new record, made at ``now_ms``; ``ids`` gives the id of each task that
-    brings none, ``job`` names the job whose runs they are. With ``plain``, a plain task
+    brings none, ``job`` names the job whose runs they are, ``parent`` the task that invoked
+    them (queue, id, step). With ``plain``, a plain task
     (:func:`is_plain`) is made by :func:`new_plain_task`; without, every task by
     :func:`new_task` (the traced path, whose trace context the enqueue span sets)."""
     if plain:
@@ -46,7 +48,8 @@ def new_records(
             new_task(spec, now_ms, located, queue, policy, trace, task_id=spec.id or next(ids))
             for spec in specs
         ]
-    return runs_of(job, made)
+    made = runs_of(job, made)
+    return made if parent is None else [replace(n, parent=parent) for n in made]
 
 
 def new_task(

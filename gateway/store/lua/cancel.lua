@@ -66,6 +66,9 @@ record_notice(Q, id, t)
 if t.jb then
   record_run_end(Q, id, t)
 end
+if t.par then
+  record_child_end(Q, id, t, nil)
+end
 save_task(KEYS[1], id, t)
 redis.call('ZADD', KEYS[4], int(now), id)
 redis.call('PUBLISH', ARGV[3] .. id, 'cancelled')

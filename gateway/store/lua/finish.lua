@@ -44,7 +44,8 @@
 -- (heartbeats meanwhile do not change that: they may have gone to the dead gateway): it counts
 -- for nothing, and its retry goes at once, without the backoff delay.
 -- A final state settles the task's dependents (in this queue at once; in other queues through
--- the outbox) and its group; a job's run puts its end in the outbox too (record_run_end).
+-- the outbox) and its group; a job's run puts its end in the outbox too (record_run_end), and
+-- so does a child task a parent invoked (record_child_end).
 local now = tonumber(ARGV[1])
 local policy = policy_of(KEYS[1])
 if not policy then
@@ -333,6 +334,9 @@ local function finish_one(id, token, outcome, status, text, traceback, delay_ms,
     record_notice(Q, id, t)
     if t.jb then
       record_run_end(Q, id, t)
+    end
+    if t.par then
+      record_child_end(Q, id, t, next_state == 'succeeded' and text or nil)
     end
     ended[#ended + 1] = {id, next_state == 'succeeded', t.error or next_state, t.grp}
   end

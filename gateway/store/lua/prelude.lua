@@ -14,7 +14,8 @@
 --   pr (this attempt is its endpoint's half-open probe), lep (the endpoint that failed the
 --   last attempt, which the retry avoids), nfy (completion callback URL), ntc (its notice, once
 --   the task ended: see record_notice), ck (concurrency key: key_limits.lua), jb (the job whose
---   run the task is: see record_run_end), wt (its wait for an event), co (its cancel_on
+--   run the task is: see record_run_end), par (the parent that invoked it: record_child_end),
+--   wt (its wait for an event or a child), co (its cancel_on
 --   entries): see wait_helpers.lua.
 --   Debounced tasks also have dbk (debounce key) and dbn (enqueues merged into it);
 --   a task a throttle delayed to a later window has thd (1): enqueue.lua.
@@ -270,6 +271,20 @@ local function record_run_end(Q, id, t)
   due_at(Q.now)
 end
 
+-- Invoked children (docs/durable.md, "Invoking a task"). A task a parent invoked has ``par`` =
+-- {q = the parent's queue, id = the parent's id, s = the parent's step}. The script that ends
+-- it appends its end to its queue's ``outbox`` in the same step, as {ch = its id, pq, p, s (the
+-- parent's link), st = its final state, r = its result JSON when it succeeded, e = its error}:
+-- the recoverer (at once: the queue is made due now) hands it to the parent's queue
+-- (resume_child.lua), wherever that lives (gateway/store/dependencies.py). Called only for a
+-- record with ``par``: other tasks pay one field test.
+local function record_child_end(Q, id, t, result)
+  redis.call('RPUSH', Q.outbox, cjson.encode({
+    ch = id, pq = t.par.q, p = t.par.id, s = t.par.s, st = t.state, r = result, e = t.error,
+  }))
+  due_at(Q.now)
+end
+
 -- Remove ``id`` from the waiting set and make it ready, or scheduled when its time is ahead.
 local function release(Q, id, t)
   redis.call('ZREM', Q.waiting, id)
@@ -308,6 +323,9 @@ local function fail_unrun(Q, id, t, reason)
   record_notice(Q, id, t)
   if t.jb then
     record_run_end(Q, id, t)
+  end
+  if t.par then
+    record_child_end(Q, id, t, nil)
   end
 end
 

@@ -7,6 +7,10 @@
 --   lb = lookback ms}: an event of that name whose data has the match's fields at the match's
 --   values, accepted at or after r - lb, resumes it (resume.lua), else its timeout does
 --   (promote.lua).
+-- A task waiting for a child task it invoked (invoke.lua) has ``wt`` = {s = step name,
+--   c = the child's id, cq = the child's queue, r = ms recorded, tr = the step's result at the
+--   timeout (JSON)}: no event matches it (no ``e``), and it is in no index; the child's end
+--   resumes it (resume_child.lua), else its timeout does (promote.lua).
 -- A task enqueued with cancel_on has ``co``: a list of {e, m, h}, one per entry.
 -- The queue's index of both (gateway/store/keys.py): ``W.waits`` HASH, '<e>\31<m>' -> JSON
 -- list of entries 'w<id>' (a wait) and 'c<id>' (a cancel_on); ``W.shapes`` HASH, '<e>' ->
@@ -95,7 +99,9 @@ end
 local function unwait(W, id, t)
   local wt = t.wt
   if wt then
-    index_remove(W, 'w', id, wt.e, wt.m, wt.h)
+    if wt.e then  -- (a wait for a child task, ``c``, is in no index)
+      index_remove(W, 'w', id, wt.e, wt.m, wt.h)
+    end
     t.wt = nil
   end
 end

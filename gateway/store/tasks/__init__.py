@@ -6,8 +6,8 @@ methods live by the state change they wrap: :mod:`.enqueue` (storing new tasks: 
 heartbeats, log lines; a claim that rides in another round trip: :mod:`.carried`),
 :mod:`.finish` (ends of attempts: :mod:`.finish_words`, :mod:`.finish_reply`), :mod:`.cancel`,
 :mod:`.recovery` (due tasks, expired and stalled leases, sweeping), :mod:`.due` (the due index
-across queues), :mod:`.waits` (waits for events, cancel_on) and :mod:`.reads` (views that change
-nothing).
+across queues), :mod:`.waits` (waits for events, cancel_on), :mod:`.invokes` (waits for
+children) and :mod:`.reads` (views that change nothing).
 
 The Redis client must decode responses (``decode_responses=True``).
 """
@@ -22,6 +22,7 @@ from gateway.store.tasks.enqueue_reply import Enqueued, Stored
 from gateway.store.tasks.finish import Finishing
 from gateway.store.tasks.finish_reply import Ended, Finished
 from gateway.store.tasks.finish_words import Finish
+from gateway.store.tasks.invokes import ChildWait, Invoking
 from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
 from gateway.store.tasks.reads import Reading
 from gateway.store.tasks.recovery import Expired, Recovering
@@ -31,6 +32,7 @@ __all__ = [
     "LOG_LINES_KEPT",
     "Cancel",
     "CancelResult",
+    "ChildWait",
     "Claim",
     "ClaimOrder",
     "ClaimStatus",
@@ -49,6 +51,6 @@ __all__ = [
 
 
 class TaskStore(
-    Enqueuing, Leasing, Finishing, Cancelling, Recovering, DueIndexing, Reading, Waiting
+    Enqueuing, Leasing, Finishing, Cancelling, Recovering, DueIndexing, Reading, Waiting, Invoking
 ):
     """Atomic task state changes of every queue."""
