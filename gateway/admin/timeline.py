@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from sdk.wire import Attempt, AttemptOutcome, Task, TaskState, TaskStep
+from sdk.wire import Attempt, AttemptOutcome, Task, TaskState, TaskStep, TaskWait
 
 PREVIEW = 80  # characters of a step's result or a task's result shown inline
 ERROR = 200  # characters of an error's first line shown inline
@@ -183,15 +183,7 @@ def _now_entry(task: Task, now: datetime) -> Entry | None:
     """What an unfinished task waits for now (one case per state, or per field of the task
     it waits on); None while it runs (its attempt says so)."""
     if task.state is TaskState.SCHEDULED and task.wait is not None:
-        wait = task.wait
-        match = ", ".join(f"{k}={json.dumps(v)}" for k, v in wait.match.items()) or "any"
-        facts = [
-            Fact("step", wait.step, mono=True),
-            Fact("event", wait.event, mono=True),
-            Fact("match", match, mono=True),
-            Fact("until", moment=wait.until),
-        ]
-        return Entry(EntryKind.NOW, now, "waiting for an event", outcome="scheduled", facts=facts)
+        return _wait_entry(task.wait, now)
     if task.state is TaskState.SCHEDULED:
         fact = Fact("next push at", moment=task.run_at)
     elif task.state is TaskState.WAITING:
@@ -202,6 +194,22 @@ def _now_entry(task: Task, now: datetime) -> Entry | None:
         return None
     state = task.state.value
     return Entry(EntryKind.NOW, now, state, outcome=state, facts=[fact])
+
+
+def _wait_entry(wait: TaskWait, now: datetime) -> Entry:
+    """A task that waits for an event (its name and the fields to match) or for a child task
+    it invoked, until the wait's timeout."""
+    facts = [Fact("step", wait.step, mono=True)]
+    if wait.child is not None:
+        label = "waiting for a child task"
+        facts.append(Fact("child", f"{wait.child.queue} / {wait.child.id}", mono=True))
+    else:
+        label = "waiting for an event"
+        match = ", ".join(f"{k}={json.dumps(v)}" for k, v in (wait.match or {}).items())
+        facts.append(Fact("event", wait.event or "", mono=True))
+        facts.append(Fact("match", match or "any", mono=True))
+    facts.append(Fact("until", moment=wait.until))
+    return Entry(EntryKind.NOW, now, label, outcome="scheduled", facts=facts)
 
 
 def _finished(task: Task) -> Entry:

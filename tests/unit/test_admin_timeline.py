@@ -215,3 +215,24 @@ def test_a_task_waiting_for_an_event_says_which_event_what_it_matches_and_until_
         ("match", 'order="A-1"'),
         ("until", at(600)),
     ]
+
+
+def test_a_task_waiting_for_a_child_it_invoked_names_the_child() -> None:
+    waiting = task(
+        state="scheduled",
+        run_at=iso(600),
+        attempt=1,
+        attempts=[attempt(1, 1, 3, "released")],
+        wait={
+            "step": "label",
+            "child": {"queue": "print", "id": "01J0000000000000000000CHLD"},
+            "until": iso(600),
+        },
+    )
+    now_entry = timeline(waiting, now=at(10))[-1]
+    assert now_entry.label == "waiting for a child task"
+    assert [(f.label, f.text or f.moment) for f in now_entry.facts] == [
+        ("step", "label"),
+        ("child", "print / 01J0000000000000000000CHLD"),
+        ("until", at(600)),
+    ]
