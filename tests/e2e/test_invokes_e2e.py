@@ -32,10 +32,15 @@ def test_a_chain_of_three_invokes_survives_a_worker_sigkill(
     cluster.worker(s.secret, s.port, s.log, app=APP)
     done = s.client.wait(task.id, timeout=60)
     assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
-    assert done.result == {  # ctx.invoke returned each child's result
-        "before": 1,
-        "mid": {"before": 1, "leaf": {"work": "leaf done", "attempt": 2}},
-    }
+    # ctx.invoke returned each child's result. The grandchild's attempt after the kill is the
+    # second, or a later one when a push went to the killed worker's port before the new one
+    # listened (a refused connection is an attempt; on a loaded machine it happens).
+    result = done.result
+    assert isinstance(result, dict)
+    leaf = result["mid"]["leaf"]  # type: ignore[index,call-overload]
+    assert leaf["work"] == "leaf done"
+    assert leaf["attempt"] >= 2, leaf
+    assert result == {"before": 1, "mid": {"before": 1, "leaf": leaf}}
     # Every recorded step ran once; only the step the kill cut short ran again.
     assert (runs(s.folder, "top"), runs(s.folder, "mid"), runs(s.folder, "leaf")) == (1, 1, 2)
     assert [step.name for step in done.steps] == ["before", "mid"]
