@@ -162,6 +162,14 @@ async def test_a_queue_lists_its_jobs_and_a_job_its_fire_times_in_its_own_zone(
         assert re.fullmatch(r"\d{4}-\d\d-\d\d 0[12]:00:00 UTC", utc)
         assert re.fullmatch(r"\d{4}-\d\d-\d\d 03:00:00 CES?T", local)
     assert "Europe/Berlin; UTC on hover" in job.text
+    # The jobs list too (issue 31: it showed the next run only in UTC, on hover).
+    listed = await rig.web.get("/admin/jobs")
+    row = listed.text.split(f'data-job="{made.json()["id"]}"')[1].split("</tr>")[0]
+    cell = row.split('data-field="next-run"')[1].split("</td>")[0]
+    local = re.search(r'<span class="zoned" title="([^"]+)">([^<]+)</span>', cell)
+    assert local, cell
+    assert local.group(1).endswith("UTC")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d 03:00:00 CES?T", local.group(2))
 
 
 async def test_a_queue_named_like_a_route_still_has_its_page(rig: Rig) -> None:
