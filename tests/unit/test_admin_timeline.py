@@ -194,13 +194,20 @@ def test_previews_and_summaries_are_short() -> None:
     assert summary("  \n ") == ""
 
 
-def test_a_task_waiting_for_an_event_says_which_event_what_it_matches_and_until_when() -> None:
-    waiting = task(
+def waiting_task(wait: dict[str, Any]) -> Task:
+    """A task whose first attempt ended released, waiting (scheduled) with ``wait``."""
+    return task(
         state="scheduled",
         run_at=iso(600),
         attempt=1,
         attempts=[attempt(1, 1, 3, "released")],
-        wait={
+        wait=wait,
+    )
+
+
+def test_a_task_waiting_for_an_event_says_which_event_what_it_matches_and_until_when() -> None:
+    waiting = waiting_task(
+        {
             "step": "approval",
             "event": "order.approved",
             "match": {"order": "A-1"},
@@ -218,12 +225,8 @@ def test_a_task_waiting_for_an_event_says_which_event_what_it_matches_and_until_
 
 
 def test_a_task_waiting_for_a_child_it_invoked_names_the_child() -> None:
-    waiting = task(
-        state="scheduled",
-        run_at=iso(600),
-        attempt=1,
-        attempts=[attempt(1, 1, 3, "released")],
-        wait={
+    waiting = waiting_task(
+        {
             "step": "label",
             "child": {"queue": "print", "id": "01J0000000000000000000CHLD"},
             "until": iso(600),
