@@ -36,6 +36,7 @@ import functools
 import json
 import re
 import typing
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Self
 
@@ -170,6 +171,20 @@ def _finite(value: JsonValue, info: ValidationInfo) -> JsonValue:
 
 def _pattern(pattern: str) -> Any:
     return Field(json_schema_extra={"pattern": pattern})
+
+
+def matches(pattern: str, rule: str) -> Callable[[str], str]:
+    """A validator of names: ``pattern`` (without its anchors, as :func:`_regex` reads it) must
+    match the whole value, else ``rule`` says why. A name type is ``Annotated[str,
+    AfterValidator(matches(PATTERN, rule)), _pattern(PATTERN)]``."""
+    regex = _regex(pattern)
+
+    def check(value: str) -> str:
+        if not regex.fullmatch(value):
+            raise ValueError(rule)
+        return value
+
+    return check
 
 
 QueueName = Annotated[str, AfterValidator(check_queue_name), _pattern(QUEUE_NAME_PATTERN)]

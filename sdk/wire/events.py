@@ -27,44 +27,43 @@ from sdk.wire.base import (
     QueueName,
     TaskName,
     _pattern,
-    _regex,
+    matches,
 )
 
 EVENT_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$"
 EVENT_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 TRIGGER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-_EVENT_NAME = _regex(EVENT_NAME_PATTERN)
-_EVENT_ID = _regex(EVENT_ID_PATTERN)
-_TRIGGER_ID = _regex(TRIGGER_ID_PATTERN)
-
-
-def _check_event_name(value: str) -> str:
-    if not _EVENT_NAME.fullmatch(value):
-        raise ValueError(
+EventName = Annotated[
+    str,
+    AfterValidator(
+        matches(
+            EVENT_NAME_PATTERN,
             "must be 1-128 characters of letters, digits, '_', '.', ':', '/' or '-', "
-            "starting with a letter, digit or '_'"
+            "starting with a letter, digit or '_'",
         )
-    return value
-
-
-def _check_event_id(value: str) -> str:
-    if not _EVENT_ID.fullmatch(value):
-        raise ValueError("must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
-    return value
-
-
-def _check_trigger_id(value: str) -> str:
-    if not _TRIGGER_ID.fullmatch(value):
-        raise ValueError(
+    ),
+    _pattern(EVENT_NAME_PATTERN),
+]
+EventId = Annotated[
+    str,
+    AfterValidator(
+        matches(
+            EVENT_ID_PATTERN, "must be 1-128 characters of letters, digits, '.', '_', ':' or '-'"
+        )
+    ),
+    _pattern(EVENT_ID_PATTERN),
+]
+TriggerId = Annotated[
+    str,
+    AfterValidator(
+        matches(
+            TRIGGER_ID_PATTERN,
             "must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
-            "starting with a letter or digit"
+            "starting with a letter or digit",
         )
-    return value
-
-
-EventName = Annotated[str, AfterValidator(_check_event_name), _pattern(EVENT_NAME_PATTERN)]
-EventId = Annotated[str, AfterValidator(_check_event_id), _pattern(EVENT_ID_PATTERN)]
-TriggerId = Annotated[str, AfterValidator(_check_trigger_id), _pattern(TRIGGER_ID_PATTERN)]
+    ),
+    _pattern(TRIGGER_ID_PATTERN),
+]
 EventData = dict[str, Json]
 """An event's data: a JSON object."""
 EventState = Literal["pending", "done"]
