@@ -50,9 +50,8 @@ help:
 dev: venv redis-server
 	$(BIN)/jobgate dev $(DEV_ARGS)
 
-# The linters run beside the suite, not before it: mypy is one process on one core, and the
-# suite's workers take the other one meanwhile. Their output is shown once the tests end, and
-# make test fails when either fails.
+# The linters run first (lint is a prerequisite: a lint failure stops make test before the
+# suite), then the suite; pytest's exit code 5 (no tests collected) counts as success.
 test: venv redis-server chromium node lint
 	@status=0; $(BIN)/python -m pytest $(PYTEST_PATHS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS) \
 		|| status=$$?; \
