@@ -141,7 +141,13 @@ def run(
             daemon=False,
         )
         process.start()
-        code = Launched(process).wait(timeout)
+        launched = Launched(process)
+        try:
+            code = launched.wait(timeout)
+        except subprocess.TimeoutExpired:
+            launched.kill()  # as subprocess.run does: no command outlives its timeout
+            launched.wait()
+            raise
         return subprocess.CompletedProcess([module, *argv], code, out.read_text(), err.read_text())
 
 
