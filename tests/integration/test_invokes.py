@@ -17,9 +17,10 @@ from gateway.services.tasks import TaskService
 from gateway.store.dependencies import DependencyStore
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
+from gateway.store.records import steps_from_json, to_datetime
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish
-from sdk.wire import AttemptOutcome, InvokeIn, TaskState
+from sdk.wire import AttemptOutcome, InvokeIn, StepWait, TaskChild, TaskState
 
 from .conftest import Stores
 from .test_recoverer import Q, claim, enqueue, make_queue, record
@@ -78,9 +79,16 @@ async def steps_of(s: Stores, task_id: str, queue: str = Q) -> dict[str, object]
     return {x["name"]: x["result"] for x in json.loads(raw or "[]")}
 
 
+async def wait_of(s: Stores, task_id: str) -> StepWait | None:
+    """How the wait of the task's one step ended, as the API shows it."""
+    (step,) = steps_from_json(await s.redis.hget(QueueKeys.of(Q).steps, task_id))
+    return step.wait
+
+
 async def test_a_child_that_succeeds_resumes_its_parent_once_with_its_result(rig: Rig) -> None:
     s = rig.s
     parent, child = await rig.invoke()
+    since = to_datetime(s.clock.now_ms())
     assert (await record(s, parent))["wt"]["c"] == child  # type: ignore[index]
     kid = await record(s, child)
     assert kid["par"] == {"q": Q, "id": parent, "s": "child"}
@@ -91,6 +99,10 @@ async def test_a_child_that_succeeds_resumes_its_parent_once_with_its_result(rig
     assert await steps_of(s, parent) == {
         "child": {"state": "succeeded", "id": child, "result": {"sum": 3}}
     }
+    kid_of = TaskChild(queue=Q, id=child)
+    assert await wait_of(s, parent) == StepWait(
+        kind="invoke", by="child", since=since, child=kid_of
+    )
     # The same end again (an outbox delivered twice), or the timeout: nothing more.
     await s.tasks.resume_child(Q, parent, child, '{"state":"x"}', s.clock.now_ms())
     s.clock.advance(120_000)
@@ -114,6 +126,9 @@ async def test_the_timeout_records_timed_out_and_a_later_end_changes_nothing(rig
     s.clock.advance(61_000)
     await rig.deliver()
     assert (await steps_of(s, parent))["child"]["state"] == "timed_out"  # type: ignore[index]
+    wait = await wait_of(s, parent)
+    assert wait is not None
+    assert (wait.kind, wait.by, wait.child) == ("invoke", "timeout", TaskChild(queue=Q, id=child))
     leases = await claim(s, 2)  # the parent and the child: both ready
     kid = next(x for x in leases if x.task_id == child)
     finish = Finish(kid.task_id, kid.token, AttemptOutcome.SUCCEEDED, text="1")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 from ulid import ULID
@@ -17,8 +18,18 @@ from gateway.services.event_types import AcceptedEvent, Touched
 from gateway.services.task_reads import TaskReader
 from gateway.services.waits import WaitResumer, Waits
 from gateway.store.keys import QueueKeys, event_waits
+from gateway.store.records import to_datetime
 from gateway.store.tasks import Finish, Wait
-from sdk.wire import AttemptOutcome, CancelOn, QueuePolicy, TaskCreate, TaskState, WaitIn
+from sdk.wire import (
+    AttemptOutcome,
+    CancelOn,
+    QueuePolicy,
+    StepWait,
+    TaskCreate,
+    TaskState,
+    TaskStep,
+    WaitIn,
+)
 
 from .conftest import Stores
 from .test_recoverer import Q, claim, enqueue, make_queue, record
@@ -89,8 +100,11 @@ class Rig:
         return ids
 
     async def steps(self, task_id: str) -> dict[str, object]:
+        return {step.name: step.result for step in await self.recorded(task_id)}
+
+    async def recorded(self, task_id: str) -> list[TaskStep]:
         view = await TaskReader(self.s.tasks, self.s.queues, self.s.clock).read(Q, task_id)
-        return {step.name: step.result for step in view.steps}
+        return view.steps
 
 
 @pytest.fixture
@@ -114,6 +128,7 @@ async def test_a_wait_is_resumed_by_its_event_once_with_the_event_as_the_steps_r
     rig: Rig,
 ) -> None:
     (task_id,) = await rig.waiting(match={"invoice": "inv-7"})
+    since = rig.s.clock.now_ms()
     view = await TaskReader(rig.s.tasks, rig.s.queues, rig.s.clock).read(Q, task_id)
     assert (view.state, view.attempt) == (TaskState.SCHEDULED, 0)
     assert view.wait is not None
@@ -134,6 +149,11 @@ async def test_a_wait_is_resumed_by_its_event_once_with_the_event_as_the_steps_r
     assert (t["state"], "wt" in t) == ("queued", False)
     expected = {"id": event.id, "name": "approved", "data": {"invoice": "inv-7", "by": "ann"}}
     assert await rig.steps(task_id) == {"approval": expected}
+    (step,) = await rig.recorded(task_id)  # the step says what it waited for, since when
+    assert step.wait == StepWait(
+        kind="event", by="event", since=to_datetime(since), event="approved"
+    )
+    assert step.recorded_at == to_datetime(since + 5)
     assert await index_keys(rig.s) == set()
     (lease,) = await claim(rig.s)  # pushed again, with the step among its steps
     assert lease.task_id == task_id
@@ -146,6 +166,10 @@ async def test_the_timeout_records_null_and_makes_the_task_ready(rig: Rig) -> No
     rig.s.clock.advance(1_000)
     assert await rig.s.tasks.promote(Q, rig.s.clock.now_ms(), 100) == 1
     assert await rig.steps(task_id) == {"approval": None}
+    (step,) = await rig.recorded(task_id)
+    assert step.wait is not None
+    assert (step.wait.kind, step.wait.by, step.wait.event) == ("event", "timeout", "approved")
+    assert step.recorded_at - step.wait.since == timedelta(seconds=30)  # type: ignore[operator]
     assert (await record(rig.s, task_id))["state"] == "queued"
     assert await index_keys(rig.s) == set()
     assert (await rig.publish("approved", {"invoice": "inv-1"}))[1] == []  # too late
