@@ -235,3 +235,19 @@ async def test_the_admin_task_page_shows_an_invoke_apart_with_its_child_linked(r
     timeline = html.unescape(field(page, "timeline"))
     assert f"q / {child}" in timeline
     assert '{"label":"L-1"}' in timeline
+
+
+async def test_cancelling_a_parent_through_the_api_cancels_its_waiting_child(rig: Rig) -> None:  # noqa: F811
+    """The gateway's recoverer delivers the cancel of a cancelled parent's child: the child,
+    queued in a queue no endpoint serves, ends cancelled."""
+    (await rig.api.put("/v1/queues/idle", json={})).raise_for_status()
+    task_id, base, lease = await rig.running()
+    body = {"step": "s", "queue": "idle", "name": "job", "timeout": 600}
+    async with httpx.AsyncClient() as cb:
+        invoked = await cb.post(f"{base}/invoke", json=body, headers={"jobgate-lease": lease})
+        assert invoked.status_code == 200, invoked.text
+    child = (await rig.task(task_id))["wait"]["child"]["id"]
+    assert (await rig.task(child))["state"] == "queued"
+    cancelled = await rig.api.post(f"/v1/tasks/{task_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert (await rig.task(child, wait=10))["state"] == "cancelled"
