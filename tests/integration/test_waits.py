@@ -17,6 +17,7 @@ from gateway.services.enqueue.new_records import new_task
 from gateway.services.event_types import AcceptedEvent, Touched
 from gateway.services.task_reads import TaskReader
 from gateway.services.waits import WaitResumer, Waits
+from gateway.store.events import RECENT_LIMIT
 from gateway.store.keys import QueueKeys, event_waits
 from gateway.store.records import to_datetime
 from gateway.store.tasks import Finish, Wait
@@ -37,7 +38,8 @@ from .test_recoverer import Q, claim, enqueue, make_queue, record
 
 @dataclass
 class Recent:
-    """The events service's recent events, in memory (RecentEvents)."""
+    """The events service's recent events, in memory (RecentEvents), read in pages of
+    ``RECENT_LIMIT`` as the store reads them (tests/integration/test_events.py checks it)."""
 
     events: list[AcceptedEvent] = field(default_factory=list)
 
@@ -45,9 +47,9 @@ class Recent:
         self.events.append(event)
         return event
 
-    async def since(self, name: str, after_ms: int) -> list[AcceptedEvent]:
+    async def since(self, name: str, after_ms: int, offset: int = 0) -> list[AcceptedEvent]:
         found = [e for e in self.events if e.name == name and e.accepted_ms >= after_ms]
-        return sorted(found, key=lambda e: e.accepted_ms)
+        return sorted(found, key=lambda e: e.accepted_ms)[offset : offset + RECENT_LIMIT]
 
 
 @dataclass
@@ -191,8 +193,11 @@ async def test_an_event_recorded_between_the_wait_script_and_the_post_check_is_n
         Wait("s", "approved", canonical({"k": 1}), shape_of({"k": 1}), 0),
         recorded,
     )
-    # ... an event accepted now, whose consumer has not run yet (its gateway is slow) ...
+    # ... events accepted now, whose consumers have not run yet (their gateways are slow):
+    # 150 of the name that do not match, then one that does (past the first page) ...
     rig.s.clock.advance(10_000)
+    for _ in range(150):
+        rig.recent.add(rig.event("approved", {"k": 2}))
     event = rig.recent.add(rig.event("approved", {"k": 1.0}))
     # ... and the post-check finds it.
     assert await wait.post_check(Q, lease.task_id, body, recorded)
@@ -220,6 +225,20 @@ async def test_an_event_before_the_wait_counts_only_within_the_lookback(rig: Rig
         "data": {"k": "a"},
     }
     assert (await record(rig.s, ignored))["state"] == "scheduled"
+
+
+async def test_the_lookback_considers_the_100_oldest_events_of_its_window(rig: Rig) -> None:
+    """docs/durable.md's lookback limit: a matching event behind 100 others of the name in the
+    window does not resume the wait; within the first 100 it does."""
+    assert RECENT_LIMIT == 100  # the number the doc gives
+    for _ in range(RECENT_LIMIT):
+        rig.recent.add(rig.event("approved", {"k": "other"}))
+    rig.recent.add(rig.event("approved", {"k": "a"}))  # the 101st
+    rig.s.clock.advance(10_000)
+    (missed,) = await rig.waiting(match={"k": "a"}, lookback=60)
+    assert (await record(rig.s, missed))["state"] == "scheduled"
+    (taken,) = await rig.waiting(match={"k": "other"}, lookback=60)
+    assert (await rig.steps(taken))["approval"]["id"] == rig.recent.events[0].id  # type: ignore[index]
 
 
 async def test_one_event_resumes_every_task_waiting_on_it(rig: Rig) -> None:
