@@ -278,7 +278,7 @@ def create_app(
         # Invoked children: enqueued by the callback, and again from the outbox by the
         # recoverer when a gateway stopped before it enqueued one (docs/durable.md).
         invokes = Invokes(tasks, task_service, clock)
-        dependencies.on_invoke = invokes.enqueue_children
+        dependencies.on_invoke = invokes.deliver
         event_upkeep = EventUpkeep(events, clock, sweep_interval=sweeps, max_sleep=rescans)
         services = Services(
             queues=QueueService(

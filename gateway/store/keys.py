@@ -24,7 +24,9 @@ key                   type   content
 ``result``            HASH   task id → result JSON (written once, on success)
 ``checkpoint``        HASH   task id → last checkpoint JSON
 ``steps``             HASH   task id → JSON list of its durable steps ``[{name, result, attempt,
-                             recorded_ms}]`` in the order recorded (``lua/step.lua``); deleted
+                             recorded_ms}]`` in the order recorded (``lua/step.lua``; a wait's
+                             step, recorded when it ends, has ``wait`` too:
+                             ``lua/wait_helpers.lua`` ``wait_mark``); deleted
                              with the record, in the script that deletes it (sweep, clean,
                              queue deletion), as are its payload, result, checkpoint, attempts,
                              log list (sweep, clean), ``dedup``, ``singleton`` and ``notify``

@@ -22,6 +22,7 @@ from sdk.wire import (
     NoticeState,
     NoticeStatus,
     QueuePolicy,
+    StepWait,
     Task,
     TaskChild,
     TaskFlow,
@@ -265,9 +266,25 @@ def steps_from_json(steps: str | None) -> list[TaskStep]:
             result=step["result"],
             attempt=step["attempt"],
             recorded_at=to_datetime(step["recorded_ms"]),
+            wait=_step_wait(step.get("wait")),
         )
         for step in json.loads(steps)
     ]
+
+
+def _step_wait(mark: dict[str, Any] | None) -> StepWait | None:
+    """How a wait's step says its wait ended (``wait_mark`` of ``lua/wait_helpers.lua``)."""
+    if mark is None:
+        return None
+    since = mark.get("since_ms")
+    child = TaskChild(queue=mark["queue"], id=mark["id"]) if "id" in mark else None
+    return StepWait(
+        kind=mark["kind"],
+        by=mark["by"],
+        since=None if since is None else to_datetime(since),
+        event=mark.get("event"),
+        child=child,
+    )
 
 
 def final_error(record: Mapping[str, Any]) -> str | None:

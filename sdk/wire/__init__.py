@@ -52,6 +52,7 @@ from sdk.wire.attempts import (
     FailureKind,
     NoticeState,
     NoticeStatus,
+    StepWait,
     TaskStep,
 )
 from sdk.wire.base import (
@@ -334,6 +335,7 @@ __all__ = [
     "StallPolicy",
     "StepIn",
     "StepOut",
+    "StepWait",
     "Task",
     "TaskArgs",
     "TaskChild",

@@ -135,6 +135,37 @@ def test_a_node_task_waits_for_its_event_through_the_documented_callback(
     assert [a.outcome for a in done.attempts] == ["released", "succeeded"]
 
 
+def test_a_node_task_invokes_a_child_through_the_documented_callback(
+    setup: tuple[Cluster, str, str],
+) -> None:
+    """``order`` invokes ``add`` with the ``invoke`` callback; pushed again once the child
+    ends, it returns the child's sum. A child that fails for good fails the parent with the
+    child's state, id and error (the Node ``ChildFailed``, not retried)."""
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    task = client.enqueue("node", "order", {"a": 2, "b": 3})
+    done = client.wait(task.id, timeout=30)
+    assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
+    assert done.result == {"total": 5}
+    assert [a.outcome for a in done.attempts] == ["released", "succeeded"]  # none spent
+    (step,) = done.steps
+    assert step.name == "total"
+    assert isinstance(step.result, dict)
+    assert (step.result["state"], step.result["result"]) == ("succeeded", {"sum": 5})
+    child = client.get_task(str(step.result["id"]))
+    assert (child.queue, child.name, child.state) == ("node", "add", TaskState.SUCCEEDED)
+    assert child.payload == {"a": 2, "b": 3}
+
+    bad = client.enqueue("node", "order", {"a": "two", "b": 3})
+    done = client.wait(bad.id, timeout=30)
+    assert done.state is TaskState.DEAD, [(a.outcome, a.error) for a in done.attempts]
+    (step,) = done.steps
+    assert isinstance(step.result, dict)
+    assert step.result["state"] == "dead"
+    assert done.error == f"child {step.result['id']} dead: a and b must be numbers"
+    assert [a.outcome for a in done.attempts] == ["released", "failed"]
+
+
 def signed(secret: str, body: bytes, message_id: str = "01JNODETEST") -> dict[str, str]:
     now = datetime.fromtimestamp(int(time.time()), tz=UTC)
     return {

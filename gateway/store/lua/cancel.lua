@@ -1,6 +1,10 @@
 -- Cancel a task. Queued, scheduled and waiting tasks end at once (and their dependents fail); a
 -- running one is asked to stop (the next heartbeat answer says so), and the end of its attempt
 -- decides (finish.lua): succeeded when the attempt succeeded, else cancelled.
+-- A task cancelled while it waits for a child it invoked (``wt.c``: wait_helpers.lua) puts
+-- "cancel this child" in its queue's outbox ({cc = the child's id, cq = its queue, p = this
+-- task's id}), which the recoverer delivers to the child's queue (gateway/services/invokes.py):
+-- a cancelled parent cancels its waiting child (docs/durable.md, "Invoking a task").
 -- KEYS[1] meta   KEYS[2] ready   KEYS[3] scheduled   KEYS[4] done:cancelled   KEYS[5] queue hash
 -- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] notify
@@ -41,6 +45,7 @@ elseif t.state == 'waiting' then
 else
   return {'FINISHED', t.state}
 end
+local child = t.wt and t.wt.c and t.wt
 if t.wt or t.co then
   unindex_waits({waits = KEYS[15], shapes = KEYS[16]}, id, t)
 end
@@ -68,6 +73,10 @@ if t.jb then
 end
 if t.par then
   record_child_end(Q, id, t, nil)
+end
+if child then
+  redis.call('RPUSH', KEYS[10], cjson.encode({cc = child.c, cq = child.cq, p = id}))
+  due_at(now)
 end
 save_task(KEYS[1], id, t)
 redis.call('ZADD', KEYS[4], int(now), id)

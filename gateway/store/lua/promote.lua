@@ -17,7 +17,7 @@ local K = nil
 for _, id in ipairs(due) do
   local t = load_task(KEYS[1], id)
   if t and t.wt and t.state == 'scheduled' then
-    append_step(KEYS[7], id, t, t.wt.s, t.wt.tr or 'null', t.att + 1, tonumber(ARGV[1]))
+    append_wait_step(KEYS[7], id, t, t.wt.tr or 'null', 'timeout', tonumber(ARGV[1]))
     unwait({waits = KEYS[8], shapes = KEYS[9]}, id, t)
   end
   if t and t.state == 'scheduled' and t.ck then

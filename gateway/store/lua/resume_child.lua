@@ -16,7 +16,7 @@ local wt = t and t.wt
 if not (wt and wt.c == ARGV[3] and t.state == 'scheduled') then
   return 0
 end
-append_step(KEYS[3], id, t, wt.s, ARGV[4], t.att + 1, now)
+append_wait_step(KEYS[3], id, t, ARGV[4], 'child', now)
 t.wt = nil
 redis.call('ZREM', KEYS[4], id)
 t.run_at = now

@@ -118,10 +118,31 @@ local function unindex_waits(W, id, t)
   end
 end
 
--- Append the step ``name`` with ``result_json`` (JSON text) to task ``id``'s steps, as
--- step.lua records one (a name recorded before keeps its first result), and mark the record
--- (``stp``) so the claim carries them. ``attempt`` is the attempt the step belongs to.
-local function append_step(steps_key, id, t, name, result_json, attempt, now)
+-- How task ``t``'s wait ended, as its recorded step keeps it (``wait`` beside the step's
+-- result; the admin timeline reads it): {kind, since_ms (when the wait was recorded), by (what
+-- ended it: 'event', 'child' or 'timeout')} and the kind's own fields: an event wait's
+-- ``event`` name, an invoke's child ``queue`` and ``id``. A wait that names its kind (``k``, as
+-- a durable call's does) gets that kind and no fields of its own here.
+local function wait_mark(wt, by)
+  local kind = wt.k or (wt.c and 'invoke') or 'event'
+  local mark = '{"kind":' .. cjson.encode(kind) .. ',"by":"' .. by .. '"'
+  if wt.r then
+    mark = mark .. ',"since_ms":' .. string.format('%d', wt.r)
+  end
+  if kind == 'event' then
+    mark = mark .. ',"event":' .. cjson.encode(wt.e)
+  elseif kind == 'invoke' then
+    mark = mark .. ',"queue":' .. cjson.encode(wt.cq) .. ',"id":' .. cjson.encode(wt.c)
+  end
+  return mark .. '}'
+end
+
+-- Record the end of task ``id``'s wait (``t.wt``, still set) as its step: ``result_json`` (JSON
+-- text) under the wait's step name, for the attempt to come, with how the wait ended
+-- (wait_mark: ``by``), appended to the task's steps as step.lua records one (a name recorded
+-- before keeps its first result); and mark the record (``stp``) so the claim carries them.
+local function append_wait_step(steps_key, id, t, result_json, by, now)
+  local name = t.wt.s
   local stored = redis.call('HGET', steps_key, id)
   if stored then
     for _, step in ipairs(cjson.decode(stored)) do
@@ -131,8 +152,8 @@ local function append_step(steps_key, id, t, name, result_json, attempt, now)
     end
   end
   local entry = '{"name":' .. cjson.encode(name) .. ',"result":' .. result_json
-    .. ',"attempt":' .. string.format('%d', attempt) .. ',"recorded_ms":'
-    .. string.format('%d', now) .. '}'
+    .. ',"attempt":' .. string.format('%d', t.att + 1) .. ',"recorded_ms":'
+    .. string.format('%d', now) .. ',"wait":' .. wait_mark(t.wt, by) .. '}'
   if stored then
     redis.call('HSET', steps_key, id, string.sub(stored, 1, -2) .. ',' .. entry .. ']')
   else
