@@ -197,10 +197,15 @@ def _now_entry(task: Task, now: datetime) -> Entry | None:
 
 
 def _wait_entry(wait: TaskWait, now: datetime) -> Entry:
-    """A task that waits for an event (its name and the fields to match) or for a child task
-    it invoked, until the wait's timeout."""
+    """A task that waits for an event (its name and the fields to match), for a child task it
+    invoked, or for an HTTP call the gateway makes for it (its method and URL, since when),
+    until the wait's timeout."""
     facts = [Fact("step", wait.step, mono=True)]
-    if wait.child is not None:
+    if wait.call is not None:
+        label = "waiting for an HTTP call"
+        facts.append(Fact("call", f"{wait.call.method} {wait.call.url}", mono=True))
+        facts.append(Fact("since", moment=wait.call.since))
+    elif wait.child is not None:
         label = "waiting for a child task"
         facts.append(Fact("child", f"{wait.child.queue} / {wait.child.id}", mono=True))
     else:

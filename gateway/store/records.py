@@ -23,6 +23,7 @@ from sdk.wire import (
     NoticeStatus,
     QueuePolicy,
     Task,
+    TaskCall,
     TaskChild,
     TaskFlow,
     TaskState,
@@ -278,10 +279,14 @@ def final_error(record: Mapping[str, Any]) -> str | None:
 
 
 def wait_from_record(record: dict[str, Any]) -> TaskWait:
-    """The wait for an event or a child a record holds (``wt``: lua/wait_helpers.lua); it
+    """The wait for an event, a child or a call a record holds (``wt``: lua/wait_helpers.lua); it
     times out at the task's ``run_at``."""
     wt = record["wt"]
     until = to_datetime(record["run_at"])
+    if wt.get("k") == "call":  # a wait for a durable HTTP call (lua/call.lua)
+        request = json.loads(wt["q"])
+        call = TaskCall(method=request["method"], url=request["url"], since=to_datetime(wt["r"]))
+        return TaskWait(step=wt["s"], call=call, until=until)
     if "c" in wt:  # a wait for a child (lua/invoke.lua)
         return TaskWait(step=wt["s"], child=TaskChild(queue=wt["cq"], id=wt["c"]), until=until)
     return TaskWait(step=wt["s"], event=wt["e"], match=json.loads(wt["m"]), until=until)

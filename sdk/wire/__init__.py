@@ -87,6 +87,7 @@ from sdk.wire.base import (
     WebUrl,
     check_queue_name,
 )
+from sdk.wire.calls import CallIn, TaskCall
 from sdk.wire.catalog import (
     CatalogEndpoint,
     CatalogEntry,
@@ -239,6 +240,7 @@ __all__ = [
     "BatchItem",
     "BatchReceipt",
     "BatchResult",
+    "CallIn",
     "CallbackAck",
     "CancelMatching",
     "CancelOn",
@@ -336,6 +338,7 @@ __all__ = [
     "StepOut",
     "Task",
     "TaskArgs",
+    "TaskCall",
     "TaskChild",
     "TaskCreate",
     "TaskFlow",
