@@ -239,3 +239,22 @@ def test_a_task_waiting_for_a_child_it_invoked_names_the_child() -> None:
         ("child", "print / 01J0000000000000000000CHLD"),
         ("until", at(600)),
     ]
+
+
+def test_a_task_waiting_for_an_http_call_names_its_method_and_url_since_and_until() -> None:
+    url = "https://api.example.com/charges"
+    waiting = waiting_task(
+        {
+            "step": "charge",
+            "call": {"method": "POST", "url": url, "since": iso(3)},
+            "until": iso(600),
+        },
+    )
+    now_entry = timeline(waiting, now=at(10))[-1]
+    assert now_entry.label == "waiting for an HTTP call"
+    assert [(f.label, f.text or f.moment) for f in now_entry.facts] == [
+        ("step", "charge"),
+        ("call", f"POST {url}"),
+        ("since", at(3)),
+        ("until", at(600)),
+    ]
