@@ -16,7 +16,10 @@
 // `checkout` uses both. Waiting for an event (docs/protocol.md, "Waiting for an event"):
 // `ctx.waitForEvent(step, { event, match, timeout })` returns the step's recorded result (the
 // event, or null at the timeout), or ends the attempt: 202 and the `wait` callback. `approve`
-// uses it.
+// uses it. A durable HTTP call (docs/protocol.md, "A durable HTTP call"): `ctx.call(step, url,
+// { method, json, timeout })` returns the recorded answer ({status, headers, body}), throws on a
+// recorded failure ({error, kind}), or ends the attempt: 202 and the `call` callback (the gateway
+// makes the request and records the step). `quote` uses it.
 //
 // Run: JOBGATE_WORKER_SECRET=whsec_... PORT=8002 node worker.mjs
 import { appendFileSync } from "node:fs";
@@ -55,6 +58,14 @@ class WaitForEvent extends Error {
   }
 }
 
+// Thrown by ctx.call: the attempt ends while the gateway makes the HTTP call.
+class CallOut extends Error {
+  constructor(body) {
+    super(`waiting (${body.step}) for ${body.method} ${body.url}`);
+    this.body = body;
+  }
+}
+
 // The task functions: a push's `payload` in, a JSON result out.
 const tasks = {
   // Short: answered inline.
@@ -75,6 +86,11 @@ const tasks = {
   approve: { inline: true, run: async ({ doc, timeout = 600 }, ctx) => {
     const approval = await ctx.waitForEvent("approval", { event: "doc.approved", match: { doc }, timeout });
     return { approval };
+  } },
+  // Has the gateway fetch `url` (the worker stops meanwhile); pushed again with the answer.
+  quote: { inline: true, run: async ({ url, timeout = 60 }, ctx) => {
+    const { status, body } = await ctx.call("quote", url, { method: "POST", json: { item: 1 }, timeout });
+    return { status, body };
   } },
   // Durable: charge once per task (the step's side effect is a line in `ledger`), sleep
   // `sleep_ms`, then ship; shipping fails on attempt 1, and attempt 2 replays the charge.
@@ -169,6 +185,15 @@ function context(push, base, lease) {
       if (recorded.has(step)) return recorded.get(step);
       throw new WaitForEvent({ step, event, match, timeout, lookback });
     },
+    // An HTTP call the gateway makes: the answer, or an error when none came.
+    async call(step, url, { method = "GET", json = null, headers = {}, timeout = 60 } = {}) {
+      if (used.has(step)) throw new Fail(`step name ${JSON.stringify(step)} used twice`);
+      used.add(step);
+      if (!recorded.has(step)) throw new CallOut({ step, url, method, json, headers, timeout });
+      const answer = recorded.get(step);
+      if (answer.status === undefined) throw new Error(`call ${step}: ${answer.kind}: ${answer.error}`);
+      return answer;
+    },
   };
   return ctx;
 }
@@ -177,6 +202,7 @@ function context(push, base, lease) {
 async function report(e, base, lease) {
   if (e instanceof Sleep) await finish(base, lease, "sleep", { until: e.until });
   else if (e instanceof WaitForEvent) await finish(base, lease, "wait", e.body);
+  else if (e instanceof CallOut) await finish(base, lease, "call", e.body);
   else if (!e.lost) await finish(base, lease, "error", errorBody(e));
 }
 
@@ -230,7 +256,7 @@ async function handle(req, res) {
   try {
     return answer(res, 200, await task.run(push.payload ?? {}, context(push, base, lease)));
   } catch (e) {
-    if (e instanceof Sleep || e instanceof WaitForEvent) {  // never inline: 202, then the callback
+    if (e instanceof Sleep || e instanceof WaitForEvent || e instanceof CallOut) {  // never inline: 202, then the callback
       answer(res, 202);
       return report(e, base, lease);
     }
