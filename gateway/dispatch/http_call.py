@@ -10,7 +10,8 @@ The rules, stated once here and in the docs:
   connecting); redirects are followed by hand, at most :data:`MAX_REDIRECTS`: 307 and 308 keep
   the method and body, 301, 302 and 303 become a GET without body (HEAD stays HEAD); headers
   that carry credentials (Authorization, Cookie) are dropped when the host changes;
-- a try ends at the call's timeout (its answer's body read included);
+- a try ends at the call's timeout (its answer's body read included), which is the only
+  timeout (the session's own are off, as for pushes);
 - connection errors before any answer are tried again, :data:`TRIES` tries in all, after
   :data:`RETRY_DELAYS` seconds; an answer of any status is the result (no retry on 5xx: the
   task decides), and so is a timeout (the callee may be at work on it);
@@ -33,6 +34,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
+from gateway.dispatch.pusher import NO_TIMEOUT
 from gateway.security.ssrf import AddressRefused, check_endpoint_url
 from sdk.wire import CallIn
 
@@ -116,7 +118,7 @@ async def _one_try(
             raise CallFailed("refused", f"{url}: {e}") from e
         try:
             async with session.request(
-                method, url, data=data, headers=headers, allow_redirects=False
+                method, url, data=data, headers=headers, allow_redirects=False, timeout=NO_TIMEOUT
             ) as answer:
                 location = answer.headers.get("Location")
                 if answer.status in _REDIRECTS and location:
