@@ -166,3 +166,18 @@ async def test_a_cancel_removes_the_call_and_a_late_answer_changes_nothing(rig: 
     assert not await s.tasks.resume_call(Q, task_id, "api", "1", s.clock.now_ms())
     assert (await record(s, task_id))["state"] == "cancelled"
     assert "api" not in await steps_of(s, task_id)
+
+
+async def test_a_claim_drops_entries_of_tasks_that_no_longer_wait_for_a_call(rig: Rig) -> None:
+    s = rig.s
+    task_id = await rig.call(rig.runner(room=0))
+    await s.redis.zadd(QueueKeys.of(Q).calls, {"gone": 1})  # a task since deleted, say
+    s.clock.advance(int(TIMEOUT * 1000) + LEASE_GRACE_MS)
+    claimed = await s.tasks.claim_calls(Q, s.clock.now_ms(), 10, LEASE_GRACE_MS)
+    assert [(c.task_id, c.step) for c in claimed] == [(task_id, "api")]
+    assert CallIn.model_validate_json(claimed[0].request).url == rig.service.url + "/echo"
+    lease = s.clock.now_ms() + TIMEOUT * 1000 + LEASE_GRACE_MS
+    assert await rig.calls() == {task_id: lease}
+    assert claimed[0].lease_until_ms == lease
+    # Leased again: not claimed a second time before that lease runs out.
+    assert await s.tasks.claim_calls(Q, s.clock.now_ms(), 10, LEASE_GRACE_MS) == []
