@@ -158,15 +158,7 @@ def create_app(
             pull_waiters.wake(queue, ready)
 
         # Durable HTTP calls (ctx.call), made over the pushes' session (docs/durable.md).
-        call_runner = CallRunner(
-            tasks,
-            session,
-            clock,
-            max_in_flight=settings.max_calls_in_flight,
-            max_body=settings.call_max_body_bytes,
-            allow_private=settings.allow_private_endpoints,
-            on_ready=wake,
-        )
+        call_runner = CallRunner.of(settings, tasks, session, clock, on_ready=wake)
         catalog_store = CatalogStore(redis, scripts)
         catalog = Catalog(catalog_store)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import aiohttp
 
 from gateway.dispatch.http_call import idempotency_key, make_call
+from gateway.settings import Settings
 from gateway.store.clock import Clock
 from gateway.store.tasks import ClaimedCall, TaskStore
 from sdk.wire import CallIn
@@ -58,6 +59,27 @@ class CallRunner:
         self._allow_private = allow_private
         self._on_ready = on_ready
         self._running: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def of(
+        cls,
+        settings: Settings,
+        tasks: TaskStore,
+        session: aiohttp.ClientSession,
+        clock: Clock,
+        on_ready: Callable[[str], None],
+    ) -> CallRunner:
+        """The runner the settings describe (``max_calls_in_flight``, ``call_max_body_bytes``,
+        and the endpoints' ``allow_private_endpoints``)."""
+        return cls(
+            tasks,
+            session,
+            clock,
+            max_in_flight=settings.max_calls_in_flight,
+            max_body=settings.call_max_body_bytes,
+            allow_private=settings.allow_private_endpoints,
+            on_ready=on_ready,
+        )
 
     @property
     def in_flight(self) -> int:

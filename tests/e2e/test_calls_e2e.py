@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from sdk import TaskState
+from sdk import Task, TaskState
 from tests.call_service import CallService
 
 from .conftest import Cluster
-from .test_durable_e2e import APP, runs, setup, until
+from .test_durable_e2e import APP, Setup, runs, setup, until
 
 pytestmark = pytest.mark.e2e
 
@@ -32,13 +32,21 @@ def service() -> Iterator[CallService]:
         yield service
 
 
+def calling(
+    cluster: Cluster, tmp_path: Path, service: CallService, url: str, timeout: float
+) -> tuple[Setup, Task]:
+    """A gateway and a worker; a task of ``caller`` enqueued, and its call to ``url`` begun."""
+    s = setup(cluster, tmp_path, lease_timeout=3.0, max_attempts=3)
+    task = s.client.enqueue("durable", CALLER, {"args": [str(s.folder), url, timeout]})
+    until(lambda: service.count() == 1, what="the gateway made the call")
+    return s, task
+
+
 def test_a_call_goes_on_while_no_worker_runs_and_resumes_the_task(
     cluster: Cluster, tmp_path: Path, service: CallService
 ) -> None:
-    s = setup(cluster, tmp_path, lease_timeout=3.0, max_attempts=3)
     url = service.url + "/slow?s=30"
-    task = s.client.enqueue("durable", CALLER, {"args": [str(s.folder), url, 60]})
-    until(lambda: service.count() == 1, what="the gateway made the call")
+    s, task = calling(cluster, tmp_path, service, url, timeout=60)
     started = time.monotonic()
     os.kill(s.worker.pid, signal.SIGKILL)  # no worker while the service takes 30 s
     s.worker.wait()
@@ -82,10 +90,7 @@ def test_a_call_goes_on_while_no_worker_runs_and_resumes_the_task(
 def test_a_call_cut_short_by_a_gateway_sigkill_is_made_again_after_its_lease(
     cluster: Cluster, tmp_path: Path, service: CallService
 ) -> None:
-    s = setup(cluster, tmp_path, lease_timeout=3.0, max_attempts=3)
-    url = service.url + "/slow?s=3"
-    task = s.client.enqueue("durable", CALLER, {"args": [str(s.folder), url, 5]})
-    until(lambda: service.count() == 1, what="the gateway made the call")
+    s, task = calling(cluster, tmp_path, service, service.url + "/slow?s=3", timeout=5)
     first = cluster.procs[0]
     first.send_signal(signal.SIGKILL)
     first.wait()
