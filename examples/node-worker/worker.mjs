@@ -19,7 +19,10 @@
 // uses it. Invoking a child task (docs/protocol.md, "Invoking a child task"):
 // `ctx.invoke(step, { name, payload, queue, timeout })` returns the child's result once the
 // step records its end (throwing `ChildFailed` for any other end), or ends the attempt: 202 and
-// the `invoke` callback. `order` invokes `add`.
+// the `invoke` callback. `order` invokes `add`. A durable HTTP call (docs/protocol.md, "A durable HTTP call"): `ctx.call(step, url,
+// { method, json, timeout })` returns the recorded answer ({status, headers, body}), throws on a
+// recorded failure ({error, kind}), or ends the attempt: 202 and the `call` callback (the gateway
+// makes the request and records the step). `quote` uses it.
 //
 // Run: JOBGATE_WORKER_SECRET=whsec_... PORT=8002 node worker.mjs
 import { appendFileSync } from "node:fs";
@@ -67,6 +70,14 @@ class Invoke extends Error {
   }
 }
 
+// Thrown by ctx.call: the attempt ends while the gateway makes the HTTP call.
+class CallOut extends Error {
+  constructor(body) {
+    super(`waiting (${body.step}) for ${body.method} ${body.url}`);
+    this.body = body;
+  }
+}
+
 // A child that ended other than succeeded: its state (failed, dead, cancelled, timed_out or
 // refused), id and error, as the invoke's step recorded them. A Fail: a retry would replay the
 // same recorded end.
@@ -103,6 +114,11 @@ const tasks = {
   order: { inline: true, run: async ({ a, b, timeout = 600 }, ctx) => {
     const { sum } = await ctx.invoke("total", { name: "add", payload: { a, b }, timeout });
     return { total: sum };
+  } },
+  // Has the gateway fetch `url` (the worker stops meanwhile); pushed again with the answer.
+  quote: { inline: true, run: async ({ url, timeout = 60 }, ctx) => {
+    const { status, body } = await ctx.call("quote", url, { method: "POST", json: { item: 1 }, timeout });
+    return { status, body };
   } },
   // Durable: charge once per task (the step's side effect is a line in `ledger`), sleep
   // `sleep_ms`, then ship; shipping fails on attempt 1, and attempt 2 replays the charge.
@@ -209,6 +225,14 @@ function context(push, base, lease) {
       if (end.state !== "succeeded") throw new ChildFailed(end);
       return end.result;
     },
+    // An HTTP call the gateway makes: the answer, or an error when none came.
+    async call(step, url, { method = "GET", json = null, headers = {}, timeout = 60 } = {}) {
+      claim(step);
+      if (!recorded.has(step)) throw new CallOut({ step, url, method, json, headers, timeout });
+      const answer = recorded.get(step);
+      if (answer.status === undefined) throw new Error(`call ${step}: ${answer.kind}: ${answer.error}`);
+      return answer;
+    },
   };
   return ctx;
 }
@@ -218,6 +242,7 @@ async function report(e, base, lease) {
   if (e instanceof Sleep) await finish(base, lease, "sleep", { until: e.until });
   else if (e instanceof WaitForEvent) await finish(base, lease, "wait", e.body);
   else if (e instanceof Invoke) await finish(base, lease, "invoke", e.body);
+  else if (e instanceof CallOut) await finish(base, lease, "call", e.body);
   else if (!e.lost) await finish(base, lease, "error", errorBody(e));
 }
 
@@ -271,7 +296,8 @@ async function handle(req, res) {
   try {
     return answer(res, 200, await task.run(push.payload ?? {}, context(push, base, lease)));
   } catch (e) {
-    if (e instanceof Sleep || e instanceof WaitForEvent || e instanceof Invoke) {  // never inline: 202, then the callback
+    const waits = e instanceof Sleep || e instanceof WaitForEvent || e instanceof Invoke || e instanceof CallOut;
+    if (waits) {  // never inline: 202, then the callback
       answer(res, 202);
       return report(e, base, lease);
     }

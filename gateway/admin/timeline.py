@@ -11,8 +11,8 @@ one case: a recorded step of that kind in :func:`_step_entry` (the order of the 
 the order they are tried), or a field of the task (such as the ``wait`` of a task waiting now)
 in :func:`_now_entry`. A wait that ended is a step with ``wait`` (what it waited for, since
 when, what ended it): its kind's case is in :data:`_WAIT_KINDS`, keyed by ``wait.kind`` (a
-durable HTTP call's wait, kind ``call``, adds ``EntryKind.CALL``'s case there; until then it
-shows as a wait of an unknown kind, with its times and what ended it).
+kind a newer gateway adds shows as a wait of an unknown kind, with its times and what ended
+it).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class EntryKind(StrEnum):
     # A wait that ended, from when it was recorded to the step its end recorded:
     EVENT = "event"  # a wait for an event: its name, matched (the event's id) or timed out
     INVOKE = "invoke"  # a wait for a child task: the child (linked), its end state
+    CALL = "call"  # a durable HTTP call: its method and URL, the answer's status or the failure
     WAIT = "wait"  # a wait of a kind this version does not know: its times, what ended it
     NOW = "now"  # an unfinished task not running: what it waits for (queued, a time, deps,
     # an event: its step, the event's name and match, until when)
@@ -222,11 +223,28 @@ def _invoke_wait(step: TaskStep, wait: StepWait) -> tuple[EntryKind, str, list[F
     return EntryKind.INVOKE, str(end.get("state") or wait.by).replace("_", " "), facts
 
 
+def _call_wait(step: TaskStep, wait: StepWait) -> tuple[EntryKind, str, list[Fact]]:
+    facts = []
+    if wait.call is not None:
+        facts.append(Fact("call", f"{wait.call.method} {wait.call.url}", mono=True))
+    end = step.result if isinstance(step.result, dict) else {}
+    if wait.by == "timeout":
+        return EntryKind.CALL, "timed out", facts
+    if "status" in end:
+        return EntryKind.CALL, f"answered {end['status']}", facts
+    facts.append(Fact("error", summary(str(end.get("error", "")))))
+    return EntryKind.CALL, str(end.get("kind") or "failed").replace("_", " "), facts
+
+
 def _other_wait(step: TaskStep, wait: StepWait) -> tuple[EntryKind, str, list[Fact]]:
     return EntryKind.WAIT, wait.by, [Fact("kind", wait.kind, mono=True)]
 
 
-_WAIT_KINDS: dict[str, WaitCase] = {"event": _event_wait, "invoke": _invoke_wait}
+_WAIT_KINDS: dict[str, WaitCase] = {
+    "event": _event_wait,
+    "invoke": _invoke_wait,
+    "call": _call_wait,
+}
 """A wait's case by its kind (``StepWait.kind``): its entry kind, outcome and facts."""
 
 
@@ -248,10 +266,15 @@ def _now_entry(task: Task, now: datetime) -> Entry | None:
 
 
 def _wait_entry(wait: TaskWait, now: datetime) -> Entry:
-    """A task that waits for an event (its name and the fields to match) or for a child task
-    it invoked, until the wait's timeout."""
+    """A task that waits for an event (its name and the fields to match), for a child task it
+    invoked, or for an HTTP call the gateway makes for it (its method and URL, since when),
+    until the wait's timeout."""
     facts = [Fact("step", wait.step, mono=True)]
-    if wait.child is not None:
+    if wait.call is not None:
+        label = "waiting for an HTTP call"
+        facts.append(Fact("call", f"{wait.call.method} {wait.call.url}", mono=True))
+        facts.append(Fact("since", moment=wait.call.since))
+    elif wait.child is not None:
         label = "waiting for a child task"
         child = wait.child
         facts.append(Fact("child", f"{child.queue} / {child.id}", mono=True, task=child.id))

@@ -91,6 +91,10 @@ key                   type   content
                              (the canonical JSON of the match's sorted field names) → its
                              entries in ``waits``, so an event's candidate fields are computed
                              from its data, not searched for
+``calls``             ZSET   task id → the lease expiry (ms) of its durable HTTP call (its
+                             record's ``wt`` with ``k = 'call'``): the gateway making it renews
+                             it; an expired one is made again by the recoverer
+                             (``lua/call.lua``, ``lua/claim_calls.lua``; ``gateway.dispatch.calls``)
 ====================  =====  ======================================================================
 
 Global keys (one command each, outside any script):

@@ -22,8 +22,10 @@ from sdk.wire import (
     NoticeState,
     NoticeStatus,
     QueuePolicy,
+    StepCall,
     StepWait,
     Task,
+    TaskCall,
     TaskChild,
     TaskFlow,
     TaskState,
@@ -278,12 +280,14 @@ def _step_wait(mark: dict[str, Any] | None) -> StepWait | None:
         return None
     since = mark.get("since_ms")
     child = TaskChild(queue=mark["queue"], id=mark["id"]) if "id" in mark else None
+    call = StepCall(method=mark["method"], url=mark["url"]) if "url" in mark else None
     return StepWait(
         kind=mark["kind"],
         by=mark["by"],
         since=None if since is None else to_datetime(since),
         event=mark.get("event"),
         child=child,
+        call=call,
     )
 
 
@@ -295,10 +299,14 @@ def final_error(record: Mapping[str, Any]) -> str | None:
 
 
 def wait_from_record(record: dict[str, Any]) -> TaskWait:
-    """The wait for an event or a child a record holds (``wt``: lua/wait_helpers.lua); it
+    """The wait for an event, a child or a call a record holds (``wt``: lua/wait_helpers.lua); it
     times out at the task's ``run_at``."""
     wt = record["wt"]
     until = to_datetime(record["run_at"])
+    if wt.get("k") == "call":  # a wait for a durable HTTP call (lua/call.lua)
+        request = json.loads(wt["q"])
+        call = TaskCall(method=request["method"], url=request["url"], since=to_datetime(wt["r"]))
+        return TaskWait(step=wt["s"], call=call, until=until)
     if "c" in wt:  # a wait for a child (lua/invoke.lua)
         return TaskWait(step=wt["s"], child=TaskChild(queue=wt["cq"], id=wt["c"]), until=until)
     return TaskWait(step=wt["s"], event=wt["e"], match=json.loads(wt["m"]), until=until)

@@ -88,6 +88,7 @@ from sdk.wire.base import (
     WebUrl,
     check_queue_name,
 )
+from sdk.wire.calls import CallIn, StepCall, TaskCall
 from sdk.wire.catalog import (
     CatalogEndpoint,
     CatalogEntry,
@@ -240,6 +241,7 @@ __all__ = [
     "BatchItem",
     "BatchReceipt",
     "BatchResult",
+    "CallIn",
     "CallbackAck",
     "CancelMatching",
     "CancelOn",
@@ -333,11 +335,13 @@ __all__ = [
     "Skipped",
     "SleepIn",
     "StallPolicy",
+    "StepCall",
     "StepIn",
     "StepOut",
     "StepWait",
     "Task",
     "TaskArgs",
+    "TaskCall",
     "TaskChild",
     "TaskCreate",
     "TaskFlow",

@@ -9,6 +9,7 @@ from enum import StrEnum
 from pydantic import Field, JsonValue
 
 from sdk.wire.base import OutputModel
+from sdk.wire.calls import StepCall
 from sdk.wire.invokes import TaskChild
 
 
@@ -48,11 +49,13 @@ class StepWait(OutputModel):
     )
     by: str = Field(
         description="What ended the wait: 'event' (a matching event), 'child' (the child's "
-        "end), 'timeout' (the wait's timeout came first); a newer gateway may add others."
+        "end), 'call' (the call's answer, or the gateway's failure to get one), 'timeout' (the "
+        "wait's timeout came first); a newer gateway may add others."
     )
     since: datetime | None = Field(None, description="When the wait was recorded.")
     event: str | None = Field(None, description="The event's name (kind 'event').")
     child: TaskChild | None = Field(None, description="The child task (kind 'invoke').")
+    call: StepCall | None = Field(None, description="The HTTP call (kind 'call').")
 
 
 class TaskStep(OutputModel):

@@ -17,6 +17,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from sdk import TaskState
+from tests.call_service import CallService
 from tests.support import free_port
 
 from .conftest import ROOT, Cluster, wait_http
@@ -164,6 +165,23 @@ def test_a_node_task_invokes_a_child_through_the_documented_callback(
     assert step.result["state"] == "dead"
     assert done.error == f"child {step.result['id']} dead: a and b must be numbers"
     assert [a.outcome for a in done.attempts] == ["released", "failed"]
+
+
+def test_a_node_task_has_the_gateway_make_its_call_through_the_documented_callback(
+    setup: tuple[Cluster, str, str],
+) -> None:
+    """``quote`` asks for a durable HTTP call with the ``call`` callback; the gateway makes it
+    to a loopback service and pushes the task again with the answer."""
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    with CallService() as service:
+        task = client.enqueue("node", "quote", {"url": service.url + "/echo", "timeout": 10})
+        done = client.wait(task.id, timeout=30)
+        assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
+        body = {"n": 1, "method": "POST", "key": f"{task.id}:quote", "body": '{"item":1}'}
+        assert done.result == {"status": 200, "body": body}
+        assert service.count() == 1
+    assert [a.outcome for a in done.attempts] == ["released", "succeeded"]
 
 
 def signed(secret: str, body: bytes, message_id: str = "01JNODETEST") -> dict[str, str]:

@@ -279,7 +279,19 @@ def test_ended_waits_show_their_kind_times_and_outcome_apart_from_steps() -> Non
                 by="child",
                 child={"queue": "print", "id": CHILD},
             ),
-            ended("fetch", {"status": 200}, 56, 57, kind="call", by="answer"),
+            ended(
+                "fetch",
+                {"status": 200, "headers": {}, "body": "ok"},
+                56,
+                57,
+                kind="call",
+                by="call",
+                call={"method": "POST", "url": "https://api.example.com/q"},
+            ),
+            ended(
+                "poll", {"error": "refused", "kind": "unreachable"}, 58, 59, kind="call", by="call"
+            ),
+            ended("later", {"kind": "new"}, 60, 61, kind="newer", by="something"),
         ],
     )
     entries = [e for e in timeline(done, now=at(200)) if e.kind not in FRAME]
@@ -289,7 +301,9 @@ def test_ended_waits_show_their_kind_times_and_outcome_apart_from_steps() -> Non
         (EntryKind.EVENT, "approval", "timed out", at(13), at(43)),
         (EntryKind.INVOKE, "label", "succeeded", at(44), at(50)),
         (EntryKind.INVOKE, "ship", "dead", at(51), at(55)),
-        (EntryKind.WAIT, "fetch", "answer", at(56), at(57)),
+        (EntryKind.CALL, "fetch", "answered 200", at(56), at(57)),
+        (EntryKind.CALL, "poll", "unreachable", at(58), at(59)),
+        (EntryKind.WAIT, "later", "something", at(60), at(61)),
     ]
     facts = [{f.label: f.text or f.moment for f in e.facts} for e in entries[1:]]
     assert facts[0] == {
@@ -303,8 +317,29 @@ def test_ended_waits_show_their_kind_times_and_outcome_apart_from_steps() -> Non
     assert facts[2]["result"] == '{"n":1}'
     assert next(f for f in entries[3].facts if f.label == "child").task == CHILD
     assert facts[3]["error"] == "no carrier"
-    assert facts[4]["kind"] == "call"
+    assert facts[4]["call"] == "POST https://api.example.com/q"
+    assert facts[5]["error"] == "refused"
+    assert facts[6]["kind"] == "newer"
     assert entries[2].took == 30.0
 
 
 FRAME = {EntryKind.CREATED, EntryKind.FINISHED}
+
+
+def test_a_task_waiting_for_an_http_call_names_its_method_and_url_since_and_until() -> None:
+    url = "https://api.example.com/charges"
+    waiting = waiting_task(
+        {
+            "step": "charge",
+            "call": {"method": "POST", "url": url, "since": iso(3)},
+            "until": iso(600),
+        },
+    )
+    now_entry = timeline(waiting, now=at(10))[-1]
+    assert now_entry.label == "waiting for an HTTP call"
+    assert [(f.label, f.text or f.moment) for f in now_entry.facts] == [
+        ("step", "charge"),
+        ("call", f"POST {url}"),
+        ("since", at(3)),
+        ("until", at(600)),
+    ]

@@ -10,7 +10,8 @@
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] notify
 -- KEYS[14] key_counts (per-key concurrency: key_limits.lua)   KEYS[15] waits
 -- KEYS[16] wait_shapes (a task cancelled at once leaves the waits index: its wait for an
--- event and its cancel_on entries; wait_helpers.lua)
+-- event and its cancel_on entries; wait_helpers.lua)   KEYS[17] calls (and the calls ZSET:
+-- its durable HTTP call)
 -- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel prefix   ARGV[4] queue name
 -- ARGV[5] wake channel: told the queue name when cancelling a queued task of a concurrency key
 --         moved the key's next held task to the ready set
@@ -47,7 +48,7 @@ else
 end
 local child = t.wt and t.wt.c and t.wt
 if t.wt or t.co then
-  unindex_waits({waits = KEYS[15], shapes = KEYS[16]}, id, t)
+  unindex_waits({waits = KEYS[15], shapes = KEYS[16], calls = KEYS[17]}, id, t)
 end
 local now = tonumber(ARGV[2])
 local Q = {

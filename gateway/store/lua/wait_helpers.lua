@@ -11,6 +11,11 @@
 --   c = the child's id, cq = the child's queue, r = ms recorded, tr = the step's result at the
 --   timeout (JSON)}: no event matches it (no ``e``), and it is in no index; the child's end
 --   resumes it (resume_child.lua), else its timeout does (promote.lua).
+-- A task waiting for a durable HTTP call (call.lua) has ``wt`` = {s = step name, k = 'call',
+--   q = the request (JSON), to = one try's timeout ms, r = ms recorded, tr = the step's result
+--   at the backstop (JSON)}: in no event index, but in the queue's ``calls`` ZSET, which
+--   unwait leaves when given it (``W.calls``); its answer resumes it (resume_call.lua), else
+--   its backstop does (promote.lua).
 -- A task enqueued with cancel_on has ``co``: a list of {e, m, h}, one per entry.
 -- The queue's index of both (gateway/store/keys.py): ``W.waits`` HASH, '<e>\31<m>' -> JSON
 -- list of entries 'w<id>' (a wait) and 'c<id>' (a cancel_on); ``W.shapes`` HASH, '<e>' ->
@@ -95,12 +100,15 @@ local function index_cancel_on(W, id, t)
   end
 end
 
--- Remove task ``id``'s wait from the index and from ``t`` (the caller saves it).
+-- Remove task ``id``'s wait from the index (a call's from ``W.calls``, when given) and from
+-- ``t`` (the caller saves it).
 local function unwait(W, id, t)
   local wt = t.wt
   if wt then
     if wt.e then  -- (a wait for a child task, ``c``, is in no index)
       index_remove(W, 'w', id, wt.e, wt.m, wt.h)
+    elseif wt.k == 'call' and W.calls then
+      redis.call('ZREM', W.calls, id)
     end
     t.wt = nil
   end
@@ -120,9 +128,9 @@ end
 
 -- How task ``t``'s wait ended, as its recorded step keeps it (``wait`` beside the step's
 -- result; the admin timeline reads it): {kind, since_ms (when the wait was recorded), by (what
--- ended it: 'event', 'child' or 'timeout')} and the kind's own fields: an event wait's
--- ``event`` name, an invoke's child ``queue`` and ``id``. A wait that names its kind (``k``, as
--- a durable call's does) gets that kind and no fields of its own here.
+-- ended it: 'event', 'child', 'call' or 'timeout')} and the kind's own fields: an event wait's
+-- ``event`` name, an invoke's child ``queue`` and ``id``, a durable call's ``method`` and
+-- ``url`` (a wait that names its kind, ``k``, as a call's does, gets that kind).
 local function wait_mark(wt, by)
   local kind = wt.k or (wt.c and 'invoke') or 'event'
   local mark = '{"kind":' .. cjson.encode(kind) .. ',"by":"' .. by .. '"'
@@ -133,6 +141,10 @@ local function wait_mark(wt, by)
     mark = mark .. ',"event":' .. cjson.encode(wt.e)
   elseif kind == 'invoke' then
     mark = mark .. ',"queue":' .. cjson.encode(wt.cq) .. ',"id":' .. cjson.encode(wt.c)
+  elseif kind == 'call' then
+    local call = cjson.decode(wt.q)
+    mark = mark .. ',"method":' .. cjson.encode(call.method or 'GET') .. ',"url":'
+      .. cjson.encode(call.url)
   end
   return mark .. '}'
 end
