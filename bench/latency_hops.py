@@ -245,6 +245,7 @@ GROUPS = {
     "gateway in all (without Redis)": [("g_data", "r_sent"), ("r_read", "x_write")],
     "enqueue called -> task function starts": [("p_send", "w_start")],
     "enqueue called -> its answer read": [("p_send", "p_answer")],
+    "gateway: answer written -> the producer's call returns": [("g_answered", "p_answer")],
 }
 
 DRIVER = """

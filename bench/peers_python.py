@@ -51,11 +51,14 @@ TASKS = {"python": "noop", "http": "post"}  # the task each race sends
 
 
 def versions() -> str:
-    """The peers' versions, for the report's header."""
-    found = {
-        name: importlib.metadata.version(name)
-        for name in ("dramatiq", "taskiq", "taskiq-redis", "celery", "requests", "aiohttp")
-    }
+    """The peers' versions, for the report's header ("not installed" for a peer a ``--systems``
+    run left out and did not need)."""
+    found = {}
+    for name in ("dramatiq", "taskiq", "taskiq-redis", "celery", "requests", "aiohttp"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
     return ", ".join(f"{name} {number}" for name, number in found.items())
 
 
