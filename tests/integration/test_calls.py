@@ -109,9 +109,11 @@ async def test_a_call_is_made_once_and_resumes_its_task_with_the_answer(rig: Rig
     rec = await record(s, task_id)
     assert (rec["state"], "wt" in rec) == ("queued", False)
     wait = await wait_of(s, task_id)  # what the timeline draws
-    assert wait is not None and wait.call is not None
+    assert wait is not None
+    assert wait.call is not None
     assert (wait.kind, wait.by, wait.call.method) == ("call", "call", "POST")
-    assert wait.call.url == rig.service.url + "/echo" and wait.since is not None
+    assert wait.call.url == rig.service.url + "/echo"
+    assert wait.since is not None
     assert await rig.calls() == {}
     # A second resume (the call made twice: at-least-once) changes nothing.
     again = await s.tasks.resume_call(Q, task_id, "api", '{"status":500}', s.clock.now_ms())
