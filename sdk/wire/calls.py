@@ -3,7 +3,6 @@ the call a waiting task's view shows, and the rules both sides share."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -12,7 +11,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    field_validator,
     model_validator,
 )
 
@@ -48,8 +46,33 @@ CallUrl = Annotated[
     AfterValidator(matches(URL_PATTERN, "must be an http:// or https:// URL")),
     _pattern(URL_PATTERN),
 ]
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
-_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+
+
+def _any_case(word: str) -> str:
+    """A pattern matching ``word`` (letters and '-') in any case."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+_REFUSED = "|".join(_any_case(name) for name in sorted(REFUSED_HEADERS))
+HEADER_NAME_PATTERN = (
+    f"^(?!(?:{_REFUSED})$|{_any_case('proxy-')})[!#$%&'*+.^_`|~0-9A-Za-z-]{{1,128}}$"
+)
+"""A header name a call may set: an RFC 9110 token, none of REFUSED_HEADERS, no Proxy-*
+(any case); in the schema too, so a generated client cannot send one the gateway refuses."""
+HEADER_VALUE_PATTERN = r"^[\t\x20-\x7e\x80-\xff]*$"
+CallHeaderName = Annotated[
+    str,
+    AfterValidator(
+        matches(HEADER_NAME_PATTERN, "must be a header name the gateway does not set itself")
+    ),
+    _pattern(HEADER_NAME_PATTERN),
+]
+CallHeaderValue = Annotated[
+    str,
+    StringConstraints(max_length=MAX_HEADER_VALUE),
+    AfterValidator(matches(HEADER_VALUE_PATTERN, "must not hold control characters")),
+    _pattern(HEADER_VALUE_PATTERN),
+]
 
 
 class CallIn(InputModel):
@@ -66,8 +89,10 @@ class CallIn(InputModel):
         "the call is made (and each redirect's Location)."
     )
     method: CallMethod = Field("GET", description="The request's method.")
-    headers: dict[str, str] = Field(
+    headers: dict[CallHeaderName, CallHeaderValue] = Field(
         default_factory=dict,
+        max_length=MAX_CALL_HEADERS,
+        json_schema_extra={"additionalProperties": False},
         description=f"Request headers (at most {MAX_CALL_HEADERS}; not Host, Content-Length, "
         "Idempotency-Key nor hop-by-hop headers).",
     )
@@ -83,6 +108,12 @@ class CallIn(InputModel):
     )
 
     model_config = ConfigDict(
+        json_schema_extra={  # the model validator's rule: not both a json and a body
+            "not": {
+                "required": ["json", "body"],
+                "properties": {"json": {"not": {"type": "null"}}, "body": {"type": "string"}},
+            },
+        },
         extra="forbid",
         allow_inf_nan=False,
         defer_build=True,
@@ -90,20 +121,6 @@ class CallIn(InputModel):
         validate_by_alias=True,
         serialize_by_alias=True,
     )
-
-    @field_validator("headers")
-    @classmethod
-    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        if len(headers) > MAX_CALL_HEADERS:
-            raise ValueError(f"at most {MAX_CALL_HEADERS} headers")
-        for name, value in headers.items():
-            if not _TOKEN.fullmatch(name):
-                raise ValueError(f"{name!r} is not a header name")
-            if name.lower() in REFUSED_HEADERS or name.lower().startswith("proxy-"):
-                raise ValueError(f"{name!r} is set by the gateway or the connection")
-            if len(value) > MAX_HEADER_VALUE or not _VALUE.fullmatch(value):
-                raise ValueError(f"the value of {name!r} is too long or holds control chars")
-        return headers
 
     @model_validator(mode="after")
     def _one_body(self) -> CallIn:
