@@ -165,7 +165,7 @@ async def counted(client: AsyncClient, state: TaskState) -> bool:
     return (await client.get_queue("durable")).counts.get(state, 0) == WAITS
 
 
-async def until_async(check: Any, what: str, timeout: float = 60) -> None:
+async def until_async(check: Any, what: str, timeout: float = 90) -> None:
     """Poll ``check`` (a coroutine function) until true, or fail after ``timeout`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout
     while not await check():
