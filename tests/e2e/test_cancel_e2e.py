@@ -6,7 +6,9 @@ it, and the task and its attempt both read ``cancelled``. A bulk cancel
 concurrency where each task that ends lets its key's next held task in, so tasks the filter
 listed as queued are claimed during the call: the answer must count each task by what its
 cancel did, and match every task's end state afterwards (issue 28: 81 to 185 tasks admitted
-mid-call were counted as cancelled, then ran and succeeded)."""
+mid-call were counted as cancelled, then ran and succeeded). A task enqueued with ``cancel_on``
+is cancelled at once by a matching event while it is queued, and asked to stop, as by a cancel,
+while it runs (issue 30)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from gateway.store.keys import QueueKeys
 from sdk import TaskCreate
 
 from .conftest import Cluster, pushes
-from .test_e2e import LONG_INLINE, SLOW, Setup, setup, until
+from .test_e2e import ECHO, LONG_INLINE, SLOW, Setup, setup, until
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +48,40 @@ def test_a_running_task_asked_to_stop_ends_cancelled_and_so_does_its_attempt(
     assert done.state.value == "cancelled"
     assert [(a.outcome.value, a.error) for a in done.attempts] == [("cancelled", "cancelled")]
     assert done.attempt == 1
+
+
+def test_cancel_on_cancels_a_queued_task_at_once_and_stops_a_running_one(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    lease = 10.0  # as above: the request travels in a heartbeat's answer
+    s = setup(cluster, tmp_path, lease_timeout=lease, max_attempts=3)
+    running = s.client.enqueue(
+        "e2e", SLOW, {"args": [600]}, cancel_on=[{"event": "order.refunded", "match": {"order": 1}}]
+    )
+    until(lambda: s.client.get_task(running.id).progress == 0.5, what="the attempt accepted")
+    s.client.patch_queue("e2e", paused=True)
+    queued = s.client.enqueue(
+        "e2e", ECHO, {"args": [2]}, cancel_on=[{"event": "order.refunded", "match": {"order": 2}}]
+    )
+    assert s.client.get_task(queued.id).state.value == "queued"
+    refunded = s.client.send_event("order.refunded", {"order": 2})
+    assert [(t.id, t.by) for t in refunded.cancelled] == [(queued.id, "cancel_on")]
+    assert refunded.cancel_requested == []
+    assert s.client.get_task(queued.id).state.value == "cancelled"  # at once, by the event
+
+    stop = s.client.send_event("order.refunded", {"order": 1})
+    assert [(t.id, t.by) for t in stop.cancel_requested] == [(running.id, "cancel_on")]
+    assert stop.cancelled == []
+    done = s.client.wait(running.id, timeout=lease + 30)
+    assert done.state.value == "cancelled"
+    assert [(a.outcome.value, a.error) for a in done.attempts] == [("cancelled", "cancelled")]
+    assert done.attempt == 1  # max_attempts 3: ended, not retried
+
+    s.client.patch_queue("e2e", paused=False)
+    after = s.client.enqueue("e2e", ECHO, {"args": [3]})
+    assert s.client.wait(after.id, timeout=30).result == 3
+    pushed = [p["id"] for p in pushes(s.log)]
+    assert (pushed.count(running.id), pushed.count(queued.id)) == (1, 0)
 
 
 def test_a_bulk_cancel_counts_each_task_by_what_happened_to_it(

@@ -38,11 +38,13 @@ class Setup:
     folder: Path
 
 
-def setup(cluster: Cluster, tmp_path: Path, **policy: Any) -> Setup:
+def setup(cluster: Cluster, tmp_path: Path, concurrency: int = 10, **policy: Any) -> Setup:
+    """A gateway, the ``durable`` queue with ``policy``, and a worker process serving it as an
+    endpoint taking ``concurrency`` pushes at once."""
     client = cluster.client(cluster.gateway())
     client.put_queue("durable", **policy)
     port = free_port()
-    endpoint = client.add_endpoint("durable", f"http://127.0.0.1:{port}/")
+    endpoint = client.add_endpoint("durable", f"http://127.0.0.1:{port}/", concurrency=concurrency)
     log = tmp_path / "pushes.jsonl"
     folder = tmp_path / "effects"
     folder.mkdir()
