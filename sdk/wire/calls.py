@@ -43,6 +43,7 @@ REFUSED_HEADERS = frozenset(
 URL_PATTERN = r"[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s][^\s]{0,2040}"
 CallUrl = Annotated[
     str,
+    StringConstraints(max_length=2048),
     AfterValidator(matches(URL_PATTERN, "must be an http:// or https:// URL")),
     _pattern(URL_PATTERN),
 ]
