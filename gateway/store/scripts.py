@@ -2,7 +2,8 @@
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
 ``ARGV[i]`` is. The helpers a script uses are prepended to it: those of
-``lua/wait_helpers.lua`` (waits for events), ``lua/prelude.lua`` (shared helpers) and
+``lua/wait_helpers.lua`` (waits for events), ``lua/ready.lua`` (the ready set's members),
+``lua/prelude.lua`` (shared helpers) and
 ``lua/key_limits.lua`` (per-key concurrency), of
 ``lua/health.lua`` (endpoint health and the circuit breaker) for those in ``WITH_HEALTH``, and
 of ``lua/job_helpers.lua`` for the job scripts in ``WITH_JOB_HELPERS``; only the ones it names,
@@ -92,6 +93,7 @@ ScriptName = Literal[
     "resume",
     "invoke",
     "resume_child",
+    "reshape",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish", "wait", "invoke"})
@@ -175,6 +177,7 @@ def _source(name: ScriptName) -> str:
     helpers = [
         f"local RELINK_AFTER_MS = {RELINK_AFTER_MS}\n",
         _read("wait_helpers"),  # first: the prelude's forget_task calls it
+        _read("ready"),  # the prelude's make_ready and release use it
         _read("prelude"),
         _read("key_limits"),
     ]

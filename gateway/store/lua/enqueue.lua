@@ -262,8 +262,8 @@ for i = 0, count - 1 do
     -- concurrency limit's admission: encoded whole. A record sent whole (by an older
     -- gateway) is stored whole, and reads the same.
     local raw = ARGV[6 + i * 3]
-    if as_sent and t.state == 'queued' and t.sq and string.sub(raw, -1) == '}' then
-      redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"sq":' .. int(t.sq) .. '}')
+    if as_sent and t.state == 'queued' and t.sn and string.sub(raw, -1) == '}' then
+      redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"sn":' .. int(t.sn) .. '}')
     elseif as_sent and t.state == 'scheduled' and string.sub(raw, -1) == '}' then
       redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"state":"scheduled"}')
     else

@@ -3,8 +3,8 @@
 --   name, prio, state, created, run_at (ms), att (attempts started), hist (attempt records kept)
 --   (these five, and started, left out at their default: see decode_task),
 --   max_att / lease_ms / run_ms (per-task overrides, optional), tp (traceparent, optional), ts (tracestate),
---   sq (its sequence number in the ready set while queued; records stored before it have m,
---   the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
+--   sn (its sequence number in the ready set while queued; an older gateway's record has sq
+--   for its older member shape, or m, the ready-set member itself: see ready_member), lease, exp (lease expiry), deadline, ep (endpoint),
 --   started, first (first dispatch), hb (last heartbeat), progress, cancel, finished, error,
 --   cap (required capability), own (owner), ver (version), dk (dedup key), sk (singleton key),
 --   grp (group joined), ag (after_group), deps (depends_on ids), rs (pass_results: {queue, id} of
@@ -191,51 +191,6 @@ local function announce(queue_key)
   end
   redis.call('HSET', queue_key, 'due', int(DUE.at))
   return int(DUE.at)
-end
-
--- Ready set: one ZSET, every score 0, ordered by member. A member is the task's required
--- capability ('' for none), '/', then rank (1000 - priority) as 3 hex digits, run_at as 11 hex
--- digits, a 12-hex-digit sequence number, and the id: ZRANGEBYLEX over one capability's prefix
--- gives priority, then run_at, then FIFO, in O(log n). '/' is not allowed in capabilities.
-local function ready_prefix(cap)
-  return (cap or '') .. '/'
-end
-
-local function ready_head(ready_key, cap)
-  local p = ready_prefix(cap)
-  local m = redis.call('ZRANGEBYLEX', ready_key, '[' .. p, '(' .. (cap or '') .. '0', 'LIMIT', 0, 1)
-  return m[1]
-end
-
-local function member_of(id, t, seq)
-  return ready_prefix(t.cap) .. string.format('%03x%011x%012x', 1000 - t.prio, t.run_at, seq) .. id
-end
-
--- Put a task in the ready set. The record keeps the sequence number, not the member: the
--- member is made again from the record when needed (ready_member), so a queued task's record
--- does not carry its 60-odd characters twice.
-local function make_ready(ready_key, seq_key, id, t)
-  local seq = redis.call('INCR', seq_key)
-  t.m = nil
-  t.sq = seq
-  t.state = 'queued'
-  redis.call('ZADD', ready_key, 0, member_of(id, t, seq))
-end
-
--- A queued task's ready-set member.
-local function ready_member(id, t)
-  return t.m or member_of(id, t, t.sq)
-end
-
--- Forget a task's place in the ready set (it left it).
-local function left_ready(t)
-  t.m = nil
-  t.sq = nil
-end
-
--- The id inside a ready-set member (ids are ULIDs: 26 characters).
-local function member_id(member)
-  return string.sub(member, -26)
 end
 
 -- A queue's keys as the scripts that settle dependencies need them. ``Q`` has: name, policy,

@@ -138,6 +138,19 @@ class Recovering(StoreBase):
         )
         return deleted
 
+    async def reshape(self, queue: str, limit: int) -> int:
+        """Rewrite the queue's ready-set members of the shape gateways before the 17-character
+        place wrote (``lua/reshape.lua``), ``limit`` a call until none is left; returns how many
+        it rewrote. Each call is atomic and idempotent, so a pass cut short is finished by the
+        next one."""
+        k = QueueKeys.of(queue)
+        rewritten = 0
+        while True:
+            n = int(await self._scripts.call("reshape", [k.meta, k.ready, k.capabilities], [limit]))
+            rewritten += n
+            if n < limit:
+                return rewritten
+
     async def forget(self, queue: str, task_ids: Sequence[str]) -> None:
         """Delete what the script that deleted a queue's tasks (queue deletion, which does not
         know their ids before) could not: their log lists (keys of their own, which expire by
