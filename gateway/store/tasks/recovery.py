@@ -12,9 +12,10 @@ from redis.asyncio.cluster import RedisCluster
 from gateway.store import keys
 from gateway.store.index import drop_commands, unindex_keys
 from gateway.store.keys import QueueKeys
+from gateway.store.queues import stored_policy
 from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
-from sdk.wire import QueuePolicy, TaskState
+from sdk.wire import TaskState
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class Recovering(StoreBase):
         raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
         if raw is None:
             return []
-        policy = QueuePolicy.model_validate_json(raw)
+        policy = stored_policy(raw)
         async with self._redis.pipeline(transaction=False) as pipe:
             for state in keys.FINISHED_STATES:
                 retention = (
