@@ -34,6 +34,7 @@ from gateway.store.tasks import TaskStore
 from sdk.wire import QueuePolicy
 
 NAME = "bench.worker_app.noop"
+TARGET_BYTES = 300  # issue 32, item 2: memory per queued no-op task
 QUEUE = "bench"
 
 
@@ -91,6 +92,8 @@ async def measure(url: str, tasks: int, random_ids: bool) -> None:
             encoding = ", ".join(sorted(encodings[kind]))
             print(f"| `{kind}` | {encoding} | {count:,} | {size / tasks:.1f} |")
     print(f"| total | | | {total:.1f} |")
+    verdict = "met" if total <= TARGET_BYTES else "not met"
+    print(f"\ntarget (issue 32): ≤ {TARGET_BYTES} bytes per queued no-op task: {verdict}")
     print(f"\nused_memory grew by {used / tasks:.1f} bytes per task")
     print(f"\nrecord: {sum(map(len, records)) / len(records):.1f} bytes, e.g. {records[-1]}")
     print(f"ready member: {sum(map(len, members)) / len(members):.1f} bytes, e.g. {members[-1]}")
