@@ -19,7 +19,10 @@ key                   type   content
                              the previous secret signs beside it until then)
 ``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
 ``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see
-                             ``lua/prelude.lua``: fields at their default are left out)
+                             ``lua/prelude.lua``: fields at their default are left out); with
+                             the ``compact_records`` setting, a queued record with nothing but
+                             its name, run_at and sequence number is the text
+                             ``<sn> <run_at> <name>`` instead (``plain_record``)
 ``payload``           HASH   task id → payload JSON (written once; none for a ``null`` payload)
 ``result``            HASH   task id → result JSON (written once, on success)
 ``checkpoint``        HASH   task id → last checkpoint JSON

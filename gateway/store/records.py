@@ -64,7 +64,22 @@ def load_record(raw: str | bytes) -> dict[str, Any]:
     The scripts store a record without the fields at their default (``att`` and ``hist`` 0,
     ``prio`` 0, ``created`` equal to ``run_at``, ``state`` queued, ``started`` equal to
     ``first``: ``task_json`` in ``lua/prelude.lua``); they are put back here, so every reader
-    sees the whole record, as from records stored before."""
+    sees the whole record, as from records stored before. A plain queued task's record may be
+    stored as text instead (``plain_record`` there: ``<sn> <run_at> <name>``), read here too."""
+    first = raw[:1]
+    if first != "{" and first != b"{":
+        sn, run_at, name = (raw if isinstance(raw, str) else raw.decode()).split(" ", 2)
+        at = int(run_at)
+        return {
+            "name": name,
+            "run_at": at,
+            "sn": int(sn),
+            "att": 0,
+            "hist": 0,
+            "prio": 0,
+            "state": "queued",
+            "created": at,
+        }
     record: dict[str, Any] = orjson.loads(raw)
     if "att" not in record:
         record["att"] = 0

@@ -161,7 +161,7 @@ COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish", "invoke": "finish"}
 
 
 @functools.cache
-def _source(name: ScriptName) -> str:
+def _source(name: ScriptName, compact_records: bool = False) -> str:
     body = _read(name)
     if name in COMPOSED:
         inner = COMPOSED[name]
@@ -176,6 +176,7 @@ def _source(name: ScriptName) -> str:
         )
     helpers = [
         f"local RELINK_AFTER_MS = {RELINK_AFTER_MS}\n",
+        f"local COMPACT_RECORDS = {'true' if compact_records else 'false'}\n",
         _read("wait_helpers"),  # first: the prelude's forget_task calls it
         _read("ready"),  # the prelude's make_ready and release use it
         _read("prelude"),
@@ -192,11 +193,13 @@ def _source(name: ScriptName) -> str:
 
 
 class Scripts:
-    """The loaded scripts of one Redis client."""
+    """The loaded scripts of one Redis client. ``compact_records``: store a plain queued
+    task's record as text (``plain_record`` in ``lua/prelude.lua``), which gateways before
+    it cannot read; records of both forms are read either way."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, *, compact_records: bool = False) -> None:
         self._redis = redis
-        self._source = {name: _source(name) for name in SCRIPT_NAMES}
+        self._source = {name: _source(name, compact_records) for name in SCRIPT_NAMES}
         self._sha = {
             name: hashlib.sha1(src.encode(), usedforsecurity=False).hexdigest()
             for name, src in self._source.items()
