@@ -15,6 +15,9 @@ Starts a managed Redis (AOF everysec), one gateway and the bench SDK worker (``b
   closed loop: no queue forms on a loaded machine, where an open loop at ``--rate`` may);
 - the CPU the gateway and Redis spent per task during the idle run (each stamp task is also
   read back once, by a long poll: the same for both trees);
+- **the enqueue's answer**, idle: ``--samples`` stamp tasks at ``--rate`` each way a producer
+  enqueues (``bench/enqueue_answers.py``: ``AsyncClient.enqueue``, a task's ``.delay()``, a
+  plain HTTP POST), how long the call took to return and enqueue to start;
 - **drain**: ``--backlog`` no-op tasks enqueued in batches of 500 into ``bench`` while it
   dispatches, tasks/s from the first enqueue until all succeeded (as ``e2e.end_to_end``).
 
@@ -39,7 +42,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the `bench` folder importable as a package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.e2e import KEY, STAMP, enqueue_batches, system
-from bench.peers_session import latency_ms, paced
+from bench.enqueue_answers import PlainPost, timed, ways
 from sdk import AsyncClient, Client, TaskState
 
 WARM_UP = 100
@@ -47,26 +50,12 @@ WARM_UP = 100
 
 async def stamps(url: str, queue: str, samples: int, rate: float) -> list[float]:
     """Enqueue-to-start delays (ms) of ``samples`` stamp tasks sent at ``rate`` per second."""
-    sent: dict[int, float] = {}
-    ids: dict[int, str] = {}
     async with AsyncClient(url, KEY, timeout=60) as client:
 
-        async def send(index: int) -> None:
-            sent[index] = time.time()
-            ids[index] = (await client.enqueue(queue, STAMP)).id
+        async def send(index: int) -> str:
+            return (await client.enqueue(queue, STAMP)).id
 
-        await paced(samples, rate, send)
-        started: dict[int, float] = {}
-        gate = asyncio.Semaphore(16)
-
-        async def read(index: int) -> None:
-            async with gate:
-                result = (await client.wait(ids[index], timeout=120)).result
-            assert isinstance(result, float), result
-            started[index] = result
-
-        await asyncio.gather(*(read(i) for i in ids))
-    return latency_ms(sent, started)
+        return (await timed(send, samples, rate, client))[0]
 
 
 async def one_at_a_time(url: str, queue: str, samples: int) -> list[float]:
@@ -80,6 +69,22 @@ async def one_at_a_time(url: str, queue: str, samples: int) -> list[float]:
             started = (await client.wait(task.id, timeout=60)).result
             assert isinstance(started, float), started
             found.append((started - sent) * 1000)
+    return found
+
+
+async def answers(url: str, samples: int, rate: float) -> dict[str, list[float]]:
+    """Each way in (``bench/enqueue_answers.py``) in turn: enqueue to start, and the enqueue
+    call's own answer (ms)."""
+    found: dict[str, list[float]] = {}
+    plain = PlainPost(url)
+    try:
+        async with AsyncClient(url, KEY, timeout=60) as reader:
+            with Client(url, KEY, timeout=60) as client:
+                for way, send in ways(reader, client, plain).items():
+                    started, answered = await timed(send, samples, rate, reader)
+                    found[f"{way}: start"], found[f"{way}: answer"] = started, answered
+    finally:
+        plain.close()
     return found
 
 
@@ -130,6 +135,8 @@ def main() -> None:
         for name in ("gateway0", "redis"):
             per_task = (after[name] - before[name]) / args.samples * 1e6
             figures[f"idle {name.removesuffix('0')} CPU per task (µs)"] = per_task
+        for name, found in asyncio.run(answers(url, args.samples, args.rate)).items():
+            figures[f"idle, {name} p50"], figures[f"idle, {name} p99"] = percentiles(found)
         if args.one_at_a_time:
             figures["one at a time p50"], figures["one at a time p99"] = percentiles(
                 asyncio.run(one_at_a_time(url, "bench", args.one_at_a_time))

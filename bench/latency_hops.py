@@ -13,8 +13,8 @@ task by its id:
 - gateway: request bytes read (uvicorn's ``data_received``) → ``DirectRoute`` → the handler →
   the task service → the task built → the store's coalescer called → its task running → the
   round trip written → its replies read → the enqueue stored → the claim handed to
-  ``Dispatcher.take`` → the enqueue's call returned → the push task running → the push body
-  built → aiohttp called → the push written;
+  ``Dispatcher.take`` → the enqueue's call returned → its answer written → the push task
+  running → the push body built → aiohttp called → the push written;
 - worker: request bytes read → the app called → body read → ``Runner.run`` → the attempt
   started → the task function running (its ``time.time()``, as the benchmark reads it).
 
@@ -91,6 +91,13 @@ PATCHES: list[tuple[str, str, str]] = [
         "gateway/api/direct.py",
         "            if match is Match.FULL:\n",
         "            if match is Match.FULL:\n                " + HOP + "jg_hops.early('g_recv')\n",
+    ),
+    (
+        "gateway/api/direct.py",
+        "        await response(scope, receive, send)\n",
+        "        await response(scope, receive, send)\n        "
+        + HOP
+        + "jg_hops.hop('g_answered', jg_hops.KEY.get())\n",
     ),
     (
         "gateway/api/tasks.py",
@@ -222,20 +229,23 @@ PATCHES: list[tuple[str, str, str]] = [
 
 ORDER = [
     "p_send", "p_aiohttp", "p_written", "g_data", "g_recv", "g_handler", "g_svc", "g_built",
-    "r_run", "r_task", "r_sent", "r_read", "g_stored", "g_claimed", "g_enq_done", "g_push_task",
-    "g_push_built", "g_post", "x_write", "w_data", "w_app", "w_body", "w_starting", "w_start",
+    "r_run", "r_task", "r_sent", "r_read", "g_stored", "g_claimed", "g_enq_done", "g_answered",
+    "g_push_task", "g_push_built", "g_post", "x_write", "w_data", "w_app", "w_body", "w_starting",
+    "w_start",
 ]  # fmt: skip
 GROUPS = {
     "producer: enqueue called -> request written": [("p_send", "p_written")],
     "wire: producer write -> gateway reads it": [("p_written", "g_data")],
     "gateway: request read -> Redis round trip written": [("g_data", "r_sent")],
     "Redis round trip (enqueue + its claim)": [("r_sent", "r_read")],
+    "gateway: replies read -> answer written": [("r_read", "g_answered")],
     "gateway: replies read -> push written": [("r_read", "x_write")],
     "wire: push written -> worker reads it": [("x_write", "w_data")],
     "worker: request read -> task function starts": [("w_data", "w_start")],
     "gateway in all (without Redis)": [("g_data", "r_sent"), ("r_read", "x_write")],
     "enqueue called -> task function starts": [("p_send", "w_start")],
     "enqueue called -> its answer read": [("p_send", "p_answer")],
+    "gateway: answer written -> the producer's call returns": [("g_answered", "p_answer")],
 }
 
 DRIVER = """

@@ -52,6 +52,8 @@ import redis
 
 from bench.e2e import ROOT, stop, wait_http
 from bench.peers_metrics import (
+    ANSWER_P50,
+    ANSWER_P99,
     ENQUEUE,
     IMPORT,
     IMPORT_SDK,
@@ -106,6 +108,9 @@ def record(
     for label, samples in found.latency_ms.items():
         results.record(P50, label, run, percentile(samples, 0.5))
         results.record(P99, label, run, percentile(samples, 0.99))
+    for label, samples in found.answer_ms.items():
+        results.record(ANSWER_P50, label, run, percentile(samples, 0.5))
+        results.record(ANSWER_P99, label, run, percentile(samples, 0.99))
 
 
 def session(name: str, stage: Stage, processes: int, race: str, full: bool) -> Session:
@@ -209,7 +214,7 @@ def report(results: Results, options: Options, argv: list[str], load: tuple[floa
         "",
         *_how(options),
         "",
-        "#### Issue 20's targets",
+        "#### Issues 20's and 32's targets",
         "",
         *target_table(results, targets(options.processes, options.in_flight)),
         *backlog_note(results, options.in_flight, options.rate),
@@ -232,7 +237,10 @@ def report(results: Results, options: Options, argv: list[str], load: tuple[floa
                 "",
                 *scaling_table(results, drains),
             ]
-    others = [ENQUEUE, enqueue_cpu_metric("gateway"), P50, P99, QUEUED, IMPORT]
+    others = [
+        *(ENQUEUE, enqueue_cpu_metric("gateway"), P50, P99),
+        *(ANSWER_P50, ANSWER_P99, QUEUED, IMPORT),
+    ]
     lines += ["#### Enqueue, latency, memory, import", "", *summary_table(results, others)]
     lines += ["#### Each metric", ""]
     for metric in results.metrics():

@@ -23,7 +23,6 @@ import redis
 
 from bench.e2e import (
     KEY,
-    STAMP,
     cpu_reader,
     enqueue_batches,
     enqueue_concurrent,
@@ -31,11 +30,15 @@ from bench.e2e import (
     gateways,
     jobgate,
 )
+from bench.enqueue_answers import PlainPost, delay_sender, enqueue_sender, timed
 from bench.peers_metrics import (
     BATCHED,
     BATCHES_500,
     BATCHES_500_TASKS,
+    DELAY,
+    ENQUEUE_CALL,
     ONE,
+    PLAIN_POST,
     SINGLE,
     single_in_flight,
 )
@@ -45,8 +48,6 @@ from bench.peers_session import (
     Session,
     Stage,
     keyspace_bytes,
-    latency_ms,
-    paced,
     per_task_us,
     producer_cpu,
     wait_until,
@@ -56,7 +57,6 @@ from gateway.store.keys import QueueKeys
 from sdk import AsyncClient, Client
 
 WORKER_CONCURRENCY = 128  # in-flight pushes per endpoint, as in bench/e2e.py
-RESULT_WAITS = 16  # concurrent result reads after the latency run
 HTTP_QUEUE = "http"
 
 
@@ -92,7 +92,7 @@ def session(stage: Stage, processes: int, race: str, full: bool) -> Session:
             after = {**_roles(cpu()), "producer": producer_cpu()}
             found.enqueue_cpu_us[SINGLE] = per_task_us(before, after, count)
             admin.patch_queue("bench", paused=False)
-            found.latency_ms[ONE] = asyncio.run(_latency(urls, options))
+            asyncio.run(_latency(urls, options, found))
     return found
 
 
@@ -169,34 +169,20 @@ def _roles(cpu: dict[str, float]) -> dict[str, float]:
     return found
 
 
-async def _latency(urls: list[str], options: Options) -> list[float]:
-    """Stamp tasks at a fixed rate into the running one-push queue; their results are start times.
-
-    The stamp task returns ``time.time()`` when the worker starts it, and Jobgate keeps results,
-    so they are read back afterwards rather than recorded by the task.
-    """
+async def _latency(urls: list[str], options: Options, found: Session) -> None:
+    """Stamp tasks at a fixed rate into the running one-push queue, three ways in turn
+    (``bench/enqueue_answers.py``): ``AsyncClient.enqueue`` (enqueue to start, as always, and
+    its call's answer), then a task's ``.delay()`` and a plain HTTP POST (their answers)."""
     clients = [AsyncClient(url, KEY, timeout=60) for url in urls]
-    sent: dict[int, float] = {}
-    ids: dict[int, str] = {}
-
-    async def send(index: int) -> None:
-        client = clients[index % len(clients)]
-        sent[index] = time.time()
-        ids[index] = (await client.enqueue("bench", STAMP)).id
-
+    plain = PlainPost(urls[0])
+    samples, rate, reader = options.latency_samples, options.rate, clients[0]
     try:
-        await paced(options.latency_samples, options.rate, send)
-        started: dict[int, float] = {}
-        gate = asyncio.Semaphore(RESULT_WAITS)
-
-        async def read(index: int) -> None:
-            async with gate:
-                result = (await clients[0].wait(ids[index], timeout=60)).result
-            assert isinstance(result, float), result
-            started[index] = result
-
-        await asyncio.gather(*(read(i) for i in ids))
+        started, answered = await timed(enqueue_sender(clients), samples, rate, reader)
+        found.latency_ms[ONE], found.answer_ms[ENQUEUE_CALL] = started, answered
+        with Client(urls[0], KEY, timeout=60) as client:
+            _, found.answer_ms[DELAY] = await timed(delay_sender(client), samples, rate, reader)
+        _, found.answer_ms[PLAIN_POST] = await timed(plain.send, samples, rate, reader)
     finally:
+        plain.close()
         for client in clients:
             await client.aclose()
-    return latency_ms(sent, started)

@@ -23,10 +23,16 @@ BATCHES_500_TASKS = f"{JOBGATE}, batches of 500, whole Tasks"  # Client.enqueue_
 SINGLE = f"{JOBGATE}, 1 per request"
 COALESCED = f"{JOBGATE}, single enqueues (SDK defaults, coalesced)"
 IMPORT_SDK = f"{JOBGATE}, import sdk"
+# The enqueue call's own answer, idle (bench/enqueue_answers.py): the ways a producer enqueues.
+ENQUEUE_CALL = f"{JOBGATE}, AsyncClient.enqueue"
+DELAY = f"{JOBGATE}, .delay()"
+PLAIN_POST = f"{JOBGATE}, plain HTTP POST"
 
 ENQUEUE = Metric("enqueue", "tasks/s")
 P50 = Metric("enqueue to start, idle, p50", "ms", higher_is_better=False)
 P99 = Metric("enqueue to start, idle, p99", "ms", higher_is_better=False)
+ANSWER_P50 = Metric("the enqueue call's answer, idle, p50", "ms", higher_is_better=False)
+ANSWER_P99 = Metric("the enqueue call's answer, idle, p99", "ms", higher_is_better=False)
 QUEUED = Metric("Redis memory per queued no-op task", "bytes", higher_is_better=False)
 IMPORT = Metric("import of the producer's library, fresh interpreter", "s", higher_is_better=False)
 

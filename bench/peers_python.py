@@ -51,11 +51,14 @@ TASKS = {"python": "noop", "http": "post"}  # the task each race sends
 
 
 def versions() -> str:
-    """The peers' versions, for the report's header."""
-    found = {
-        name: importlib.metadata.version(name)
-        for name in ("dramatiq", "taskiq", "taskiq-redis", "celery", "requests", "aiohttp")
-    }
+    """The peers' versions, for the report's header ("not installed" for a peer a ``--systems``
+    run left out and did not need)."""
+    found = {}
+    for name in ("dramatiq", "taskiq", "taskiq-redis", "celery", "requests", "aiohttp"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
     return ", ".join(f"{name} {number}" for name, number in found.items())
 
 
@@ -349,7 +352,8 @@ async def _session(
         )
         if full:
             found.enqueue[peer.label] = enqueue_rate
-            found.latency_ms[peer.label] = await _latency(peer, producer, redis, options)
+            latency = await _latency(peer, producer, redis, options)
+            found.latency_ms[peer.label], found.answer_ms[peer.label] = latency
     finally:
         if producer is not None:
             await producer.close()
@@ -369,14 +373,19 @@ def _cpu(stage: Stage, worker_pid: int) -> dict[str, float]:
     return found
 
 
-async def _latency(peer: Peer, producer: Producer, redis: Redis, options: Options) -> list[float]:
-    """Stamp tasks at a fixed rate on the idle peer; each records its start time in Redis."""
+async def _latency(
+    peer: Peer, producer: Producer, redis: Redis, options: Options
+) -> tuple[list[float], list[float]]:
+    """Stamp tasks at a fixed rate on the idle peer; each records its start time in Redis.
+    Enqueue to start, and the enqueue call's own duration (ms)."""
     await redis.delete(STAMPS)
     sent: dict[int, float] = {}
+    answered: dict[int, float] = {}
 
     async def send(index: int) -> None:
         sent[index] = time.time()
         await producer.stamp(index)
+        answered[index] = time.time()
 
     await paced(options.latency_samples, options.rate, send)
 
@@ -388,7 +397,7 @@ async def _latency(peer: Peer, producer: Producer, redis: Redis, options: Option
     for entry in await redis.lrange(STAMPS, 0, -1):
         index, when = entry.split()
         started[int(index)] = float(when)
-    return latency_ms(sent, started)
+    return latency_ms(sent, started), latency_ms(sent, answered)
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:

@@ -64,6 +64,7 @@ class Session:
     enqueue: dict[str, float] = field(default_factory=dict)
     enqueue_cpu_us: dict[str, dict[str, float]] = field(default_factory=dict)  # per role
     latency_ms: dict[str, list[float]] = field(default_factory=dict)
+    answer_ms: dict[str, list[float]] = field(default_factory=dict)  # the enqueue call's own
 
 
 def producer_cpu() -> float:

@@ -1,4 +1,4 @@
-"""Issue 20's targets, each marked met or not from one ``bench/peers.py`` invocation's figures.
+"""Issues 20's and 32's targets, each marked met or not from one ``bench/peers.py`` run's figures.
 
 A target reads either Jobgate's ratio to the best peer (the median of the per-run ratios,
 ``Results.ratio``) or Jobgate's own median, and compares it with a bound. A target whose figure
@@ -12,14 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.peers_metrics import (
+    ANSWER_P50,
     BATCHED,
     BATCHES_500,
+    DELAY,
     ENQUEUE,
     IMPORT,
     IMPORT_SDK,
     ONE,
     P50,
     P99,
+    PLAIN_POST,
     QUEUED,
     SINGLE,
     cpu_metric,
@@ -65,8 +68,8 @@ class Target:
 
 
 def targets(processes: Sequence[int], in_flight: int) -> list[Target]:
-    """Issue 20's targets for the process counts run; the first count's figures stand for the
-    ones measured at one count only (enqueue, latency, memory, Redis CPU)."""
+    """Issues 20's and 32's targets for the process counts run; the first count's figures stand
+    for the ones measured at one count only (enqueue, latency, memory, Redis CPU)."""
     first = processes[0]
     found = [
         Target(
@@ -103,6 +106,17 @@ def targets(processes: Sequence[int], in_flight: int) -> list[Target]:
         Target("enqueue to start, idle, p50 ≤ 1.5 ms", P50, ONE, 1.5, False, False),
         Target("enqueue to start, idle, p99 ≤ 5 ms", P99, ONE, 5.0, False, False),
         Target("enqueue to start, idle, p50 ≤ the best peer's", P50, ONE, 1.0, False, True),
+        *(
+            Target(
+                f"the enqueue's answer, {how}, idle, p50 ≤ the fastest peer's enqueue call",
+                ANSWER_P50,
+                system,
+                1.0,
+                False,
+                True,
+            )
+            for how, system in ((".delay()", DELAY), ("plain HTTP POST", PLAIN_POST))
+        ),
         Target(
             f"(a) Redis CPU per task ≤ 0.5{X} the leanest peer's, {first} process(es)",
             cpu_metric("python", "redis", first),

@@ -12,7 +12,7 @@ one way, down this list (a room imports only rooms below it; tests/unit/test_imp
     api                 the HTTP routes
     background          the loops: recoverer, redriver, job firing, due loop
     services            what the routes call
-    dispatch            pushing tasks to endpoints
+    dispatch            pushing tasks to endpoints; the durable HTTP calls the gateway makes
     jobs                recurring jobs' definitions and fire times
     telemetry           metrics and traces
     caches              queues, endpoints and the catalog as hot paths read them

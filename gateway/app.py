@@ -39,6 +39,7 @@ from gateway.background.redriver import Redriver
 from gateway.caches.catalog import Catalog
 from gateway.caches.directory import Directory
 from gateway.caches.triggers import TriggerCache
+from gateway.dispatch.calls import CallRunner
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.notices import NoticeDelivery
 from gateway.dispatch.pusher import Pusher, new_session
@@ -46,6 +47,7 @@ from gateway.security.auth import Authenticator
 from gateway.services import Services
 from gateway.services.activity import ActivityService
 from gateway.services.callbacks import CallbackService
+from gateway.services.calls import Calls
 from gateway.services.catalog import CatalogService
 from gateway.services.events import EventService
 from gateway.services.invokes import Invokes
@@ -155,6 +157,8 @@ def create_app(
             dispatcher.wake(queue)
             pull_waiters.wake(queue, ready)
 
+        # Durable HTTP calls (ctx.call), made over the pushes' session (docs/durable.md).
+        call_runner = CallRunner.of(settings, tasks, session, clock, on_ready=wake)
         catalog_store = CatalogStore(redis, scripts)
         catalog = Catalog(catalog_store)
 
@@ -193,6 +197,7 @@ def create_app(
             metrics=recorder,
             index_repair=IndexRepair(redis, scripts),
             steps_repair=StepsRepair(scripts),
+            calls=call_runner,
         )
 
         def reconnected() -> None:
@@ -278,7 +283,7 @@ def create_app(
         # Invoked children: enqueued by the callback, and again from the outbox by the
         # recoverer when a gateway stopped before it enqueued one (docs/durable.md).
         invokes = Invokes(tasks, task_service, clock)
-        dependencies.on_invoke = invokes.enqueue_children
+        dependencies.on_invoke = invokes.deliver
         event_upkeep = EventUpkeep(events, clock, sweep_interval=sweeps, max_sleep=rescans)
         services = Services(
             queues=QueueService(
@@ -301,6 +306,7 @@ def create_app(
                 # included): one that came meanwhile resumes it (docs/durable.md).
                 waits=Waits(tasks, clock, recent=events),
                 invokes=invokes,
+                calls=Calls(tasks, call_runner, clock),
             ),
             operations=OperationsService(operations_store, queues, clock, on_ready=wake),
             waits=wait_resumer,
@@ -396,6 +402,7 @@ def create_app(
                 await asyncio.wait_for(asyncio.gather(*loops, return_exceptions=True), timeout=5)
             await dispatcher.stop()
             await notices.stop()
+            await call_runner.close()
             await notifier.stop()
             await catalog.close()
             await directory.close()

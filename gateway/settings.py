@@ -118,6 +118,20 @@ class Settings(BaseSettings):
         description="Allow endpoint URLs on loopback and private networks (never link-local "
         "or cloud metadata addresses).",
     )
+    max_calls_in_flight: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Most durable HTTP calls (ctx.call) one gateway makes at a time; a call "
+        "past it is made by a gateway with room once its lease runs out.",
+    )
+    call_max_body_bytes: int = Field(
+        256 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="Largest answer body a durable HTTP call records, in bytes; a larger answer "
+        "ends the call with the error kind 'too_large'.",
+    )
     dispatch_batch: int = Field(
         64, ge=1, le=1000, description="Most tasks one claim takes from a queue."
     )

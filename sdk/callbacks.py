@@ -31,6 +31,7 @@ from sdk.api import problem_of, read_answer
 from sdk.errors import ApiError, LeaseLost
 from sdk.wire import (
     HEADER_LEASE,
+    CallIn,
     CheckpointIn,
     ErrorIn,
     HeartbeatIn,
@@ -175,12 +176,19 @@ class CallbackChannel:
         ``until`` without spending an attempt. Sent like :meth:`finish`."""
         return await asyncio.shield(self._final("sleep", SleepIn(until=until)))
 
-    async def wait(self, wait: WaitIn | InvokeIn) -> bool:
+    async def wait(self, wait: WaitIn | InvokeIn | CallIn) -> bool:
         """End the attempt with a wait for an event (or, given an :class:`InvokeIn`, for a
-        child task it invokes): the gateway pushes the task again once a matching event
-        arrives (the child ends) or the timeout passes, without spending an attempt. Sent
-        like :meth:`finish`."""
-        kind = "invoke" if isinstance(wait, InvokeIn) else "wait"
+        child task it invokes; given a :class:`CallIn`, for an HTTP call the gateway makes):
+        the gateway pushes the task again once a matching event arrives (the child ends, the
+        call is made) or the timeout passes, without spending an attempt. Sent like
+        :meth:`finish`."""
+        kind = (
+            "invoke"
+            if isinstance(wait, InvokeIn)
+            else "call"
+            if isinstance(wait, CallIn)
+            else "wait"
+        )
         return await asyncio.shield(self._final(kind, wait))
 
     async def _final(self, kind: str, final: BaseModel | None) -> bool:

@@ -27,9 +27,9 @@ from sdk.context_parts import (
     StopFlag,
     TaskInfo,
     TimeBudget,
+    Waits,
 )
-from sdk.errors import Cancelled, DuplicateStep, HandOver, Sleep, WaitForEvent
-from sdk.wire import WaitIn
+from sdk.errors import Cancelled, DuplicateStep, HandOver, Sleep
 
 __all__ = [
     "AsyncContext",
@@ -47,7 +47,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-class _Base:
+class _Base(Waits):
     def __init__(
         self,
         info: TaskInfo,
@@ -148,45 +148,6 @@ class _Base:
             wake = recorded.get("until") if isinstance(recorded, dict) else None
             return (datetime.fromisoformat(wake) if isinstance(wake, str) else until), False
         return until, True
-
-    def _awaited(
-        self,
-        step: str,
-        event: str,
-        match: Mapping[str, JsonValue] | None,
-        timeout: float | timedelta,
-        lookback: float | timedelta,
-    ) -> JsonValue:
-        """The wait ``step``'s recorded result (the event, or None at the timeout) on a later
-        attempt; else raise :class:`~sdk.errors.WaitForEvent` to end this one with the wait."""
-        if self._replayed(step):
-            return self.info.steps[step]
-        if isinstance(timeout, timedelta):
-            timeout = timeout.total_seconds()
-        if isinstance(lookback, timedelta):
-            lookback = lookback.total_seconds()
-        wait = WaitIn(
-            step=step, event=event, match=dict(match or {}), timeout=timeout, lookback=lookback
-        )
-        raise WaitForEvent(wait)
-
-    def _invoked(
-        self,
-        step: str,
-        task: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        queue: str | None,
-        timeout: float | timedelta,
-    ) -> JsonValue:
-        """The child's result from the invoke ``step`` recorded on a later attempt
-        (:class:`~sdk.errors.ChildFailed` when it did not succeed); else raise
-        :class:`~sdk.errors.InvokeChild` to end this one with the invoke."""
-        from sdk.invoking import child_result, invoke_request
-
-        if self._replayed(step):
-            return child_result(step, self.info.steps[step])
-        raise invoke_request(step, task, args, kwargs, queue, timeout)
 
     def _before_heartbeat(self) -> None:
         """A task already told to stop (cancel, or the worker's shutdown) stops at its next
@@ -300,6 +261,25 @@ class AsyncContext(_Base):
         ``step``: the same step invokes the same child once (docs/durable.md)."""
         return self._invoked(step, task, args, kwargs, queue, timeout)
 
+    async def call(
+        self,
+        step: str,
+        url: str,
+        *,
+        method: str | None = None,
+        json: Any = None,
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | timedelta = 60.0,
+    ) -> JsonValue:
+        """Have the gateway make this HTTP request (POST when ``json`` or ``body`` is given,
+        else GET, unless ``method`` says) and end this attempt until it answers, without
+        holding a worker or spending an attempt; on the next attempt return ``{"status",
+        "headers", "body"}`` (any status), or raise :class:`~sdk.errors.CallFailed` when no
+        answer came. Recorded as the step ``step``; the request carries ``Idempotency-Key:
+        <task id>:<step>`` and is made at least once (docs/durable.md)."""
+        return self._called(step, url, method, json, body, headers, timeout)
+
     async def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""
         await self._channel.log(message, level)
@@ -389,6 +369,20 @@ class Context(_Base):
     ) -> JsonValue:
         """Invoke a child task without holding a worker, as :meth:`AsyncContext.invoke`."""
         return self._invoked(step, task, args, kwargs, queue, timeout)
+
+    def call(
+        self,
+        step: str,
+        url: str,
+        *,
+        method: str | None = None,
+        json: Any = None,
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | timedelta = 60.0,
+    ) -> JsonValue:
+        """Have the gateway make an HTTP request, as :meth:`AsyncContext.call`."""
+        return self._called(step, url, method, json, body, headers, timeout)
 
     def log(self, message: str, level: str = "info") -> None:
         """Add a line to the task's log, kept by the gateway."""

@@ -1,6 +1,7 @@
 """What a context is made of: how it reaches the gateway (:class:`Channel`; outside a worker,
-:class:`DetachedChannel`), the attempt's facts (:class:`TaskInfo`), its cancel flag and its
-time budget. :mod:`sdk.context` builds the contexts on them and re-exports the public names."""
+:class:`DetachedChannel`), the attempt's facts (:class:`TaskInfo`), its cancel flag, its
+time budget, and the waits both contexts share (:class:`Waits`). :mod:`sdk.context` builds the
+contexts on them and re-exports the public names."""
 
 from __future__ import annotations
 
@@ -8,12 +9,23 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Protocol
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from pydantic import JsonValue
 
-__all__ = ["CancelFlag", "Channel", "DetachedChannel", "StopFlag", "TaskInfo", "TimeBudget"]
+from sdk.errors import WaitForEvent
+from sdk.wire import WaitIn
+
+__all__ = [
+    "CancelFlag",
+    "Channel",
+    "DetachedChannel",
+    "StopFlag",
+    "TaskInfo",
+    "TimeBudget",
+    "Waits",
+]
 
 log = logging.getLogger("sdk.context")
 
@@ -110,3 +122,62 @@ class TimeBudget:
     def left(self) -> float:
         """Seconds left before the limit."""
         return self.ends_at - time.monotonic()
+
+
+class Waits:
+    """The waits of both contexts (an event, a child task, an HTTP call): each returns the
+    step's result recorded on a later attempt, else raises the exception that ends this attempt
+    with its callback. The context provides ``info`` and ``_replayed``."""
+
+    info: TaskInfo
+
+    def _replayed(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def _awaited(
+        self,
+        step: str,
+        event: str,
+        match: Mapping[str, JsonValue] | None,
+        timeout: float | timedelta,
+        lookback: float | timedelta,
+    ) -> JsonValue:
+        """The wait ``step``'s recorded result (the event, or None at the timeout) on a later
+        attempt; else raise :class:`~sdk.errors.WaitForEvent` to end this one with the wait."""
+        if self._replayed(step):
+            return self.info.steps[step]
+        if isinstance(timeout, timedelta):
+            timeout = timeout.total_seconds()
+        if isinstance(lookback, timedelta):
+            lookback = lookback.total_seconds()
+        wait = WaitIn(
+            step=step, event=event, match=dict(match or {}), timeout=timeout, lookback=lookback
+        )
+        raise WaitForEvent(wait)
+
+    def _invoked(
+        self,
+        step: str,
+        task: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        queue: str | None,
+        timeout: float | timedelta,
+    ) -> JsonValue:
+        """The child's result from the invoke ``step`` recorded on a later attempt
+        (:class:`~sdk.errors.ChildFailed` when it did not succeed); else raise
+        :class:`~sdk.errors.InvokeChild` to end this one with the invoke."""
+        from sdk.invoking import child_result, invoke_request
+
+        if self._replayed(step):
+            return child_result(step, self.info.steps[step])
+        raise invoke_request(step, task, args, kwargs, queue, timeout)
+
+    def _called(self, step: str, *request: Any) -> JsonValue:
+        """The answer of the call ``step`` recorded on a later attempt (:class:`~sdk.errors.
+        CallFailed` when none came); else raise :class:`~sdk.errors.CallOut` (sdk/calling.py)."""
+        from sdk.calling import call_answer, call_request
+
+        if self._replayed(step):
+            return call_answer(step, self.info.steps[step])
+        raise call_request(step, *request)

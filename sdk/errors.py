@@ -19,6 +19,10 @@
     ├── InvokeChild       raised by ``ctx.invoke``: end the attempt, come back when the child
     │                     task ends or the wait times out
     ├── ChildFailed       raised by ``ctx.invoke``: the child did not succeed
+    ├── CallOut           raised by ``ctx.call``: end the attempt, come back when the gateway
+    │                     has made the HTTP call
+    ├── CallFailed        raised by ``ctx.call``: no answer came (refused, unreachable, timed
+    │                     out, too large, too many redirects)
     ├── DuplicateStep     a step name used twice in one attempt (also a ValueError)
     └── Cancelled         raised inside task code: the gateway asked the task to stop
         └── LeaseLost     the gateway no longer knows this attempt's lease (409, or 404 for a
@@ -39,11 +43,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sdk.wire import InvokeIn, Problem, Task, WaitIn
+    from sdk.wire import CallIn, InvokeIn, Problem, Task, WaitIn
 
 
 __all__ = [
     "ApiError",
+    "CallFailed",
+    "CallOut",
     "Cancelled",
     "ChildFailed",
     "DuplicateStep",
@@ -209,6 +215,30 @@ class InvokeChild(JobgateError):
     def __init__(self, invoke: InvokeIn) -> None:
         self.invoke = invoke
         super().__init__(f"waiting ({invoke.step}) for child task {invoke.name!r}")
+
+
+class CallOut(JobgateError):
+    """Raised by ``ctx.call``: the worker ends the attempt with the ``call`` callback
+    (``call``, its body), the gateway makes the HTTP request and pushes the task again once it
+    has an answer (or gave up), the step recorded, without spending an attempt. Let it
+    propagate (do not catch it in the task)."""
+
+    def __init__(self, call: CallIn) -> None:
+        self.call = call
+        super().__init__(f"waiting ({call.step}) for {call.method} {call.url}")
+
+
+class CallFailed(JobgateError):
+    """Raised by ``ctx.call`` when no answer came: ``kind`` is ``refused`` (the SSRF rules),
+    ``unreachable`` (connection errors, three tries), ``timed_out`` (a try's timeout, or the
+    gateway's backstop), ``too_large`` (the answer's body) or ``redirects`` (more than 5);
+    ``error`` says more. An answer of any HTTP status is an answer, not this."""
+
+    def __init__(self, step: str, kind: str, error: str) -> None:
+        self.step = step
+        self.kind = kind
+        self.error = error
+        super().__init__(f"the call of step {step!r} failed ({kind}): {error}")
 
 
 class ChildFailed(JobgateError):

@@ -20,6 +20,8 @@ raised ``Sleep`` (``ctx.sleep``)  202     ``sleep``: pushed again at its time, n
                                         spent (always by callback, never inline)
 raised ``WaitForEvent``         202     ``wait``: pushed again at the event or the
 (``ctx.wait_for_event``)                timeout, no attempt spent (by callback)
+raised ``CallOut``              202     ``call``: pushed again when the gateway made the
+(``ctx.call``)                          HTTP call, no attempt spent (by callback)
 raised ``InvokeChild``          202     ``invoke``: pushed again when the child ends or
 (``ctx.invoke``)                        at the timeout, no attempt spent (by callback)
 was stopped by shutdown,        422     ``error`` "worker shut down", not retryable
@@ -53,9 +55,18 @@ from typing import Any, TypeAlias
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
-from sdk.errors import Cancelled, Fail, InvokeChild, LeaseLost, Retry, Sleep, WaitForEvent
+from sdk.errors import (
+    CallOut,
+    Cancelled,
+    Fail,
+    InvokeChild,
+    LeaseLost,
+    Retry,
+    Sleep,
+    WaitForEvent,
+)
 from sdk.warnings import MAX_WARNING, Warn
-from sdk.wire import ErrorIn, FieldError, InvokeIn, Problem, ResultIn, WaitIn
+from sdk.wire import CallIn, ErrorIn, FieldError, InvokeIn, Problem, ResultIn, WaitIn
 from sdk.wire.base import reason
 
 __all__ = [
@@ -103,8 +114,9 @@ class Verdict:
     # runner answers 202 and calls back), so the push answers' table stays as it is.
     sleep_until: datetime | None = None
     # A wait for an event (ctx.wait_for_event): reported by the ``wait`` callback, likewise;
-    # for a child (ctx.invoke), by the ``invoke`` callback.
-    wait: WaitIn | InvokeIn | None = None
+    # for a child (ctx.invoke), by the ``invoke`` callback; for an HTTP call (ctx.call), by
+    # the ``call`` callback.
+    wait: WaitIn | InvokeIn | CallIn | None = None
     task_failure: bool = False  # the task itself failed (raised): the endpoint is not to blame
 
     @property
@@ -247,6 +259,8 @@ def failure(exc: BaseException) -> Verdict | None:
         return Verdict(202, ErrorIn(error=str(exc), retryable=True), wait=exc.wait)
     if isinstance(exc, InvokeChild):
         return Verdict(202, ErrorIn(error=str(exc), retryable=True), wait=exc.invoke)
+    if isinstance(exc, CallOut):
+        return Verdict(202, ErrorIn(error=str(exc), retryable=True), wait=exc.call)
     if isinstance(exc, Sleep):
         return Verdict(202, ErrorIn(error=str(exc), retryable=True), sleep_until=exc.until)
     if isinstance(exc, Retry):

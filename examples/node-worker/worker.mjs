@@ -16,7 +16,13 @@
 // `checkout` uses both. Waiting for an event (docs/protocol.md, "Waiting for an event"):
 // `ctx.waitForEvent(step, { event, match, timeout })` returns the step's recorded result (the
 // event, or null at the timeout), or ends the attempt: 202 and the `wait` callback. `approve`
-// uses it.
+// uses it. Invoking a child task (docs/protocol.md, "Invoking a child task"):
+// `ctx.invoke(step, { name, payload, queue, timeout })` returns the child's result once the
+// step records its end (throwing `ChildFailed` for any other end), or ends the attempt: 202 and
+// the `invoke` callback. `order` invokes `add`. A durable HTTP call (docs/protocol.md, "A durable HTTP call"): `ctx.call(step, url,
+// { method, json, timeout })` returns the recorded answer ({status, headers, body}), throws on a
+// recorded failure ({error, kind}), or ends the attempt: 202 and the `call` callback (the gateway
+// makes the request and records the step). `quote` uses it.
 //
 // Run: JOBGATE_WORKER_SECRET=whsec_... PORT=8002 node worker.mjs
 import { appendFileSync } from "node:fs";
@@ -55,6 +61,33 @@ class WaitForEvent extends Error {
   }
 }
 
+// Thrown by ctx.invoke: the attempt ends until the child ends or the timeout (the gateway
+// enqueues the child, records the step with its end, then pushes the task again).
+class Invoke extends Error {
+  constructor(body) {
+    super(`invoking (${body.step}) ${body.name}`);
+    this.body = body;
+  }
+}
+
+// Thrown by ctx.call: the attempt ends while the gateway makes the HTTP call.
+class CallOut extends Error {
+  constructor(body) {
+    super(`waiting (${body.step}) for ${body.method} ${body.url}`);
+    this.body = body;
+  }
+}
+
+// A child that ended other than succeeded: its state (failed, dead, cancelled, timed_out or
+// refused), id and error, as the invoke's step recorded them. A Fail: a retry would replay the
+// same recorded end.
+class ChildFailed extends Fail {
+  constructor({ state, id, error }) {
+    super(`child ${id} ${state}: ${error}`);
+    Object.assign(this, { state, childId: id });
+  }
+}
+
 // The task functions: a push's `payload` in, a JSON result out.
 const tasks = {
   // Short: answered inline.
@@ -75,6 +108,17 @@ const tasks = {
   approve: { inline: true, run: async ({ doc, timeout = 600 }, ctx) => {
     const approval = await ctx.waitForEvent("approval", { event: "doc.approved", match: { doc }, timeout });
     return { approval };
+  } },
+  // Invokes the child `add` with `a` and `b` and returns its sum; pushed again with the
+  // child's end once it ends.
+  order: { inline: true, run: async ({ a, b, timeout = 600 }, ctx) => {
+    const { sum } = await ctx.invoke("total", { name: "add", payload: { a, b }, timeout });
+    return { total: sum };
+  } },
+  // Has the gateway fetch `url` (the worker stops meanwhile); pushed again with the answer.
+  quote: { inline: true, run: async ({ url, timeout = 60 }, ctx) => {
+    const { status, body } = await ctx.call("quote", url, { method: "POST", json: { item: 1 }, timeout });
+    return { status, body };
   } },
   // Durable: charge once per task (the step's side effect is a line in `ledger`), sleep
   // `sleep_ms`, then ship; shipping fails on attempt 1, and attempt 2 replays the charge.
@@ -143,6 +187,11 @@ function context(push, base, lease) {
   // The steps earlier attempts recorded: name → result (absent from the push: none).
   const recorded = new Map((push.steps ?? []).map((step) => [step.name, step.result]));
   const used = new Set();
+  // Each step name once per attempt: a name is the key of its recorded result.
+  const claim = (name) => {
+    if (used.has(name)) throw new Fail(`step name ${JSON.stringify(name)} used twice`);
+    used.add(name);
+  };
   const ctx = {
     id: push.id,
     attempt: push.attempt,
@@ -150,8 +199,7 @@ function context(push, base, lease) {
     // Run `fn` once per task: an earlier attempt's result is returned without running it;
     // a new result is recorded (and answered 200) before the step returns.
     async step(name, fn) {
-      if (used.has(name)) throw new Fail(`step name ${JSON.stringify(name)} used twice`);
-      used.add(name);
+      claim(name);
       if (recorded.has(name)) return recorded.get(name);
       const result = (await fn()) ?? null;
       await callback(base, lease, "step", { name, result });  // 409: lease lost, stop
@@ -164,10 +212,26 @@ function context(push, base, lease) {
     },
     // A wait for an event: the gateway records its step (the event, or null at the timeout).
     async waitForEvent(step, { event, match = {}, timeout, lookback = 0 }) {
-      if (used.has(step)) throw new Fail(`step name ${JSON.stringify(step)} used twice`);
-      used.add(step);
+      claim(step);
       if (recorded.has(step)) return recorded.get(step);
       throw new WaitForEvent({ step, event, match, timeout, lookback });
+    },
+    // Invoke a child task (in `queue`, by default this task's): the gateway records the step
+    // with the child's end; a success returns the child's result, any other end throws.
+    async invoke(step, { name, payload = null, queue, timeout }) {
+      claim(step);
+      if (!recorded.has(step)) throw new Invoke({ step, name, payload, queue, timeout });
+      const end = recorded.get(step);
+      if (end.state !== "succeeded") throw new ChildFailed(end);
+      return end.result;
+    },
+    // An HTTP call the gateway makes: the answer, or an error when none came.
+    async call(step, url, { method = "GET", json = null, headers = {}, timeout = 60 } = {}) {
+      claim(step);
+      if (!recorded.has(step)) throw new CallOut({ step, url, method, json, headers, timeout });
+      const answer = recorded.get(step);
+      if (answer.status === undefined) throw new Error(`call ${step}: ${answer.kind}: ${answer.error}`);
+      return answer;
     },
   };
   return ctx;
@@ -177,6 +241,8 @@ function context(push, base, lease) {
 async function report(e, base, lease) {
   if (e instanceof Sleep) await finish(base, lease, "sleep", { until: e.until });
   else if (e instanceof WaitForEvent) await finish(base, lease, "wait", e.body);
+  else if (e instanceof Invoke) await finish(base, lease, "invoke", e.body);
+  else if (e instanceof CallOut) await finish(base, lease, "call", e.body);
   else if (!e.lost) await finish(base, lease, "error", errorBody(e));
 }
 
@@ -230,7 +296,8 @@ async function handle(req, res) {
   try {
     return answer(res, 200, await task.run(push.payload ?? {}, context(push, base, lease)));
   } catch (e) {
-    if (e instanceof Sleep || e instanceof WaitForEvent) {  // never inline: 202, then the callback
+    const waits = e instanceof Sleep || e instanceof WaitForEvent || e instanceof Invoke || e instanceof CallOut;
+    if (waits) {  // never inline: 202, then the callback
       answer(res, 202);
       return report(e, base, lease);
     }

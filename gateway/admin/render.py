@@ -29,6 +29,10 @@ OUTCOME_BADGES = {
     "expired": "failed",
     "stalled": "failed",
     "cancelled": "cancelled",
+    # A wait's end (the timeline): an event matched, a timeout, a child the gateway refused.
+    "matched": "succeeded",
+    "timed out": "warning",
+    "refused": "failed",
 }
 RUN_BADGES = {
     "pending": "queued",

@@ -6,23 +6,26 @@ a kind (:class:`EntryKind`), a start time and, for what lasted, an end time, a s
 an outcome (a badge) and a few facts; the template (``_timeline.html``) draws every kind the
 same way, so a new kind needs no template change.
 
-Adding a kind (a wait for an event, an invoke, a durable HTTP call): add its member to
-:class:`EntryKind` (with a comment saying what it is), then one case: a recorded step of that
-kind in :func:`_step_entry` (the order of the cases there is the order they are tried), or a
-field of the task (such as the ``wait`` of a task waiting now) in :func:`_now_entry`.
+Adding a kind: add its member to :class:`EntryKind` (with a comment saying what it is), then
+one case: a recorded step of that kind in :func:`_step_entry` (the order of the cases there is
+the order they are tried), or a field of the task (such as the ``wait`` of a task waiting now)
+in :func:`_now_entry`. A wait that ended is a step with ``wait`` (what it waited for, since
+when, what ended it): its kind's case is in :data:`_WAIT_KINDS`, keyed by ``wait.kind`` (a
+kind a newer gateway adds shows as a wait of an unknown kind, with its times and what ended
+it).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
 from pydantic import JsonValue
 
-from sdk.wire import Attempt, AttemptOutcome, Task, TaskState, TaskStep, TaskWait
+from sdk.wire import Attempt, AttemptOutcome, StepWait, Task, TaskState, TaskStep, TaskWait
 
 PREVIEW = 80  # characters of a step's result or a task's result shown inline
 ERROR = 200  # characters of an error's first line shown inline
@@ -36,6 +39,11 @@ class EntryKind(StrEnum):
     REDRIVE = "redrive"  # not an attempt: the queue's redrive policy queued the dead task again
     STEP = "step"  # a durable step recorded: name, the attempt that recorded it, its result
     SLEEP = "sleep"  # a durable sleep: a step whose result is {"until": time}
+    # A wait that ended, from when it was recorded to the step its end recorded:
+    EVENT = "event"  # a wait for an event: its name, matched (the event's id) or timed out
+    INVOKE = "invoke"  # a wait for a child task: the child (linked), its end state
+    CALL = "call"  # a durable HTTP call: its method and URL, the answer's status or the failure
+    WAIT = "wait"  # a wait of a kind this version does not know: its times, what ended it
     NOW = "now"  # an unfinished task not running: what it waits for (queued, a time, deps,
     # an event: its step, the event's name and match, until when)
     FINISHED = "finished"  # the task ended: its final state, with its result or error
@@ -49,6 +57,7 @@ class Fact:
     text: str = ""
     moment: datetime | None = None
     mono: bool = False
+    task: str = ""  # a task id: the text links to its page
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +169,8 @@ def _attempt_entry(attempt: Attempt, urls: Mapping[str, str]) -> Entry:
 def _step_entry(step: TaskStep, now: datetime) -> Entry:
     """A recorded step, by what its result says it was (one case per kind of step)."""
     recorded = Fact("attempt", str(step.attempt))
+    if step.wait is not None:
+        return _ended_wait(step, step.wait, recorded)
     until = sleep_until(step.result)
     if until is not None:
         done = "slept" if until <= now else "sleeping"
@@ -177,6 +188,64 @@ def _step_entry(step: TaskStep, now: datetime) -> Entry:
         step.name,
         facts=[recorded, Fact("result", preview(step.result), mono=True)],
     )
+
+
+def _ended_wait(step: TaskStep, wait: StepWait, recorded: Fact) -> Entry:
+    """A wait that ended: from when it was recorded (or its step's time, for a record that
+    does not say) to its step, with what it waited for and its outcome, by its kind."""
+    kind, outcome, facts = _WAIT_KINDS.get(wait.kind, _other_wait)(step, wait)
+    since = wait.since or step.recorded_at
+    facts = [*facts, Fact("resumed", moment=step.recorded_at), recorded]
+    return Entry(kind, since, step.name, end=step.recorded_at, outcome=outcome, facts=facts)
+
+
+WaitCase = Callable[[TaskStep, StepWait], tuple[EntryKind, str, list[Fact]]]
+
+
+def _event_wait(step: TaskStep, wait: StepWait) -> tuple[EntryKind, str, list[Fact]]:
+    facts = [Fact("event", wait.event or "", mono=True)]
+    if wait.by == "timeout" or not isinstance(step.result, dict):
+        return EntryKind.EVENT, "timed out", facts
+    facts.append(Fact("event id", str(step.result.get("id", "")), mono=True))
+    return EntryKind.EVENT, "matched", facts
+
+
+def _invoke_wait(step: TaskStep, wait: StepWait) -> tuple[EntryKind, str, list[Fact]]:
+    end = step.result if isinstance(step.result, dict) else {}
+    facts = []
+    if wait.child is not None:
+        child = wait.child
+        facts.append(Fact("child", f"{child.queue} / {child.id}", mono=True, task=child.id))
+    if end.get("state") == "succeeded":
+        facts.append(Fact("result", preview(end.get("result")), mono=True))
+    elif end.get("error"):
+        facts.append(Fact("error", summary(str(end["error"]))))
+    return EntryKind.INVOKE, str(end.get("state") or wait.by).replace("_", " "), facts
+
+
+def _call_wait(step: TaskStep, wait: StepWait) -> tuple[EntryKind, str, list[Fact]]:
+    facts = []
+    if wait.call is not None:
+        facts.append(Fact("call", f"{wait.call.method} {wait.call.url}", mono=True))
+    end = step.result if isinstance(step.result, dict) else {}
+    if wait.by == "timeout":
+        return EntryKind.CALL, "timed out", facts
+    if "status" in end:
+        return EntryKind.CALL, f"answered {end['status']}", facts
+    facts.append(Fact("error", summary(str(end.get("error", "")))))
+    return EntryKind.CALL, str(end.get("kind") or "failed").replace("_", " "), facts
+
+
+def _other_wait(step: TaskStep, wait: StepWait) -> tuple[EntryKind, str, list[Fact]]:
+    return EntryKind.WAIT, wait.by, [Fact("kind", wait.kind, mono=True)]
+
+
+_WAIT_KINDS: dict[str, WaitCase] = {
+    "event": _event_wait,
+    "invoke": _invoke_wait,
+    "call": _call_wait,
+}
+"""A wait's case by its kind (``StepWait.kind``): its entry kind, outcome and facts."""
 
 
 def _now_entry(task: Task, now: datetime) -> Entry | None:
@@ -197,12 +266,18 @@ def _now_entry(task: Task, now: datetime) -> Entry | None:
 
 
 def _wait_entry(wait: TaskWait, now: datetime) -> Entry:
-    """A task that waits for an event (its name and the fields to match) or for a child task
-    it invoked, until the wait's timeout."""
+    """A task that waits for an event (its name and the fields to match), for a child task it
+    invoked, or for an HTTP call the gateway makes for it (its method and URL, since when),
+    until the wait's timeout."""
     facts = [Fact("step", wait.step, mono=True)]
-    if wait.child is not None:
+    if wait.call is not None:
+        label = "waiting for an HTTP call"
+        facts.append(Fact("call", f"{wait.call.method} {wait.call.url}", mono=True))
+        facts.append(Fact("since", moment=wait.call.since))
+    elif wait.child is not None:
         label = "waiting for a child task"
-        facts.append(Fact("child", f"{wait.child.queue} / {wait.child.id}", mono=True))
+        child = wait.child
+        facts.append(Fact("child", f"{child.queue} / {child.id}", mono=True, task=child.id))
     else:
         label = "waiting for an event"
         match = ", ".join(f"{k}={json.dumps(v)}" for k, v in (wait.match or {}).items())

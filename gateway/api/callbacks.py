@@ -16,6 +16,7 @@ from gateway.security.auth import Access
 from sdk.wire import (
     HEADER_LEASE,
     CallbackAck,
+    CallIn,
     CheckpointIn,
     ErrorIn,
     HeartbeatIn,
@@ -63,6 +64,10 @@ async def wait(call: Call) -> BaseModel:
 
 async def invoke(call: Call) -> BaseModel:
     return await call.services.callbacks.invoke(call.queue, call.task_id, _lease(call), call.body)
+
+
+async def make_call(call: Call) -> BaseModel:
+    return await call.services.callbacks.call(call.queue, call.task_id, _lease(call), call.body)
 
 
 async def append_logs(call: Call) -> BaseModel:
@@ -198,5 +203,23 @@ OPERATIONS = [
         "gateway refuses (no such queue, a payload refused), {state: 'refused', id, error}. "
         "Either way the task is pushed again with the step among its steps, once. After a "
         "cancel request it ends the task cancelled instead, and no child is enqueued.",
+    ),
+    _callback(
+        "call",
+        "Have the gateway make an HTTP request and end the attempt until it answers (a call)",
+        make_call,
+        CallIn,
+        CallbackAck,
+        "Ends the attempt as 'released' (not counted against max_attempts) with the task "
+        "scheduled until the call's backstop (4 x timeout + 60 s) and its wait for the call "
+        "recorded (its view's 'wait'); the gateway then makes the request itself, with the "
+        "header 'Idempotency-Key: <task id>:<step>', the endpoints' SSRF rules (redirects "
+        "followed by hand, at most 5, each checked), connection errors tried 3 times, and the "
+        "answer's body capped (JOBGATE_CALL_MAX_BODY_BYTES). The step 'step' is recorded with "
+        "{status, headers, body} for an answer of any status, or {error, kind: 'refused' | "
+        "'unreachable' | 'timed_out' | 'too_large' | 'redirects'} when none came, and the task "
+        "is pushed again with it among its steps, once. A gateway that stops mid-call leaves it "
+        "to another after the call's lease (at-least-once). After a cancel request it ends the "
+        "task cancelled instead, and no call is made.",
     ),
 ]

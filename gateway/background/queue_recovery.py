@@ -1,6 +1,6 @@
 """The recoverer's work on one due queue: promote due tasks, record expired leases, redispatch
 stalled attempts, deliver the outbox (dependency notices to other queues, ends of job runs to
-their jobs), sweep finished tasks.
+their jobs), make again the durable HTTP calls whose lease ran out, sweep finished tasks.
 
 :class:`QueueRecovery` does it for one queue at a time;
 :class:`~gateway.background.recover_loop.Recoverer` decides which queues are due and when. Each
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from gateway.core.backoff import retry_delay_ms
+from gateway.dispatch.calls import CallRunner
 from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
 from gateway.store.queues import QueueStore
 from gateway.store.scripts import RELINK_AFTER_MS
@@ -51,6 +52,7 @@ class RecoveryReport:
     stalled: int = 0  # attempts ended early because heartbeats stopped (stall policy redispatch)
     notified: int = 0  # dependency notices delivered to other queues
     swept: int = 0  # finished tasks deleted past their queue's retention
+    calls: int = 0  # durable HTTP calls claimed again after their lease ran out
 
     def __add__(self, other: RecoveryReport) -> RecoveryReport:
         return RecoveryReport(
@@ -86,6 +88,7 @@ class QueueRecovery:
         batch: int,
         dependencies: DependencyStore | None,
         metrics: Metrics | None = None,
+        calls: CallRunner | None = None,
     ) -> None:
         self._metrics = metrics or Metrics()
         self._tasks = tasks
@@ -94,6 +97,7 @@ class QueueRecovery:
         self._rng = rng
         self._batch = batch
         self._dependencies = dependencies
+        self._calls = calls
 
     async def recover(self, queue: str, now: int) -> RecoveryReport:
         """Everything of ``queue`` due by ``now``."""
@@ -111,7 +115,8 @@ class QueueRecovery:
             self._on_ready(queue)
         # Notices first: the sweep keeps a job's run while the outbox may hold its end.
         notified = await self._notify(queue, now)
-        report = RecoveryReport(promoted=promoted, swept=await self._sweep(queue, now))
+        calls = 0 if self._calls is None else await self._calls.reclaim(queue, now)
+        report = RecoveryReport(promoted=promoted, swept=await self._sweep(queue, now), calls=calls)
         return report + expired + notified
 
     async def _sweep(self, queue: str, now: int) -> int:

@@ -35,6 +35,7 @@ from functools import partial
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from gateway.background.queue_recovery import QueueRecovery, RecoveryReport
+from gateway.dispatch.calls import CallRunner
 from gateway.store.clock import Clock
 from gateway.store.dependencies import DependencyStore
 from gateway.store.index import IndexRepair
@@ -84,6 +85,7 @@ class Recoverer:
         metrics: Metrics | None = None,
         index_repair: IndexRepair | None = None,
         steps_repair: StepsRepair | None = None,
+        calls: CallRunner | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -99,6 +101,7 @@ class Recoverer:
             batch=batch,
             dependencies=dependencies,
             metrics=metrics,
+            calls=calls,
         )
         self._interval_ms = round(interval * 1000)
         self._sweep_ms = round(sweep_interval * 1000)

@@ -1,5 +1,5 @@
 """Worker callbacks: heartbeat, checkpoint, step, logs, result, error, release, sleep, wait,
-invoke.
+invoke, call.
 
 A callback is authorised by its lease token alone, and every change is fenced by it inside one
 script: a token that is not the task's current lease (the task was re-dispatched, or ended) gets
@@ -15,17 +15,19 @@ import random
 
 from gateway.core.backoff import retry_delay_ms
 from gateway.core.errors import GatewayError, QueueNotFound, StaleLease, StepsTooLarge, TaskNotFound
+from gateway.services.calls import Calls
 from gateway.services.invokes import Invokes
 from gateway.services.waits import Waits
 from gateway.store.clock import Clock
 from gateway.store.queues import QueueStore
 from gateway.store.records import seconds_to_ms, to_datetime
-from gateway.store.tasks import LOG_LINES_KEPT, Fence, Finish, TaskStore
+from gateway.store.tasks import LOG_LINES_KEPT, Fence, Finish, Finished, TaskStore
 from gateway.telemetry.metrics import Metrics
 from sdk.wire import (
     MAX_STEPS_BYTES,
     AttemptOutcome,
     CallbackAck,
+    CallIn,
     CheckpointIn,
     ErrorIn,
     HeartbeatIn,
@@ -64,9 +66,11 @@ class CallbackService:
         max_steps_bytes: int = MAX_STEPS_BYTES,
         waits: Waits | None = None,
         invokes: Invokes | None = None,
+        calls: Calls | None = None,
     ) -> None:
         self._waits = waits or Waits(tasks, clock)
         self._invokes = invokes
+        self._calls = calls
         self._max_steps_bytes = max_steps_bytes
         self._metrics = metrics or Metrics()
         self._log_lines_kept = log_lines_kept
@@ -207,7 +211,21 @@ class CallbackService:
         cancelled instead, and no child is enqueued."""
         if self._invokes is None:
             raise GatewayError("this gateway was built without the task service invoke needs")
-        finish, done, now_ms = await self._invokes.invoke(queue, task_id, token, body)
+        return self._ended(queue, task_id, await self._invokes.invoke(queue, task_id, token, body))
+
+    async def call(self, queue: str, task_id: str, token: str, body: CallIn) -> CallbackAck:
+        """A durable HTTP call: end the attempt as released (not spent) with the task
+        scheduled until the call's backstop and its wait recorded, and make the call
+        (:class:`~gateway.services.calls.Calls`). After a cancel request it ends the task
+        cancelled instead, and no call is made."""
+        if self._calls is None:
+            raise GatewayError("this gateway was built without the call runner calls need")
+        return self._ended(queue, task_id, await self._calls.call(queue, task_id, token, body))
+
+    def _ended(self, queue: str, task_id: str, ended: tuple[Finish, Finished, int]) -> CallbackAck:
+        """The answer to a callback that ended the attempt with a wait (its end, as asked and
+        as the script read it, and its time), counted in the metrics."""
+        finish, done, now_ms = ended
         self._metrics.finished(queue, (finish,), (done,), now_ms)
         _check(done.fence, queue, task_id, done.state)
         assert done.state is not None

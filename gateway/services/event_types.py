@@ -47,6 +47,7 @@ class EventConsumer(Protocol):
 
 
 class RecentEvents(Protocol):
-    async def since(self, name: str, after_ms: int) -> list[AcceptedEvent]:
-        """Events named ``name`` accepted at or after ``after_ms``, oldest first."""
+    async def since(self, name: str, after_ms: int, offset: int = 0) -> list[AcceptedEvent]:
+        """Events named ``name`` accepted at or after ``after_ms``, oldest first, from the
+        ``offset``-th on: one page (empty past the last)."""
         ...

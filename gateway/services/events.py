@@ -131,10 +131,12 @@ class EventService:
         items = [event_view(stored) for stored in records if stored is not None]
         return EventPage(items=items, next_cursor=str(offset + limit) if len(ids) > limit else None)
 
-    async def since(self, name: str, after_ms: int) -> list[AcceptedEvent]:
-        """Events named ``name`` accepted at or after ``after_ms``, oldest first (bounded):
-        the :class:`~gateway.services.event_types.RecentEvents` a wait checks."""
-        return [accepted(stored) for stored in await self._store.since(name, after_ms)]
+    async def since(self, name: str, after_ms: int, offset: int = 0) -> list[AcceptedEvent]:
+        """Events named ``name`` accepted at or after ``after_ms``, oldest first, from the
+        ``offset``-th on, a page of at most ``RECENT_LIMIT`` (100): the
+        :class:`~gateway.services.event_types.RecentEvents` a wait checks."""
+        found = await self._store.since(name, after_ms, offset)
+        return [accepted(stored) for stored in found]
 
     async def finish_due(self, now_ms: int) -> int:
         """Finish the pending events whose gateway stopped before it was done with them (their

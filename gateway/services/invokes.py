@@ -17,6 +17,11 @@ The order that loses nothing:
 
 A child the gateway refuses for good (its queue does not exist, its payload is refused: a 4xx)
 resumes its parent at once with the step's result ``{"state": "refused", "id", "error"}``.
+
+A parent cancelled while it waits for its child cancels the child (Temporal's default parent
+close policy): the parent's cancel script puts ``{"cc": child, "cq": its queue, "p": parent}``
+in the parent queue's outbox, and the recoverer of any gateway cancels the child in its queue
+(:meth:`Invokes.cancel_children`; a child that ended, or went, is left as it is).
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ def timed_out(child: str, timeout: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Invokes:
-    """The ``invoke`` callback's path, and the recoverer's enqueue of children
-    (:meth:`enqueue_children`, the :attr:`DependencyStore.on_invoke` hook)."""
+    """The ``invoke`` callback's path, and the recoverer's enqueue of children and cancel of
+    the children of cancelled parents (:meth:`deliver`, the :attr:`DependencyStore.on_invoke`
+    hook)."""
 
     tasks: TaskStore
     task_service: TaskService
@@ -99,6 +105,21 @@ class Invokes:
         if done.state is TaskState.SCHEDULED:
             await self.enqueue_children([entry])
         return finish, done, now
+
+    async def deliver(self, entries: Sequence[dict[str, Any]]) -> None:
+        """Act on outbox entries: enqueue the children ``inv`` entries name, then cancel those
+        ``cc`` entries name."""
+        await self.enqueue_children([e for e in entries if "inv" in e])
+        await self.cancel_children([e for e in entries if "cc" in e])
+
+    async def cancel_children(self, entries: Sequence[dict[str, Any]]) -> None:
+        """Cancel each child a cancelled parent waited for: at once when it is not running, by
+        a cancel request when it is. A child that ended, or is gone, is left as it is (so a
+        repeat is a no-op); Redis unreachable raises, and the outbox keeps the entry."""
+        for entry in entries:
+            child, queue = str(entry["cc"]), str(entry["cq"])
+            done = await self.tasks.cancel_task(queue, child, self.clock.now_ms())
+            log.info("task %s cancelled: its child %s: %s", entry["p"], child, done.result.value)
 
     async def enqueue_children(self, entries: Sequence[dict[str, Any]]) -> None:
         """Enqueue each child an outbox entry names (a no-op for one that exists). A child

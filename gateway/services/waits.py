@@ -76,26 +76,49 @@ class Waits:
         )
         done = await self.tasks.wait(queue, finish, wait, now)
         if done.state is TaskState.SCHEDULED and self.recent is not None:
-            await self.post_check(queue, task_id, body, now - lookback)
+            await self.post_check(queue, task_id, body, now, lookback)
         return finish, done, now
 
-    async def post_check(self, queue: str, task_id: str, body: WaitIn, after_ms: int) -> bool:
+    async def post_check(
+        self, queue: str, task_id: str, body: WaitIn, recorded_ms: int, lookback_ms: int = 0
+    ) -> bool:
         """Resume task ``task_id`` with the oldest event named ``body.event`` matching its wait
-        accepted at or after ``after_ms``, if any; True when it did."""
+        (:meth:`oldest_match`), if any; True when it did."""
+        event = await self.oldest_match(body, recorded_ms, lookback_ms)
+        if event is None:
+            return False
+        touched = await self.tasks.resume(
+            queue,
+            event.name,
+            event.accepted_ms,
+            step_result(event),
+            [index_field(body.event, body.match)],
+            self.clock.now_ms(),
+            only=task_id,
+        )
+        return bool(touched)
+
+    async def oldest_match(
+        self, body: WaitIn, recorded_ms: int, lookback_ms: int
+    ) -> AcceptedEvent | None:
+        """The oldest event that matches the wait. Within the lookback, the first page of
+        events from ``recorded_ms - lookback_ms`` is read (the lookback's limit:
+        ``RECENT_LIMIT``, the 100 oldest of the name in its window); from ``recorded_ms`` on,
+        every page, so no event accepted while the wait was recorded is missed however busy
+        its name."""
         assert self.recent is not None
-        for event in await self.recent.since(body.event, after_ms):
-            if matches(body.match, event.data):
-                touched = await self.tasks.resume(
-                    queue,
-                    event.name,
-                    event.accepted_ms,
-                    step_result(event),
-                    [index_field(body.event, body.match)],
-                    self.clock.now_ms(),
-                    only=task_id,
-                )
-                return bool(touched)
-        return False
+        if lookback_ms > 0:
+            window = await self.recent.since(body.event, recorded_ms - lookback_ms)
+            found = next((e for e in window if matches(body.match, e.data)), None)
+            if found is not None:
+                return found
+        offset = 0
+        while page := await self.recent.since(body.event, recorded_ms, offset):
+            found = next((e for e in page if matches(body.match, e.data)), None)
+            if found is not None:
+                return found
+            offset += len(page)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ queues, a dependency is kept in two steps, each atomic and each safe to repeat:
 Settling is idempotent (a dependency no longer awaited changes nothing), so a repeat of either
 step is harmless. The same outbox carries the ends of job runs to their jobs' keys
 (:mod:`gateway.store.run_ends`), the ends of invoked children to their parents
-(:mod:`gateway.store.child_ends`) and the enqueues of invoked children (handed to
-:attr:`DependencyStore.on_invoke`: :mod:`gateway.services.invokes`), delivered and dropped with
-the notices.
+(:mod:`gateway.store.child_ends`), the enqueues of invoked children and the cancels of the
+children of cancelled parents (handed to :attr:`DependencyStore.on_invoke`:
+:mod:`gateway.services.invokes`), delivered and dropped with the notices.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ OUTBOX_BATCH = 200
 log = logging.getLogger(__name__)
 
 Invoked = Callable[[Sequence[dict[str, Any]]], Awaitable[None]]
-"""What enqueues invoked children again from their outbox entries (``{"inv": ...}``)."""
+"""What enqueues invoked children (outbox entries ``{"inv": ...}``) and cancels the children of
+cancelled parents (``{"cc": ...}``)."""
 
 
 class DependencyStore:
@@ -123,7 +124,7 @@ class DependencyStore:
             if is_child_end(found):
                 child_ends.append(found)
                 continue
-            if isinstance(found, dict) and "inv" in found:
+            if isinstance(found, dict) and ("inv" in found or "cc" in found):
                 invokes.append(found)
                 continue
             target, task_id, dep, ok, reason = found
@@ -134,7 +135,7 @@ class DependencyStore:
         if invokes and self.on_invoke is not None:
             await self.on_invoke(invokes)
         elif invokes:
-            log.warning("%d invoked children not enqueued: no task service here", len(invokes))
+            log.warning("%d invoked children not handled: no task service here", len(invokes))
         await deliver_child_ends(self._scripts, child_ends, now_ms)
         await self._scripts.call("ack_outbox", [outbox], [raw[0], len(raw)])
         return len(raw)

@@ -31,7 +31,8 @@ from gateway.store import keys
 from gateway.store.scripts import Scripts
 
 RECENT_LIMIT = 100
-"""Most events :meth:`EventStore.since` returns (the oldest first)."""
+"""Most events one :meth:`EventStore.since` read returns (the oldest first): the lookback of a
+wait considers this many events of its name (docs/durable.md, "Waiting for an event")."""
 
 
 Touch = tuple[str, str, str, str]
@@ -150,11 +151,12 @@ class EventStore:
         found = await self._redis.zrevrange(index, offset, offset + count - 1)
         return [str(event_id) for event_id in found]
 
-    async def since(self, name: str, after_ms: int) -> list[StoredEvent]:
-        """Events named ``name`` accepted at or after ``after_ms``, oldest first; at most
-        :data:`RECENT_LIMIT`. Events whose record is gone (swept) are left out."""
+    async def since(self, name: str, after_ms: int, offset: int = 0) -> list[StoredEvent]:
+        """Events named ``name`` accepted at or after ``after_ms``, oldest first, from the
+        ``offset``-th on; at most :data:`RECENT_LIMIT`. Events whose record is gone (swept) are
+        left out."""
         ids = await self._redis.zrangebyscore(
-            keys.events_named(name), after_ms, "+inf", start=0, num=RECENT_LIMIT
+            keys.events_named(name), after_ms, "+inf", start=offset, num=RECENT_LIMIT
         )
         stored = await self.get_many([str(event_id) for event_id in ids])
         return [s for s in stored if s is not None]

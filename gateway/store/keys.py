@@ -27,7 +27,9 @@ key                   type   content
 ``result``            HASH   task id → result JSON (written once, on success)
 ``checkpoint``        HASH   task id → last checkpoint JSON
 ``steps``             HASH   task id → JSON list of its durable steps ``[{name, result, attempt,
-                             recorded_ms}]`` in the order recorded (``lua/step.lua``); deleted
+                             recorded_ms}]`` in the order recorded (``lua/step.lua``; a wait's
+                             step, recorded when it ends, has ``wait`` too:
+                             ``lua/wait_helpers.lua`` ``wait_mark``); deleted
                              with the record, in the script that deletes it (sweep, clean,
                              queue deletion), as are its payload, result, checkpoint, attempts,
                              log list (sweep, clean), ``dedup``, ``singleton`` and ``notify``
@@ -95,6 +97,10 @@ key                   type   content
                              (the canonical JSON of the match's sorted field names) → its
                              entries in ``waits``, so an event's candidate fields are computed
                              from its data, not searched for
+``calls``             ZSET   task id → the lease expiry (ms) of its durable HTTP call (its
+                             record's ``wt`` with ``k = 'call'``): the gateway making it renews
+                             it; an expired one is made again by the recoverer
+                             (``lua/call.lua``, ``lua/claim_calls.lua``; ``gateway.dispatch.calls``)
 ====================  =====  ======================================================================
 
 Global keys (one command each, outside any script):

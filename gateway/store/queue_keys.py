@@ -84,6 +84,7 @@ class QueueKeys:
     key_counts: str
     waits: str
     wait_shapes: str
+    calls: str
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
@@ -126,6 +127,7 @@ class QueueKeys:
             key_counts=p + "key_counts",
             waits=p + "waits",
             wait_shapes=p + "wait_shapes",
+            calls=p + "calls",
         )
 
     def log(self, task_id: str) -> str:
@@ -187,4 +189,5 @@ class QueueKeys:
             self.key_counts,
             self.waits,
             self.wait_shapes,
+            self.calls,
         )

@@ -22,7 +22,10 @@ from sdk.wire import (
     NoticeState,
     NoticeStatus,
     QueuePolicy,
+    StepCall,
+    StepWait,
     Task,
+    TaskCall,
     TaskChild,
     TaskFlow,
     TaskState,
@@ -56,6 +59,9 @@ def dump_json(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_PLAIN_DEFAULTS = {"att": 0, "hist": 0, "prio": 0, "state": "queued"}  # a text record's
+
+
 def load_record(raw: str | bytes) -> dict[str, Any]:
     """A stored task record (JSON the scripts wrote: a flat object of strings, numbers, lists
     and small objects), read with orjson: about four times cheaper than ``json.loads``, and
@@ -70,16 +76,7 @@ def load_record(raw: str | bytes) -> dict[str, Any]:
     if first != "{" and first != b"{":
         sn, run_at, name = (raw if isinstance(raw, str) else raw.decode()).split(" ", 2)
         at = int(run_at)
-        return {
-            "name": name,
-            "run_at": at,
-            "sn": int(sn),
-            "att": 0,
-            "hist": 0,
-            "prio": 0,
-            "state": "queued",
-            "created": at,
-        }
+        return {"name": name, "run_at": at, "created": at, "sn": int(sn), **_PLAIN_DEFAULTS}
     record: dict[str, Any] = orjson.loads(raw)
     if "att" not in record:
         record["att"] = 0
@@ -280,9 +277,27 @@ def steps_from_json(steps: str | None) -> list[TaskStep]:
             result=step["result"],
             attempt=step["attempt"],
             recorded_at=to_datetime(step["recorded_ms"]),
+            wait=_step_wait(step.get("wait")),
         )
         for step in json.loads(steps)
     ]
+
+
+def _step_wait(mark: dict[str, Any] | None) -> StepWait | None:
+    """How a wait's step says its wait ended (``wait_mark`` of ``lua/wait_helpers.lua``)."""
+    if mark is None:
+        return None
+    since = mark.get("since_ms")
+    child = TaskChild(queue=mark["queue"], id=mark["id"]) if "id" in mark else None
+    call = StepCall(method=mark["method"], url=mark["url"]) if "url" in mark else None
+    return StepWait(
+        kind=mark["kind"],
+        by=mark["by"],
+        since=None if since is None else to_datetime(since),
+        event=mark.get("event"),
+        child=child,
+        call=call,
+    )
 
 
 def final_error(record: Mapping[str, Any]) -> str | None:
@@ -293,10 +308,14 @@ def final_error(record: Mapping[str, Any]) -> str | None:
 
 
 def wait_from_record(record: dict[str, Any]) -> TaskWait:
-    """The wait for an event or a child a record holds (``wt``: lua/wait_helpers.lua); it
+    """The wait for an event, a child or a call a record holds (``wt``: lua/wait_helpers.lua); it
     times out at the task's ``run_at``."""
     wt = record["wt"]
     until = to_datetime(record["run_at"])
+    if wt.get("k") == "call":  # a wait for a durable HTTP call (lua/call.lua)
+        request = json.loads(wt["q"])
+        call = TaskCall(method=request["method"], url=request["url"], since=to_datetime(wt["r"]))
+        return TaskWait(step=wt["s"], call=call, until=until)
     if "c" in wt:  # a wait for a child (lua/invoke.lua)
         return TaskWait(step=wt["s"], child=TaskChild(queue=wt["cq"], id=wt["c"]), until=until)
     return TaskWait(step=wt["s"], event=wt["e"], match=json.loads(wt["m"]), until=until)

@@ -93,10 +93,15 @@ ScriptName = Literal[
     "resume",
     "invoke",
     "resume_child",
+    "call",
+    "resume_call",
+    "claim_calls",
     "reshape",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
-WITH_HEALTH: frozenset[ScriptName] = frozenset({"claim", "accept", "finish", "wait", "invoke"})
+WITH_HEALTH: frozenset[ScriptName] = frozenset(
+    {"claim", "accept", "finish", "wait", "invoke", "call"}
+)
 WITH_JOB_HELPERS: frozenset[ScriptName] = frozenset({"save_job", "begin_run", "end_run"})
 
 # The scripts that announce due times, each with the position in KEYS (from 1) of its queue's
@@ -107,6 +112,7 @@ ANNOUNCING: dict[ScriptName, int] = {
     "finish": 1,
     "wait": 1,
     "invoke": 1,
+    "call": 1,
     "cancel": 5,
     "resolve": 1,
 }
@@ -157,7 +163,7 @@ def _used(definitions: list[tuple[str, str]], body: str) -> str:
 # Scripts made of another: the line ``--@finish`` of ``wait.lua`` becomes ``finish.lua`` as the
 # function ``finish_main`` (a wait is a finish with more after it; the finish itself stays one
 # file, and the hot path's script gains nothing).
-COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish", "invoke": "finish"}
+COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish", "invoke": "finish", "call": "finish"}
 
 
 @functools.cache
@@ -181,6 +187,7 @@ def _source(name: ScriptName, compact_records: bool = False) -> str:
         _read("ready"),  # the prelude's make_ready and release use it
         _read("prelude"),
         _read("key_limits"),
+        _read("resume_helpers"),  # last: it uses key_limits.lua and the prelude
     ]
     if name in WITH_HEALTH:
         helpers.append(_read("health"))

@@ -52,6 +52,7 @@ from sdk.wire.attempts import (
     FailureKind,
     NoticeState,
     NoticeStatus,
+    StepWait,
     TaskStep,
 )
 from sdk.wire.base import (
@@ -87,6 +88,7 @@ from sdk.wire.base import (
     WebUrl,
     check_queue_name,
 )
+from sdk.wire.calls import CallIn, StepCall, TaskCall
 from sdk.wire.catalog import (
     CatalogEndpoint,
     CatalogEntry,
@@ -239,6 +241,7 @@ __all__ = [
     "BatchItem",
     "BatchReceipt",
     "BatchResult",
+    "CallIn",
     "CallbackAck",
     "CancelMatching",
     "CancelOn",
@@ -332,10 +335,13 @@ __all__ = [
     "Skipped",
     "SleepIn",
     "StallPolicy",
+    "StepCall",
     "StepIn",
     "StepOut",
+    "StepWait",
     "Task",
     "TaskArgs",
+    "TaskCall",
     "TaskChild",
     "TaskCreate",
     "TaskFlow",

@@ -9,6 +9,8 @@ from enum import StrEnum
 from pydantic import Field, JsonValue
 
 from sdk.wire.base import OutputModel
+from sdk.wire.calls import StepCall
+from sdk.wire.invokes import TaskChild
 
 
 class AttemptOutcome(StrEnum):
@@ -37,13 +39,38 @@ class FailureKind(StrEnum):
     CONNECTION = "connection"  # no HTTP answer at all: refused, reset, DNS, TLS
 
 
+class StepWait(OutputModel):
+    """How a wait ended, on the step that recorded its end (docs/durable.md): what it waited
+    for, since when, and what ended it."""
+
+    kind: str = Field(
+        description="What the task waited for: 'event', 'invoke' (a child task) or 'call' "
+        "(an HTTP call the gateway made); a newer gateway may add kinds."
+    )
+    by: str = Field(
+        description="What ended the wait: 'event' (a matching event), 'child' (the child's "
+        "end), 'call' (the call's answer, or the gateway's failure to get one), 'timeout' (the "
+        "wait's timeout came first); a newer gateway may add others."
+    )
+    since: datetime | None = Field(None, description="When the wait was recorded.")
+    event: str | None = Field(None, description="The event's name (kind 'event').")
+    child: TaskChild | None = Field(None, description="The child task (kind 'invoke').")
+    call: StepCall | None = Field(None, description="The HTTP call (kind 'call').")
+
+
 class TaskStep(OutputModel):
-    """A durable step recorded with a task: its name, JSON result, attempt and time."""
+    """A durable step recorded with a task: its name, JSON result, attempt and time; a step a
+    wait recorded says how the wait ended."""
 
     name: str
     result: JsonValue = None
     attempt: int
     recorded_at: datetime
+    wait: StepWait | None = Field(
+        None,
+        description="Set on the step a wait recorded (an event, a child task's end, "
+        "its timeout): what it waited for and what ended it.",
+    )
 
 
 class Attempt(OutputModel):

@@ -29,6 +29,11 @@ class PushStep(OutputModel):
     result: JsonValue = None
     attempt: int = Field(description="The attempt that recorded it.")
     recorded_ms: int = Field(description="When it was recorded, in ms since the Unix epoch.")
+    wait: JsonValue = Field(
+        None,
+        description="Set on the step a wait recorded: {kind, by, since_ms, event | queue and "
+        "id} (what it waited for, what ended it); a worker may ignore it.",
+    )
 
 
 MAX_PASSED_RESULTS = 1024 * 1024

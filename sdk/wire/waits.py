@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from sdk.wire.base import DAY, InputModel, Json, OutputModel
+from sdk.wire.calls import TaskCall
 from sdk.wire.events import EventName  # as POST /v1/events takes it
 from sdk.wire.invokes import TaskChild
 
@@ -61,7 +62,8 @@ class CancelOn(InputModel):
 
 class TaskWait(OutputModel):
     """What a scheduled task waits for: an event (``ctx.wait_for_event``, the ``wait``
-    callback) or a child task it invoked (``ctx.invoke``, the ``invoke`` callback)."""
+    callback), a child task it invoked (``ctx.invoke``, the ``invoke`` callback) or an HTTP
+    call the gateway makes for it (``ctx.call``, the ``call`` callback)."""
 
     step: str = Field(description="The step the event (or the child's end) will be recorded as.")
     event: str | None = Field(None, description="The event's name (a wait for an event).")
@@ -69,4 +71,5 @@ class TaskWait(OutputModel):
         None, description="The fields of the event's data to match (a wait for an event)."
     )
     child: TaskChild | None = Field(None, description="The child task (a wait for a child).")
+    call: TaskCall | None = Field(None, description="The HTTP call (a wait for a call).")
     until: datetime = Field(description="When the wait times out.")

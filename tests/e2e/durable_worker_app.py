@@ -1,6 +1,6 @@
 """The worker process of the durable-execution e2e tests (tests/e2e/test_durable_e2e.py): an
 SDK ``Worker`` under uvicorn whose tasks use ``ctx.step``, ``ctx.sleep`` and
-``ctx.wait_for_event`` and ``ctx.invoke``.
+``ctx.wait_for_event``, ``ctx.invoke`` and ``ctx.call``.
 
 Every step function appends a line to ``<folder>/<step name>`` before it returns: the test
 counts a step's runs by those files, not by the SDK's own bookkeeping. Environment as for
@@ -98,6 +98,15 @@ def chain_top(folder: str, ctx: Context) -> dict[str, Any]:
     return {"before": before, "mid": mid}
 
 
+@task(queue="durable")
+async def caller(folder: str, url: str, timeout: float, ctx: AsyncContext) -> dict[str, Any]:
+    """A durable HTTP call between two steps (tests/e2e/test_calls_e2e.py)."""
+    before = await ctx.step("before", _mark, folder, "before")
+    answer = await ctx.call("api", url, json={"amount": 3}, timeout=timeout)
+    after = await ctx.step("after", _mark, folder, "after")
+    return {"before": before, "answer": answer, "after": after}
+
+
 worker = Worker(
     tasks=[
         three_steps,
@@ -108,6 +117,7 @@ worker = Worker(
         chain_leaf,
         chain_mid,
         chain_top,
+        caller,
     ],
     secret=os.environ["JOBGATE_WORKER_SECRET"],
     inline_window=0.5,

@@ -17,6 +17,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from sdk import TaskState
+from tests.call_service import CallService
 from tests.support import free_port
 
 from .conftest import ROOT, Cluster, wait_http
@@ -132,6 +133,54 @@ def test_a_node_task_waits_for_its_event_through_the_documented_callback(
     done = client.wait(task.id, timeout=30)
     assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
     assert done.result == {"approval": {"id": event.id, "name": "doc.approved", "data": {"doc": 5}}}
+    assert [a.outcome for a in done.attempts] == ["released", "succeeded"]
+
+
+def test_a_node_task_invokes_a_child_through_the_documented_callback(
+    setup: tuple[Cluster, str, str],
+) -> None:
+    """``order`` invokes ``add`` with the ``invoke`` callback; pushed again once the child
+    ends, it returns the child's sum. A child that fails for good fails the parent with the
+    child's state, id and error (the Node ``ChildFailed``, not retried)."""
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    task = client.enqueue("node", "order", {"a": 2, "b": 3})
+    done = client.wait(task.id, timeout=30)
+    assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
+    assert done.result == {"total": 5}
+    assert [a.outcome for a in done.attempts] == ["released", "succeeded"]  # none spent
+    (step,) = done.steps
+    assert step.name == "total"
+    assert isinstance(step.result, dict)
+    assert (step.result["state"], step.result["result"]) == ("succeeded", {"sum": 5})
+    child = client.get_task(str(step.result["id"]))
+    assert (child.queue, child.name, child.state) == ("node", "add", TaskState.SUCCEEDED)
+    assert child.payload == {"a": 2, "b": 3}
+
+    bad = client.enqueue("node", "order", {"a": "two", "b": 3})
+    done = client.wait(bad.id, timeout=30)
+    assert done.state is TaskState.DEAD, [(a.outcome, a.error) for a in done.attempts]
+    (step,) = done.steps
+    assert isinstance(step.result, dict)
+    assert step.result["state"] == "dead"
+    assert done.error == f"child {step.result['id']} dead: a and b must be numbers"
+    assert [a.outcome for a in done.attempts] == ["released", "failed"]
+
+
+def test_a_node_task_has_the_gateway_make_its_call_through_the_documented_callback(
+    setup: tuple[Cluster, str, str],
+) -> None:
+    """``quote`` asks for a durable HTTP call with the ``call`` callback; the gateway makes it
+    to a loopback service and pushes the task again with the answer."""
+    cluster, _, _ = setup
+    client = cluster.clients[0]
+    with CallService() as service:
+        task = client.enqueue("node", "quote", {"url": service.url + "/echo", "timeout": 10})
+        done = client.wait(task.id, timeout=30)
+        assert done.state is TaskState.SUCCEEDED, [(a.outcome, a.error) for a in done.attempts]
+        body = {"n": 1, "method": "POST", "key": f"{task.id}:quote", "body": '{"item":1}'}
+        assert done.result == {"status": 200, "body": body}
+        assert service.count() == 1
     assert [a.outcome for a in done.attempts] == ["released", "succeeded"]
 
 

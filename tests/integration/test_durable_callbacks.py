@@ -18,6 +18,7 @@ from tests.integration.test_release_callback import (
     Rig,
     rig,  # noqa: F401  (the fixture)
 )
+from tests.support import until
 
 
 async def test_a_step_is_recorded_once_shown_and_carried_to_the_next_attempt(rig: Rig) -> None:  # noqa: F811
@@ -193,3 +194,60 @@ async def test_the_admin_task_page_shows_what_the_api_shows_of_failures_and_resu
     assert (await rig.task(warned))["warning"] == "2 rows <skipped>"
     page = await admin_page(rig, f"/admin/tasks/{warned}")
     assert field(page, "warning") == "warning 2 rows &lt;skipped&gt;"
+
+
+async def test_the_admin_task_page_shows_an_invoke_apart_with_its_child_linked(rig: Rig) -> None:  # noqa: F811
+    """A task invokes a child (the ``invoke`` callback); the child's result resumes it. Its
+    page's timeline shows the invoke as its own kind, the child linked to its page, with the
+    child's end, and its next push's step says how the wait ended."""
+    task_id, base, lease = await rig.running()
+    body = {"step": "label", "name": "job", "payload": {"n": 1}, "timeout": 60}
+    async with httpx.AsyncClient() as cb:
+        invoked = await cb.post(f"{base}/invoke", json=body, headers={"jobgate-lease": lease})
+        assert invoked.status_code == 200, invoked.text
+        child = (await rig.task(task_id))["wait"]["child"]["id"]
+        await until(lambda: rig.worker.of(child), what="the child's push")
+        ((headers, _),) = rig.worker.of(child)
+        done = await cb.post(
+            f"{headers['jobgate-callback']}/result",
+            json={"result": {"label": "L-1"}},
+            headers={"jobgate-lease": headers["jobgate-lease"]},
+        )
+        assert done.status_code == 200, done.text
+    task = await rig.task(task_id, wait=10)
+    assert task["state"] == "succeeded", task
+    (step,) = task["steps"]
+    assert step["wait"]["kind"] == "invoke"
+    assert (step["wait"]["by"], step["wait"]["child"]["id"]) == ("child", child)
+    [(_, second)] = rig.worker.of(task_id)[1:]
+    assert second.steps is not None
+    assert second.steps[0].wait == {  # the push carries it as stored
+        "kind": "invoke",
+        "by": "child",
+        "since_ms": second.steps[0].wait["since_ms"],  # type: ignore[call-overload,index]
+        "queue": "q",
+        "id": child,
+    }
+    page = await admin_page(rig, f"/admin/tasks/{task_id}")
+    kinds = re.findall(r'data-kind="(\w+)"', page)
+    assert kinds == ["created", "attempt", "invoke", "attempt", "finished"], kinds
+    assert f'href="/admin/tasks/{child}"' in page
+    timeline = html.unescape(field(page, "timeline"))
+    assert f"q / {child}" in timeline
+    assert '{"label":"L-1"}' in timeline
+
+
+async def test_cancelling_a_parent_through_the_api_cancels_its_waiting_child(rig: Rig) -> None:  # noqa: F811
+    """The gateway's recoverer delivers the cancel of a cancelled parent's child: the child,
+    queued in a queue no endpoint serves, ends cancelled."""
+    (await rig.api.put("/v1/queues/idle", json={})).raise_for_status()
+    task_id, base, lease = await rig.running()
+    body = {"step": "s", "queue": "idle", "name": "job", "timeout": 600}
+    async with httpx.AsyncClient() as cb:
+        invoked = await cb.post(f"{base}/invoke", json=body, headers={"jobgate-lease": lease})
+        assert invoked.status_code == 200, invoked.text
+    child = (await rig.task(task_id))["wait"]["child"]["id"]
+    assert (await rig.task(child))["state"] == "queued"
+    cancelled = await rig.api.post(f"/v1/tasks/{task_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert (await rig.task(child, wait=10))["state"] == "cancelled"

@@ -18,12 +18,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.applications import Starlette
+from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.core.errors import QueueNotFound
 from gateway.dispatch import dispatcher as dispatcher_module
 from gateway.dispatch.dispatcher import Dispatcher
-from gateway.services.enqueue.created import Created
 from gateway.store.clock import ManualClock
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
@@ -286,16 +286,16 @@ async def test_a_lone_enqueue_is_pushed_without_a_dispatcher_cycle(
         assert woken == []
 
 
-async def test_a_lone_enqueues_push_is_written_before_its_answer_is_built(
+async def test_a_lone_enqueues_answer_is_written_before_its_push(
     redis_url: str,
     dispatchers: list[Dispatcher],
     worker: tuple[Worker, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The push of what the enqueue's claim took is written to its connection at the
-    handler's yield, before the enqueue's answer is built: the push does not wait behind that
-    answer (a task of its own for the one push, or aiohttp's body writer on Python < 3.12,
-    would have)."""
+    """The enqueue's answer never waits for the push of what its claim took: the answer is
+    written to the producer's connection first, in the same turn of the loop as the claim's
+    answer was read, and the push right after it (it used to be written first: the handler
+    yielded to the push's task twice before building its answer)."""
     scripted, url = worker
     order: list[str] = []
     write, writelines = StreamWriter._write, StreamWriter._writelines
@@ -308,15 +308,16 @@ async def test_a_lone_enqueues_push_is_written_before_its_answer_is_built(
         order.append("push written")
         writelines(self, chunks)
 
-    built = Created.json_value
+    answer = Response.__call__
 
-    def answer(self: Created) -> Any:
-        order.append("answer")
-        return built(self)
+    async def answered(self: Response, scope: Any, receive: Any, send: Any) -> None:
+        await answer(self, scope, receive, send)
+        if scope["path"] == "/v1/queues/q/tasks":  # the enqueue's (not the worker's)
+            order.append("answer written")
 
     monkeypatch.setattr(StreamWriter, "_write", written)
     monkeypatch.setattr(StreamWriter, "_writelines", lines_written)
-    monkeypatch.setattr(Created, "json_value", answer)
+    monkeypatch.setattr(Response, "__call__", answered)
     async with live_gateway(redis_url, ADMIN) as (_, api):
         (dispatcher,) = dispatchers
         await _queue_with_endpoint(api, scripted, url)
@@ -329,7 +330,8 @@ async def test_a_lone_enqueues_push_is_written_before_its_answer_is_built(
             finished = await api.get(f"/v1/tasks/{task_id}", params={"wait": 10})
             assert finished.json()["state"] == "succeeded"
             await until(lambda: not dispatcher._finishes._writers, what="the finish's answer")
-        assert order[:2] == ["push written", "answer"]
+            assert scripted.pushes(task_id)  # pushed by the claim that rode with the enqueue
+        assert order[:2] == ["answer written", "push written"]
 
 
 async def test_a_claim_that_leaves_tasks_ready_wakes_the_loop(

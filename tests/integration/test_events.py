@@ -213,6 +213,20 @@ async def test_recent_events_of_a_name_oldest_first(env: Env) -> None:
     assert await env.services.events.since("user.created", first["accepted_ms"] + 60_000) == []
 
 
+async def test_recent_events_are_read_in_pages_of_100(env: Env) -> None:
+    """The page a wait's post-check reads (docs/durable.md: the lookback considers the 100
+    oldest events of its name in its window; later ones are read page after page)."""
+    first = await publish(env, id="e-000", data={"n": 0})
+    for n in range(1, 130):
+        await publish(env, id=f"e-{n:03}", data={"n": n})
+    events = env.services.events
+    page = await events.since("user.created", first["accepted_ms"])
+    assert [e.id for e in page] == [f"e-{n:03}" for n in range(100)]
+    rest = await events.since("user.created", first["accepted_ms"], offset=100)
+    assert [e.id for e in rest] == [f"e-{n:03}" for n in range(100, 130)]
+    assert await events.since("user.created", first["accepted_ms"], offset=130) == []
+
+
 async def test_publishing_takes_an_events_scope_matching_the_name(env: Env) -> None:
     billing = env.as_key(BILLING)
     r = await env.api.post("/v1/events", json={"name": "billing.paid"}, headers=billing)

@@ -17,9 +17,10 @@ from gateway.services.tasks import TaskService
 from gateway.store.dependencies import DependencyStore
 from gateway.store.keys import QueueKeys
 from gateway.store.pubsub import Notifier
+from gateway.store.records import steps_from_json, to_datetime
 from gateway.store.scripts import Scripts
 from gateway.store.tasks import Finish
-from sdk.wire import AttemptOutcome, InvokeIn, TaskState
+from sdk.wire import AttemptOutcome, InvokeIn, StepWait, TaskChild, TaskState
 
 from .conftest import Stores
 from .test_recoverer import Q, claim, enqueue, make_queue, record
@@ -67,7 +68,7 @@ async def rig(stores: Stores) -> Rig:
         on_ready=lambda q, n: None,
     )
     invokes = Invokes(s.tasks, service, s.clock)
-    dependencies.on_invoke = invokes.enqueue_children
+    dependencies.on_invoke = invokes.deliver
     recoverer = Recoverer(s.tasks, s.queues, s.clock, dependencies=dependencies)
     await make_queue(s)
     return Rig(s, invokes, recoverer)
@@ -78,9 +79,16 @@ async def steps_of(s: Stores, task_id: str, queue: str = Q) -> dict[str, object]
     return {x["name"]: x["result"] for x in json.loads(raw or "[]")}
 
 
+async def wait_of(s: Stores, task_id: str) -> StepWait | None:
+    """How the wait of the task's one step ended, as the API shows it."""
+    (step,) = steps_from_json(await s.redis.hget(QueueKeys.of(Q).steps, task_id))
+    return step.wait
+
+
 async def test_a_child_that_succeeds_resumes_its_parent_once_with_its_result(rig: Rig) -> None:
     s = rig.s
     parent, child = await rig.invoke()
+    since = to_datetime(s.clock.now_ms())
     assert (await record(s, parent))["wt"]["c"] == child  # type: ignore[index]
     kid = await record(s, child)
     assert kid["par"] == {"q": Q, "id": parent, "s": "child"}
@@ -91,6 +99,10 @@ async def test_a_child_that_succeeds_resumes_its_parent_once_with_its_result(rig
     assert await steps_of(s, parent) == {
         "child": {"state": "succeeded", "id": child, "result": {"sum": 3}}
     }
+    kid_of = TaskChild(queue=Q, id=child)
+    assert await wait_of(s, parent) == StepWait(
+        kind="invoke", by="child", since=since, child=kid_of
+    )
     # The same end again (an outbox delivered twice), or the timeout: nothing more.
     await s.tasks.resume_child(Q, parent, child, '{"state":"x"}', s.clock.now_ms())
     s.clock.advance(120_000)
@@ -114,6 +126,9 @@ async def test_the_timeout_records_timed_out_and_a_later_end_changes_nothing(rig
     s.clock.advance(61_000)
     await rig.deliver()
     assert (await steps_of(s, parent))["child"]["state"] == "timed_out"  # type: ignore[index]
+    wait = await wait_of(s, parent)
+    assert wait is not None
+    assert (wait.kind, wait.by, wait.child) == ("invoke", "timeout", TaskChild(queue=Q, id=child))
     leases = await claim(s, 2)  # the parent and the child: both ready
     kid = next(x for x in leases if x.task_id == child)
     finish = Finish(kid.task_id, kid.token, AttemptOutcome.SUCCEEDED, text="1")
@@ -164,3 +179,47 @@ async def test_a_child_refused_for_good_resumes_its_parent_refused(rig: Rig) -> 
     step = (await steps_of(s, parent))["child"]
     assert step["state"] == "refused"  # type: ignore[index]
     assert step["id"] == child  # type: ignore[index]
+
+
+async def test_a_cancelled_parent_cancels_its_waiting_child_through_the_outbox(
+    rig: Rig,
+) -> None:
+    """A parent cancelled while it waits (the API's, a bulk's or a cancel_on's cancel: one
+    script) cancels its child in the child's queue, delivered by the recoverer from the
+    parent queue's outbox, whatever gateway runs it: a queued child at once, a running one by
+    a cancel request. The child's end then finds no wait, and a second delivery does nothing."""
+    s = rig.s
+    await make_queue(s, "other")
+    queued_parent, queued_child = await rig.invoke(step="a", queue="other")
+    running_parent, running_child = await rig.invoke(step="b")
+    (lease,) = await claim(s)  # the second child (queue Q) is running
+    assert lease.task_id == running_child
+    for parent in (queued_parent, running_parent):
+        assert await s.tasks.cancel(Q, parent, s.clock.now_ms()) == "CANCELLED"
+    # Nothing cancelled the children yet: the cancel is in the parent queue's outbox (a
+    # gateway that stops now leaves it there for any recoverer).
+    assert (await record(s, queued_child, "other"))["state"] == "queued"
+    assert "cancel" not in await record(s, running_child)
+    await rig.deliver()
+    kid = await record(s, queued_child, "other")
+    assert kid["state"] == "cancelled"
+    assert (await record(s, running_child))["cancel"] is True  # asked to stop
+    finish = Finish(running_child, lease.token, AttemptOutcome.ERROR, text="stopped")
+    assert (await s.tasks.finish(Q, finish, s.clock.now_ms())).state is TaskState.CANCELLED
+    await rig.deliver()  # the children's ends reach parents that no longer wait
+    for parent in (queued_parent, running_parent):
+        t = await record(s, parent)
+        assert (t["state"], "wt" in t) == ("cancelled", False)
+        assert await steps_of(s, parent) == {}
+    assert await s.redis.llen(QueueKeys.of(Q).outbox) == 0
+    assert await s.redis.llen(QueueKeys.of("other").outbox) == 0
+
+
+async def test_a_cancelled_parent_whose_wait_timed_out_leaves_the_child_alone(rig: Rig) -> None:
+    s = rig.s
+    parent, child = await rig.invoke()
+    s.clock.advance(61_000)
+    await rig.deliver()  # the timeout: the parent is ready again, its wait over
+    assert await s.tasks.cancel(Q, parent, s.clock.now_ms()) == "CANCELLED"
+    await rig.deliver()
+    assert (await record(s, child))["state"] == "queued"

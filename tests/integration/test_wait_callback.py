@@ -60,6 +60,7 @@ async def test_a_wait_ends_the_attempt_until_its_event_then_the_task_goes_on(
         "event": "approved",
         "match": {"doc": 7},
         "child": None,  # (a wait for a child task has it, and no event)
+        "call": None,  # (a wait for an HTTP call has it)
     }
     assert datetime.fromisoformat(task["wait"]["until"]) == datetime.fromisoformat(task["run_at"])
     assert await resumer.consume(event("approved", doc=8)) == []

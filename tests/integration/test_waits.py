@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 from ulid import ULID
@@ -16,9 +17,20 @@ from gateway.services.enqueue.new_records import new_task
 from gateway.services.event_types import AcceptedEvent, Touched
 from gateway.services.task_reads import TaskReader
 from gateway.services.waits import WaitResumer, Waits
+from gateway.store.events import RECENT_LIMIT
 from gateway.store.keys import QueueKeys, event_waits
+from gateway.store.records import to_datetime
 from gateway.store.tasks import Finish, Wait
-from sdk.wire import AttemptOutcome, CancelOn, QueuePolicy, TaskCreate, TaskState, WaitIn
+from sdk.wire import (
+    AttemptOutcome,
+    CancelOn,
+    QueuePolicy,
+    StepWait,
+    TaskCreate,
+    TaskState,
+    TaskStep,
+    WaitIn,
+)
 
 from .conftest import Stores
 from .test_recoverer import Q, claim, enqueue, make_queue, record
@@ -26,7 +38,8 @@ from .test_recoverer import Q, claim, enqueue, make_queue, record
 
 @dataclass
 class Recent:
-    """The events service's recent events, in memory (RecentEvents)."""
+    """The events service's recent events, in memory (RecentEvents), read in pages of
+    ``RECENT_LIMIT`` as the store reads them (tests/integration/test_events.py checks it)."""
 
     events: list[AcceptedEvent] = field(default_factory=list)
 
@@ -34,9 +47,9 @@ class Recent:
         self.events.append(event)
         return event
 
-    async def since(self, name: str, after_ms: int) -> list[AcceptedEvent]:
+    async def since(self, name: str, after_ms: int, offset: int = 0) -> list[AcceptedEvent]:
         found = [e for e in self.events if e.name == name and e.accepted_ms >= after_ms]
-        return sorted(found, key=lambda e: e.accepted_ms)
+        return sorted(found, key=lambda e: e.accepted_ms)[offset : offset + RECENT_LIMIT]
 
 
 @dataclass
@@ -89,8 +102,11 @@ class Rig:
         return ids
 
     async def steps(self, task_id: str) -> dict[str, object]:
+        return {step.name: step.result for step in await self.recorded(task_id)}
+
+    async def recorded(self, task_id: str) -> list[TaskStep]:
         view = await TaskReader(self.s.tasks, self.s.queues, self.s.clock).read(Q, task_id)
-        return {step.name: step.result for step in view.steps}
+        return view.steps
 
 
 @pytest.fixture
@@ -114,6 +130,7 @@ async def test_a_wait_is_resumed_by_its_event_once_with_the_event_as_the_steps_r
     rig: Rig,
 ) -> None:
     (task_id,) = await rig.waiting(match={"invoice": "inv-7"})
+    since = rig.s.clock.now_ms()
     view = await TaskReader(rig.s.tasks, rig.s.queues, rig.s.clock).read(Q, task_id)
     assert (view.state, view.attempt) == (TaskState.SCHEDULED, 0)
     assert view.wait is not None
@@ -134,6 +151,11 @@ async def test_a_wait_is_resumed_by_its_event_once_with_the_event_as_the_steps_r
     assert (t["state"], "wt" in t) == ("queued", False)
     expected = {"id": event.id, "name": "approved", "data": {"invoice": "inv-7", "by": "ann"}}
     assert await rig.steps(task_id) == {"approval": expected}
+    (step,) = await rig.recorded(task_id)  # the step says what it waited for, since when
+    assert step.wait == StepWait(
+        kind="event", by="event", since=to_datetime(since), event="approved"
+    )
+    assert step.recorded_at == to_datetime(since + 5)
     assert await index_keys(rig.s) == set()
     (lease,) = await claim(rig.s)  # pushed again, with the step among its steps
     assert lease.task_id == task_id
@@ -146,6 +168,10 @@ async def test_the_timeout_records_null_and_makes_the_task_ready(rig: Rig) -> No
     rig.s.clock.advance(1_000)
     assert await rig.s.tasks.promote(Q, rig.s.clock.now_ms(), 100) == 1
     assert await rig.steps(task_id) == {"approval": None}
+    (step,) = await rig.recorded(task_id)
+    assert step.wait is not None
+    assert (step.wait.kind, step.wait.by, step.wait.event) == ("event", "timeout", "approved")
+    assert step.recorded_at - step.wait.since == timedelta(seconds=30)  # type: ignore[operator]
     assert (await record(rig.s, task_id))["state"] == "queued"
     assert await index_keys(rig.s) == set()
     assert (await rig.publish("approved", {"invoice": "inv-1"}))[1] == []  # too late
@@ -167,8 +193,11 @@ async def test_an_event_recorded_between_the_wait_script_and_the_post_check_is_n
         Wait("s", "approved", canonical({"k": 1}), shape_of({"k": 1}), 0),
         recorded,
     )
-    # ... an event accepted now, whose consumer has not run yet (its gateway is slow) ...
+    # ... events accepted now, whose consumers have not run yet (their gateways are slow):
+    # 150 of the name that do not match, then one that does (past the first page) ...
     rig.s.clock.advance(10_000)
+    for _ in range(150):
+        rig.recent.add(rig.event("approved", {"k": 2}))
     event = rig.recent.add(rig.event("approved", {"k": 1.0}))
     # ... and the post-check finds it.
     assert await wait.post_check(Q, lease.task_id, body, recorded)
@@ -196,6 +225,20 @@ async def test_an_event_before_the_wait_counts_only_within_the_lookback(rig: Rig
         "data": {"k": "a"},
     }
     assert (await record(rig.s, ignored))["state"] == "scheduled"
+
+
+async def test_the_lookback_considers_the_100_oldest_events_of_its_window(rig: Rig) -> None:
+    """docs/durable.md's lookback limit: a matching event behind 100 others of the name in the
+    window does not resume the wait; within the first 100 it does."""
+    assert RECENT_LIMIT == 100  # the number the doc gives
+    for _ in range(RECENT_LIMIT):
+        rig.recent.add(rig.event("approved", {"k": "other"}))
+    rig.recent.add(rig.event("approved", {"k": "a"}))  # the 101st
+    rig.s.clock.advance(10_000)
+    (missed,) = await rig.waiting(match={"k": "a"}, lookback=60)
+    assert (await record(rig.s, missed))["state"] == "scheduled"
+    (taken,) = await rig.waiting(match={"k": "other"}, lookback=60)
+    assert (await rig.steps(taken))["approval"]["id"] == rig.recent.events[0].id  # type: ignore[index]
 
 
 async def test_one_event_resumes_every_task_waiting_on_it(rig: Rig) -> None:

@@ -239,3 +239,107 @@ def test_a_task_waiting_for_a_child_it_invoked_names_the_child() -> None:
         ("child", "print / 01J0000000000000000000CHLD"),
         ("until", at(600)),
     ]
+    assert now_entry.facts[1].task == "01J0000000000000000000CHLD"  # linked to its page
+
+
+CHILD = "01J0000000000000000000CHLD"
+
+
+def ended(name: str, result: Any, since: float, recorded: float, **wait: Any) -> Any:
+    """A step a wait recorded when it ended, with its ``wait``."""
+    return {**step(name, result, 2, recorded), "wait": {"since": iso(since), **wait}}
+
+
+def test_ended_waits_show_their_kind_times_and_outcome_apart_from_steps() -> None:
+    """An event wait matched and one timed out, an invoke whose child succeeded and one whose
+    child failed, a wait of a kind this version does not know (a durable call's), and a plain
+    step: each its own kind, from the wait's start to its end, with its outcome."""
+    event = {"id": "01J00000000000000000000EVT", "name": "paid", "data": {"order": 1}}
+    done = task(
+        finished_at=iso(100),
+        steps=[
+            step("plain", {"state": "succeeded"}, 1, 1),
+            ended("payment", event, 2, 12, kind="event", by="event", event="paid"),
+            ended("approval", None, 13, 43, kind="event", by="timeout", event="approved"),
+            ended(
+                "label",
+                {"state": "succeeded", "id": CHILD, "result": {"n": 1}},
+                44,
+                50,
+                kind="invoke",
+                by="child",
+                child={"queue": "print", "id": CHILD},
+            ),
+            ended(
+                "ship",
+                {"state": "dead", "id": CHILD, "error": "no carrier\ntrace"},
+                51,
+                55,
+                kind="invoke",
+                by="child",
+                child={"queue": "print", "id": CHILD},
+            ),
+            ended(
+                "fetch",
+                {"status": 200, "headers": {}, "body": "ok"},
+                56,
+                57,
+                kind="call",
+                by="call",
+                call={"method": "POST", "url": "https://api.example.com/q"},
+            ),
+            ended(
+                "poll", {"error": "refused", "kind": "unreachable"}, 58, 59, kind="call", by="call"
+            ),
+            ended("later", {"kind": "new"}, 60, 61, kind="newer", by="something"),
+        ],
+    )
+    entries = [e for e in timeline(done, now=at(200)) if e.kind not in FRAME]
+    assert [(e.kind, e.label, e.outcome, e.at, e.end) for e in entries] == [
+        (EntryKind.STEP, "plain", "", at(1), None),
+        (EntryKind.EVENT, "payment", "matched", at(2), at(12)),
+        (EntryKind.EVENT, "approval", "timed out", at(13), at(43)),
+        (EntryKind.INVOKE, "label", "succeeded", at(44), at(50)),
+        (EntryKind.INVOKE, "ship", "dead", at(51), at(55)),
+        (EntryKind.CALL, "fetch", "answered 200", at(56), at(57)),
+        (EntryKind.CALL, "poll", "unreachable", at(58), at(59)),
+        (EntryKind.WAIT, "later", "something", at(60), at(61)),
+    ]
+    facts = [{f.label: f.text or f.moment for f in e.facts} for e in entries[1:]]
+    assert facts[0] == {
+        "event": "paid",
+        "event id": event["id"],
+        "resumed": at(12),
+        "attempt": "2",
+    }
+    assert facts[1] == {"event": "approved", "resumed": at(43), "attempt": "2"}
+    assert facts[2]["child"] == f"print / {CHILD}"
+    assert facts[2]["result"] == '{"n":1}'
+    assert next(f for f in entries[3].facts if f.label == "child").task == CHILD
+    assert facts[3]["error"] == "no carrier"
+    assert facts[4]["call"] == "POST https://api.example.com/q"
+    assert facts[5]["error"] == "refused"
+    assert facts[6]["kind"] == "newer"
+    assert entries[2].took == 30.0
+
+
+FRAME = {EntryKind.CREATED, EntryKind.FINISHED}
+
+
+def test_a_task_waiting_for_an_http_call_names_its_method_and_url_since_and_until() -> None:
+    url = "https://api.example.com/charges"
+    waiting = waiting_task(
+        {
+            "step": "charge",
+            "call": {"method": "POST", "url": url, "since": iso(3)},
+            "until": iso(600),
+        },
+    )
+    now_entry = timeline(waiting, now=at(10))[-1]
+    assert now_entry.label == "waiting for an HTTP call"
+    assert [(f.label, f.text or f.moment) for f in now_entry.facts] == [
+        ("step", "charge"),
+        ("call", f"POST {url}"),
+        ("since", at(3)),
+        ("until", at(600)),
+    ]

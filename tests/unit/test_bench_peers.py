@@ -212,13 +212,24 @@ def test_races_keep_the_order_given() -> None:
 def test_a_session_is_recorded_under_its_race_and_process_count() -> None:
     """CPU at every process count; memory, enqueue and latency only from the full session."""
     from bench.peers import record
-    from bench.peers_metrics import ENQUEUE, QUEUED, cpu_metric, drain_metric, enqueue_cpu_metric
+    from bench.peers_metrics import (
+        ANSWER_P50,
+        ANSWER_P99,
+        ENQUEUE,
+        P50,
+        QUEUED,
+        cpu_metric,
+        drain_metric,
+        enqueue_cpu_metric,
+    )
     from bench.peers_session import Drain, Session
 
     found = Session(
         drains={"Jobgate, one push each": Drain(100.0, 50.0, {"redis": 10.0, "total": 30.0}, 400)},
         enqueue={"Jobgate, batches of 500": 9_000.0},
         enqueue_cpu_us={"Jobgate, 1 per request": {"gateway": 140.0}},
+        latency_ms={"Jobgate, one push each": [3.0]},
+        answer_ms={"Jobgate, .delay()": [2.0], "taskiq": [0.5]},
     )
     results = Results()
     record(results, found, 0, "http", 2, full=False)
@@ -230,6 +241,10 @@ def test_a_session_is_recorded_under_its_race_and_process_count() -> None:
     assert results.runs(ENQUEUE, "Jobgate, batches of 500") == [9_000.0, 9_000.0]
     assert results.median(enqueue_cpu_metric("gateway"), "Jobgate, 1 per request") == 140.0
     assert drain_metric("http", 1) != drain_metric("python", 1)
+    assert results.runs(P50, "Jobgate, one push each") == [3.0, 3.0]
+    assert results.runs(ANSWER_P50, "Jobgate, .delay()") == [2.0, 2.0]
+    assert results.runs(ANSWER_P99, "Jobgate, .delay()") == [2.0, 2.0]
+    assert results.ratio(ANSWER_P50, "Jobgate, .delay()") == 4.0  # ÷ taskiq's call
 
 
 def race_results(jobgate_batched: float, fastest_peer: float) -> Results:
@@ -260,6 +275,30 @@ def test_targets_compare_ratios_and_medians_in_the_right_direction() -> None:
     assert unmeasured.met(met) is None
 
 
+def test_the_enqueue_answers_targets_read_each_way_in_against_the_fastest_peers_call() -> None:
+    """The enqueue call's own answer: `.delay()` and a plain POST each ÷ the peer whose enqueue
+    call returned soonest in the same run, at most 1 time theirs."""
+    from bench.peers_metrics import ANSWER_P50, DELAY, PLAIN_POST
+    from bench.peers_targets import targets
+
+    found = {t.text: t for t in targets((1,), 64)}
+    delay = found["the enqueue's answer, .delay(), idle, p50 ≤ the fastest peer's enqueue call"]
+    plain = found[
+        "the enqueue's answer, plain HTTP POST, idle, p50 ≤ the fastest peer's enqueue call"
+    ]
+    results = Results()
+    for run in range(3):
+        results.record(ANSWER_P50, DELAY, run, 1.0)
+        results.record(ANSWER_P50, PLAIN_POST, run, 2.4)
+        results.record(ANSWER_P50, "taskiq", run, 1.2)
+        results.record(ANSWER_P50, "Celery", run, 3.0)
+    assert delay.figure(results) == pytest.approx(1.0 / 1.2)
+    assert delay.met(results) is True
+    assert plain.figure(results) == pytest.approx(2.0)
+    assert plain.met(results) is False
+    assert delay.met(Results()) is None
+
+
 def test_target_table_marks_met_not_met_and_not_measured() -> None:
     from bench.peers_targets import target_table, targets
 
@@ -269,7 +308,7 @@ def test_target_table_marks_met_not_met_and_not_measured() -> None:
     assert "| (a) drain ≥ 2\u00d7 the fastest peer, 2 process(es) | — | not measured |" in table
     assert "| `import sdk` ≤ 0.3 s | 1.25 s | **not met** |" in table
     texts = [line.split(" | ")[0] for line in table[2:-1]]
-    assert len(texts) == len(set(texts)) == 14  # 2 drains per race, 10 others
+    assert len(texts) == len(set(texts)) == 16  # 2 drains per race, 12 others
 
 
 async def test_the_service_verifies_jobgate_pushes_and_takes_the_peers_posts() -> None:

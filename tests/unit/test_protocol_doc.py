@@ -110,4 +110,5 @@ def test_every_header_field_and_callback_is_documented() -> None:
         "sleep",
         "wait",
         "invoke",
+        "call",
     }

@@ -22,7 +22,6 @@ No stage imports this module or calls back into it: each gets what it needs as a
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 
 from gateway.caches.directory import Directory
@@ -112,7 +111,10 @@ class Enqueue:
         # 2. The new records, and 3. the store. An idle dispatcher here has its claim ride in
         # the enqueue's round trip, so a task that can go now is pushed without waiting for a
         # dispatcher cycle. (Asked for right before the round trip: the store hands every order
-        # it was given its answer.)
+        # it was given its answer.) The pushes of what it took start as tasks of their own,
+        # which run once this one yields: nothing below awaits anything but Redis (and a plain
+        # enqueue nothing at all), so the answer is written first and the pushes right after,
+        # and the answer never waits for a push.
         now = self._clock.now_ms()
         ready_now = any(is_ready_now(spec, now) for spec in specs)
         order = None
@@ -132,15 +134,6 @@ class Enqueue:
                 enqueued = await self._tasks.enqueue_batch(
                     queue, new, now, client_ids=bool(given), claim=order
                 )
-        if order is not None:
-            # The pushes of what the claim took were just started: let them write their
-            # requests before this answer is built (the worker starts sooner; the answer waits
-            # about as long as building a push takes). Two turns of the loop: in the first the
-            # push tasks run up to their request, and aiohttp on Python < 3.12 starts a task of
-            # its own to write the body, which runs in the second (on 3.12 and later it writes
-            # at once, and the second turn costs about a microsecond).
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
 
         # 4. What follows the store: metrics, links, the wake-up.
         stored = enqueued.stored

@@ -1,12 +1,17 @@
 -- Cancel a task. Queued, scheduled and waiting tasks end at once (and their dependents fail); a
 -- running one is asked to stop (the next heartbeat answer says so), and the end of its attempt
 -- decides (finish.lua): succeeded when the attempt succeeded, else cancelled.
+-- A task cancelled while it waits for a child it invoked (``wt.c``: wait_helpers.lua) puts
+-- "cancel this child" in its queue's outbox ({cc = the child's id, cq = its queue, p = this
+-- task's id}), which the recoverer delivers to the child's queue (gateway/services/invokes.py):
+-- a cancelled parent cancels its waiting child (docs/durable.md, "Invoking a task").
 -- KEYS[1] meta   KEYS[2] ready   KEYS[3] scheduled   KEYS[4] done:cancelled   KEYS[5] queue hash
 -- KEYS[6] seq   KEYS[7] waiting   KEYS[8] dependents   KEYS[9] groups   KEYS[10] outbox
 -- KEYS[11] done:failed   KEYS[12] done:dead   KEYS[13] notify
 -- KEYS[14] key_counts (per-key concurrency: key_limits.lua)   KEYS[15] waits
 -- KEYS[16] wait_shapes (a task cancelled at once leaves the waits index: its wait for an
--- event and its cancel_on entries; wait_helpers.lua)
+-- event and its cancel_on entries; wait_helpers.lua)   KEYS[17] calls (and the calls ZSET:
+-- its durable HTTP call)
 -- ARGV[1] task id   ARGV[2] now ms   ARGV[3] done channel prefix   ARGV[4] queue name
 -- ARGV[5] wake channel: told the queue name when cancelling a queued task of a concurrency key
 --         moved the key's next held task to the ready set
@@ -41,8 +46,9 @@ elseif t.state == 'waiting' then
 else
   return {'FINISHED', t.state}
 end
+local child = t.wt and t.wt.c and t.wt
 if t.wt or t.co then
-  unindex_waits({waits = KEYS[15], shapes = KEYS[16]}, id, t)
+  unindex_waits({waits = KEYS[15], shapes = KEYS[16], calls = KEYS[17]}, id, t)
 end
 local now = tonumber(ARGV[2])
 local Q = {
@@ -68,6 +74,10 @@ if t.jb then
 end
 if t.par then
   record_child_end(Q, id, t, nil)
+end
+if child then
+  redis.call('RPUSH', KEYS[10], cjson.encode({cc = child.c, cq = child.cq, p = id}))
+  due_at(now)
 end
 save_task(KEYS[1], id, t)
 redis.call('ZADD', KEYS[4], int(now), id)

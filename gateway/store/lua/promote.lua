@@ -2,9 +2,10 @@
 -- KEYS[1] meta   KEYS[2] scheduled   KEYS[3] ready   KEYS[4] seq   KEYS[5] queue hash
 -- KEYS[6] key_counts (a task of a concurrency key is admitted: key_limits.lua; the policy is
 -- read only when such a task is due)
--- KEYS[7] steps   KEYS[8] waits   KEYS[9] wait_shapes (a task waiting for an event whose
--- timeout came: its step is recorded with the result null (a wait for a child: its ``tr``), and its index entries removed:
--- wait_helpers.lua; a task without a wait pays one field test)
+-- KEYS[7] steps   KEYS[8] waits   KEYS[9] wait_shapes   KEYS[10] calls (a task waiting for
+-- an event whose timeout came: its step is recorded with the result null (a wait for a child
+-- or a call: its ``tr``), and its index entries (a call's entry) removed: wait_helpers.lua; a
+-- task without a wait pays one field test)
 -- ARGV[1] now ms   ARGV[2] most tasks to move   ARGV[3] wake channel   ARGV[4] queue name
 -- Returns the number of tasks moved (entries of tasks no longer scheduled are dropped).
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -17,8 +18,8 @@ local K = nil
 for _, id in ipairs(due) do
   local t = load_task(KEYS[1], id)
   if t and t.wt and t.state == 'scheduled' then
-    append_step(KEYS[7], id, t, t.wt.s, t.wt.tr or 'null', t.att + 1, tonumber(ARGV[1]))
-    unwait({waits = KEYS[8], shapes = KEYS[9]}, id, t)
+    append_wait_step(KEYS[7], id, t, t.wt.tr or 'null', 'timeout', tonumber(ARGV[1]))
+    unwait({waits = KEYS[8], shapes = KEYS[9], calls = KEYS[10]}, id, t)
   end
   if t and t.state == 'scheduled' and t.ck then
     if K == nil then

@@ -3,7 +3,7 @@
 -- recoverer calls it after handling a queue, and for every queue in its slow rescan.
 -- KEYS[1] queue hash   KEYS[2] scheduled   KEYS[3] running   KEYS[4] stalls   KEYS[5] dedup expiry
 -- KEYS[6] links   KEYS[7] outbox   KEYS[8] done:succeeded   KEYS[9] done:failed
--- KEYS[10] done:dead   KEYS[11] done:cancelled
+-- KEYS[10] done:dead   KEYS[11] done:cancelled   KEYS[12] calls (durable HTTP calls' leases)
 -- ARGV[1] now ms   ARGV[2] sweep interval ms: sweeping (dedup windows, finished tasks past
 --         retention) is due no sooner than this long after now, so it comes in batches
 -- Returns the due time in ms, or nil when nothing is due ever (or the queue is gone).
@@ -36,6 +36,10 @@ if policy.stall_policy == 'redispatch' then
   if stall then
     due_at(stall)
   end
+end
+local call = first(KEYS[12])
+if call then
+  due_at(call)
 end
 local link = first(KEYS[6])
 if link then

@@ -60,7 +60,7 @@ for i = 8, #ARGV do
       local wt = t and t.wt
       if kind == 'w' and wt and t.state == 'scheduled' and wt.e == name
         and wait_field(wt.e, wt.m) == field and accepted >= wt.r - wt.lb then
-        append_step(KEYS[3], id, t, wt.s, ARGV[4], t.att + 1, now)
+        append_wait_step(KEYS[3], id, t, ARGV[4], 'event', now)
         unwait(W, id, t)  -- (its cancel_on entries stay: the task is not done)
         redis.call('ZREM', KEYS[4], id)
         make_due(id, t)

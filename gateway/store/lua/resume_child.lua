@@ -1,7 +1,7 @@
 -- A child task ended: resume its parent, when the parent still waits for that very child
 -- (scheduled, ``wt.c`` its id: wait_helpers.lua). Then, in this one script, the wait's step is
 -- recorded with the child's end as its result, the wait is cleared, and the task is ready (held
--- behind its concurrency key's limit, as promote.lua does). A parent resumed before (the same
+-- behind its concurrency key's limit: resume_helpers.lua). A parent resumed before (the same
 -- end delivered twice), timed out, cancelled or gone is left alone: a child resumes its parent
 -- once (docs/durable.md, "Invoking a task").
 -- KEYS[1] queue hash   KEYS[2] meta   KEYS[3] steps   KEYS[4] scheduled   KEYS[5] ready
@@ -16,23 +16,10 @@ local wt = t and t.wt
 if not (wt and wt.c == ARGV[3] and t.state == 'scheduled') then
   return 0
 end
-append_step(KEYS[3], id, t, wt.s, ARGV[4], t.att + 1, now)
+append_wait_step(KEYS[3], id, t, ARGV[4], 'child', now)
 t.wt = nil
-redis.call('ZREM', KEYS[4], id)
-t.run_at = now
-local was_empty = redis.call('ZCARD', KEYS[5]) == 0
-if t.ck then
-  local K = key_hooks({
-    policy = policy_of(KEYS[1]) or {}, ready = KEYS[5], seq = KEYS[6], meta = KEYS[2],
-    counts = KEYS[7],
-  })
-  was_empty = was_empty or ready_count(K) == 0
-  key_admit(K, id, t)
-else
-  make_ready(KEYS[5], KEYS[6], id, t)
-end
-save_task(KEYS[2], id, t)
-if was_empty then
-  redis.call('PUBLISH', ARGV[5], ARGV[6])
-end
+resume_now({
+  policy = KEYS[1], meta = KEYS[2], scheduled = KEYS[4], ready = KEYS[5], seq = KEYS[6],
+  counts = KEYS[7], wake = ARGV[5], queue = ARGV[6],
+}, id, t, now)
 return 1

@@ -11,6 +11,11 @@
 --   c = the child's id, cq = the child's queue, r = ms recorded, tr = the step's result at the
 --   timeout (JSON)}: no event matches it (no ``e``), and it is in no index; the child's end
 --   resumes it (resume_child.lua), else its timeout does (promote.lua).
+-- A task waiting for a durable HTTP call (call.lua) has ``wt`` = {s = step name, k = 'call',
+--   q = the request (JSON), to = one try's timeout ms, r = ms recorded, tr = the step's result
+--   at the backstop (JSON)}: in no event index, but in the queue's ``calls`` ZSET, which
+--   unwait leaves when given it (``W.calls``); its answer resumes it (resume_call.lua), else
+--   its backstop does (promote.lua).
 -- A task enqueued with cancel_on has ``co``: a list of {e, m, h}, one per entry.
 -- The queue's index of both (gateway/store/keys.py): ``W.waits`` HASH, '<e>\31<m>' -> JSON
 -- list of entries 'w<id>' (a wait) and 'c<id>' (a cancel_on); ``W.shapes`` HASH, '<e>' ->
@@ -95,12 +100,15 @@ local function index_cancel_on(W, id, t)
   end
 end
 
--- Remove task ``id``'s wait from the index and from ``t`` (the caller saves it).
+-- Remove task ``id``'s wait from the index (a call's from ``W.calls``, when given) and from
+-- ``t`` (the caller saves it).
 local function unwait(W, id, t)
   local wt = t.wt
   if wt then
     if wt.e then  -- (a wait for a child task, ``c``, is in no index)
       index_remove(W, 'w', id, wt.e, wt.m, wt.h)
+    elseif wt.k == 'call' and W.calls then
+      redis.call('ZREM', W.calls, id)
     end
     t.wt = nil
   end
@@ -118,10 +126,35 @@ local function unindex_waits(W, id, t)
   end
 end
 
--- Append the step ``name`` with ``result_json`` (JSON text) to task ``id``'s steps, as
--- step.lua records one (a name recorded before keeps its first result), and mark the record
--- (``stp``) so the claim carries them. ``attempt`` is the attempt the step belongs to.
-local function append_step(steps_key, id, t, name, result_json, attempt, now)
+-- How task ``t``'s wait ended, as its recorded step keeps it (``wait`` beside the step's
+-- result; the admin timeline reads it): {kind, since_ms (when the wait was recorded), by (what
+-- ended it: 'event', 'child', 'call' or 'timeout')} and the kind's own fields: an event wait's
+-- ``event`` name, an invoke's child ``queue`` and ``id``, a durable call's ``method`` and
+-- ``url`` (a wait that names its kind, ``k``, as a call's does, gets that kind).
+local function wait_mark(wt, by)
+  local kind = wt.k or (wt.c and 'invoke') or 'event'
+  local mark = '{"kind":' .. cjson.encode(kind) .. ',"by":"' .. by .. '"'
+  if wt.r then
+    mark = mark .. ',"since_ms":' .. string.format('%d', wt.r)
+  end
+  if kind == 'event' then
+    mark = mark .. ',"event":' .. cjson.encode(wt.e)
+  elseif kind == 'invoke' then
+    mark = mark .. ',"queue":' .. cjson.encode(wt.cq) .. ',"id":' .. cjson.encode(wt.c)
+  elseif kind == 'call' then
+    local call = cjson.decode(wt.q)
+    mark = mark .. ',"method":' .. cjson.encode(call.method or 'GET') .. ',"url":'
+      .. cjson.encode(call.url)
+  end
+  return mark .. '}'
+end
+
+-- Record the end of task ``id``'s wait (``t.wt``, still set) as its step: ``result_json`` (JSON
+-- text) under the wait's step name, for the attempt to come, with how the wait ended
+-- (wait_mark: ``by``), appended to the task's steps as step.lua records one (a name recorded
+-- before keeps its first result); and mark the record (``stp``) so the claim carries them.
+local function append_wait_step(steps_key, id, t, result_json, by, now)
+  local name = t.wt.s
   local stored = redis.call('HGET', steps_key, id)
   if stored then
     for _, step in ipairs(cjson.decode(stored)) do
@@ -131,8 +164,8 @@ local function append_step(steps_key, id, t, name, result_json, attempt, now)
     end
   end
   local entry = '{"name":' .. cjson.encode(name) .. ',"result":' .. result_json
-    .. ',"attempt":' .. string.format('%d', attempt) .. ',"recorded_ms":'
-    .. string.format('%d', now) .. '}'
+    .. ',"attempt":' .. string.format('%d', t.att + 1) .. ',"recorded_ms":'
+    .. string.format('%d', now) .. ',"wait":' .. wait_mark(t.wt, by) .. '}'
   if stored then
     redis.call('HSET', steps_key, id, string.sub(stored, 1, -2) .. ',' .. entry .. ']')
   else

@@ -7,13 +7,14 @@ heartbeats, log lines; a claim that rides in another round trip: :mod:`.carried`
 :mod:`.finish` (ends of attempts: :mod:`.finish_words`, :mod:`.finish_reply`), :mod:`.cancel`,
 :mod:`.recovery` (due tasks, expired and stalled leases, sweeping), :mod:`.due` (the due index
 across queues), :mod:`.waits` (waits for events, cancel_on), :mod:`.invokes` (waits for
-children) and :mod:`.reads` (views that change nothing).
+children), :mod:`.calls` (durable HTTP calls) and :mod:`.reads` (views that change nothing).
 
 The Redis client must decode responses (``decode_responses=True``).
 """
 
 from __future__ import annotations
 
+from gateway.store.tasks.calls import Calling, CallWait, ClaimedCall
 from gateway.store.tasks.cancel import Cancel, Cancelling, CancelResult
 from gateway.store.tasks.carried import ClaimOrder
 from gateway.store.tasks.due import DueIndexing
@@ -30,12 +31,14 @@ from gateway.store.tasks.waits import Touch, Wait, Waiting
 
 __all__ = [
     "LOG_LINES_KEPT",
+    "CallWait",
     "Cancel",
     "CancelResult",
     "ChildWait",
     "Claim",
     "ClaimOrder",
     "ClaimStatus",
+    "ClaimedCall",
     "Ended",
     "Enqueued",
     "Expired",
@@ -51,6 +54,15 @@ __all__ = [
 
 
 class TaskStore(
-    Enqueuing, Leasing, Finishing, Cancelling, Recovering, DueIndexing, Reading, Waiting, Invoking
+    Enqueuing,
+    Leasing,
+    Finishing,
+    Cancelling,
+    Recovering,
+    DueIndexing,
+    Reading,
+    Waiting,
+    Invoking,
+    Calling,
 ):
     """Atomic task state changes of every queue."""

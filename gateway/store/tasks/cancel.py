@@ -57,6 +57,7 @@ class Cancelling(StoreBase):
                 k.key_counts,
                 k.waits,
                 k.wait_shapes,
+                k.calls,
             ],
             [task_id, now_ms, keys.DONE_CHANNEL_PREFIX, queue, keys.WAKE_CHANNEL],
         )

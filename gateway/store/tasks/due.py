@@ -102,6 +102,7 @@ class DueIndexing(StoreBase):
                 k.failed,
                 k.dead,
                 k.cancelled,
+                k.calls,
             ],
             [now_ms, sweep_every_ms],
         )

@@ -48,6 +48,7 @@ class Recovering(StoreBase):
                 k.steps,
                 k.waits,
                 k.wait_shapes,
+                k.calls,
             ],
             [now_ms, limit, keys.WAKE_CHANNEL, queue],
         )
