@@ -5,8 +5,9 @@ with its own ``PYTHONPATH``, and this tree.
 Tasks an older gateway stored (queued at several priorities, scheduled, waiting on a dependency,
 running under a lease with a checkpoint and a step) are run by a newer gateway, each once, in
 priority order once the newer gateway's start has rewritten their members; and both versions
-serving one queue at once (a rolling upgrade) lose and repeat nothing. docs/operations.md,
-"Upgrading", says what an older gateway cannot do meanwhile."""
+serving one queue at once (a rolling upgrade) lose and repeat nothing; an older gateway's cancel
+of a task a newer one queued fails and changes nothing, as docs/operator-guide.md ("Redis")
+says."""
 
 from __future__ import annotations
 
@@ -177,6 +178,11 @@ def test_a_rolling_upgrade_loses_and_repeats_nothing(
         assert older_members(redis)
         cancelled = made[0]  # queued by the older gateway, cancelled through the newer one
         assert clients[1].post(f"/v1/tasks/{cancelled}/cancel").status_code == 200
+        # The older gateway cannot cancel a task the newer one queued (docs/operator-guide.md,
+        # "Redis"): it fails, and the task stays queued, to run below.
+        refused = clients[0].post(f"/v1/tasks/{made[1]}/cancel")
+        assert refused.status_code == 500, refused.text
+        assert clients[1].get(f"/v1/tasks/{made[1]}").json()["state"] == "queued"
         seen: list[str] = []
         turn = 0
         while len(seen) < len(made) - 1:
