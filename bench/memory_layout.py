@@ -34,6 +34,7 @@ from gateway.store.tasks import TaskStore
 from sdk.wire import QueuePolicy
 
 NAME = "bench.worker_app.noop"
+TARGET_BYTES = 300  # issue 32, item 2: memory per queued no-op task
 QUEUE = "bench"
 
 
@@ -43,9 +44,9 @@ def kind_of(key: str) -> str:
     return re.sub(r"[0-9A-HJKMNP-TV-Z]{26}", "<id>", key)
 
 
-async def measure(url: str, tasks: int, random_ids: bool) -> None:
+async def measure(url: str, tasks: int, random_ids: bool, compact_records: bool) -> None:
     redis = Redis.from_url(url, decode_responses=True)
-    scripts = Scripts(redis)
+    scripts = Scripts(redis, compact_records=compact_records)
     await scripts.load()
     store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), ManualClock()
     await queues.put(QUEUE, QueuePolicy(paused=True), clock.now_ms())
@@ -81,7 +82,8 @@ async def measure(url: str, tasks: int, random_ids: bool) -> None:
     k = QueueKeys.of(QUEUE)
     records = cast(list[str], await redis.hvals(k.meta))
     members = cast(list[str], await redis.zrange(k.ready, 0, -1))
-    print(f"\n{tasks:,} queued no-op tasks\n")
+    shape = ", compact records" if compact_records else ""
+    print(f"\n{tasks:,} queued no-op tasks{shape}\n")
     print("| key | type, encoding | keys | bytes per task |")
     print("| --- | --- | --: | --: |")
     total = 0.0
@@ -91,6 +93,8 @@ async def measure(url: str, tasks: int, random_ids: bool) -> None:
             encoding = ", ".join(sorted(encodings[kind]))
             print(f"| `{kind}` | {encoding} | {count:,} | {size / tasks:.1f} |")
     print(f"| total | | | {total:.1f} |")
+    verdict = "met" if total <= TARGET_BYTES else "not met"
+    print(f"\ntarget (issue 32): ≤ {TARGET_BYTES} bytes per queued no-op task: {verdict}")
     print(f"\nused_memory grew by {used / tasks:.1f} bytes per task")
     print(f"\nrecord: {sum(map(len, records)) / len(records):.1f} bytes, e.g. {records[-1]}")
     print(f"ready member: {sum(map(len, members)) / len(members):.1f} bytes, e.g. {members[-1]}")
@@ -101,9 +105,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--random-ids", action="store_true", help="random ULIDs, not counting up")
+    parser.add_argument(
+        "--compact-records", action="store_true", help="the gateway's compact_records setting"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as server:
-        asyncio.run(measure(server.url, args.tasks, args.random_ids))
+        asyncio.run(measure(server.url, args.tasks, args.random_ids, args.compact_records))
 
 
 if __name__ == "__main__":

@@ -70,12 +70,15 @@ case "${1:-}" in
       $PY -m bench.script_cost --tasks 5000
       $PY -m bench.dispatch_cost --tasks 5000 --repeat 1
       $PY -m bench.worker_overhead --pushes 5000
+      for layout in "" --compact-records; do $PY -m bench.memory_layout --tasks 5000 $layout; done
     else
       $PY -m bench.enqueue_cpu
       $PY -m bench.batch_enqueue
       $PY -m bench.script_cost
       $PY -m bench.dispatch_cost
       $PY -m bench.worker_overhead
+      for layout in "" --compact-records; do $PY -m bench.memory_layout $layout; done
+      if command -v valgrind > /dev/null; then $PY -m bench.script_instructions; fi
     fi
     exit 0
     ;;

@@ -64,13 +64,15 @@ async def phases(
     *,
     batch: int = 500,
     deep: int = 0,
+    compact_records: bool = False,
 ) -> list[Phase]:
     """A queue and its endpoint set up through the store, and the four phases to run on them
     in order: enqueue ``tasks`` in batches of ``batch``, claim them ``claim`` at a time, finish
     each claim's tasks as succeeded in one call, sweep them past their retention (500 a call).
     With ``deep``, that many tasks wait in another (paused) queue first, so the shared
-    structures (the id index) are as full as a deep backlog makes them."""
-    scripts = Scripts(redis)
+    structures (the id index) are as full as a deep backlog makes them. ``compact_records``: the
+    gateway's setting of that name."""
+    scripts = Scripts(redis, compact_records=compact_records)
     await scripts.load()
     store, queues, clock = TaskStore(redis, scripts), QueueStore(redis, scripts), ManualClock()
     await queues.put("q", QueuePolicy(max_concurrency=100_000), clock.now_ms())

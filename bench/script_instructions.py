@@ -50,12 +50,18 @@ def instructions(out: Path, pid: int, dumps: int) -> int:
     raise AssertionError("unreachable")
 
 
-async def run(
-    url: str, pid: int, out: Path, tasks: int, claim: int, payload: str, batch: int, deep: int
-) -> dict[str, int]:
+async def run(url: str, pid: int, out: Path, args: argparse.Namespace) -> dict[str, int]:
     redis = Redis.from_url(url, decode_responses=True)
     found = {}
-    steps = await phases(redis, tasks, claim, payload, batch=batch, deep=deep)
+    steps = await phases(
+        redis,
+        args.tasks,
+        args.claim,
+        args.payload,
+        batch=args.batch,
+        deep=args.deep,
+        compact_records=args.compact_records,
+    )
     for dumps, (phase, work) in enumerate(steps, start=1):
         await asyncio.to_thread(zero, pid)
         await work()
@@ -72,6 +78,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500, help="tasks per enqueue call")
     parser.add_argument(
         "--deep", type=int, default=0, help="tasks waiting in another queue first (not counted)"
+    )
+    parser.add_argument(
+        "--compact-records", action="store_true", help="the gateway's compact_records setting"
     )
     parser.add_argument(
         "--keep", type=Path, help="write callgrind's dumps here (callgrind_annotate reads them)"
@@ -109,24 +118,14 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         raise SystemExit("redis-server under callgrind did not start") from None
                     time.sleep(0.2)
-            found = asyncio.run(
-                run(
-                    url,
-                    server.pid,
-                    out,
-                    args.tasks,
-                    args.claim,
-                    args.payload,
-                    args.batch,
-                    args.deep,
-                )
-            )
+            found = asyncio.run(run(url, server.pid, out, args))
         finally:
             server.terminate()
             server.wait(timeout=60)
     print(
         f"\n{args.tasks:,} tasks enqueued {args.batch} a call ({args.deep:,} waiting elsewhere), "
-        f"claims of {args.claim}: Redis instructions per task\n"
+        f"claims of {args.claim}{', compact records' if args.compact_records else ''}: Redis "
+        "instructions per task\n"
     )
     print("| phase | instructions per task |")
     print("| --- | --: |")

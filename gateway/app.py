@@ -119,7 +119,7 @@ def create_app(
             )
         waits = settings.wait_timeout if settings.wait_replicas else 0.0
         redis = await connect(settings.redis_url, settings.redis_timeout, waits)
-        scripts = Scripts(redis)
+        scripts = Scripts(redis, compact_records=settings.compact_records)
         await scripts.load()
         clock = RedisClock(lambda: server_time_ms(redis))
         await clock.sync()

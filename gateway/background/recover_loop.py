@@ -220,7 +220,9 @@ class Recoverer:
         entry to it; returns how many queues have something due.
 
         This builds the index from nothing, when Redis lost it or an older version wrote the
-        queues. A gateway does it once when it starts. A queue whose reckoning raises is logged
+        queues, and rewrites ready-set members an older version wrote
+        (:meth:`~gateway.store.tasks.TaskStore.reshape`). A gateway does it once when it
+        starts. A queue whose reckoning raises is logged
         and skipped; listing the queues is not guarded.
         """
         now = self._clock.now_ms() if now_ms is None else now_ms
@@ -229,6 +231,9 @@ class Recoverer:
             if self._stopping:
                 break
             try:
+                # Members queued by gateways before the ready set's shorter shape, rewritten
+                # (a rolling upgrade: the last gateway to start finds them all).
+                await self._tasks.reshape(queue, self._batch)
                 at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
                 if at is not None:
                     await self._tasks.lower_due(queue, at)

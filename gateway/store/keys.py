@@ -19,7 +19,10 @@ key                   type   content
                              the previous secret signs beside it until then)
 ``seq``               STR    counter giving FIFO order among tasks of equal priority and run_at
 ``meta``              HASH   task id → task record JSON (state, attempt, lease, times; see
-                             ``lua/prelude.lua``: fields at their default are left out)
+                             ``lua/prelude.lua``: fields at their default are left out); with
+                             the ``compact_records`` setting, a queued record with nothing but
+                             its name, run_at and sequence number is the text
+                             ``<sn> <run_at> <name>`` instead (``plain_record``)
 ``payload``           HASH   task id → payload JSON (written once; none for a ``null`` payload)
 ``result``            HASH   task id → result JSON (written once, on success)
 ``checkpoint``        HASH   task id → last checkpoint JSON
@@ -33,12 +36,15 @@ key                   type   content
                              entries (``forget_task``)
 ``attempts``          HASH   ``<id>:<k>`` → JSON of the k-th finished attempt (k from 1, never
                              overwritten)
-``ready``             ZSET   scores 0, ordered by member ``<capability>/<rank><run_at><seq><id>``
-                             (rank = 1000 - priority as 3 hex digits, run_at ms as 11, seq as 12):
-                             one capability's prefix gives priority, then run_at, then FIFO.
+``ready``             ZSET   scores 0, ordered by member ``<capability>/<place><id>``: the place is
+                             rank (1000 - priority), run_at ms and seq in 17 base-64 digits,
+                             ``?`` to ``~`` (``lua/ready.lua``), so one capability's prefix gives
+                             priority, then run_at, then FIFO. Members an older gateway wrote
+                             (rank, run_at, seq as 3 + 11 + 12 hex digits; ``sq`` in the record,
+                             ``sn`` now) sort first until ``lua/reshape.lua`` rewrites them.
                              Also the *held* tasks of concurrency keys at their limit, under
-                             ``~<key length as 4 hex><key><rank><run_at><seq><id>``, which the
-                             claim never reads (``lua/key_limits.lua``)
+                             ``~<key length as 4 hex><key><place><id>``, which the claim never
+                             reads (``lua/key_limits.lua``)
 ``key_counts``        HASH   concurrency key → its tasks in the ready set proper or running (the
                              policy's ``key_concurrency``; a key at 0 has no field)
 ``scheduled``         ZSET   id → due ms (delayed tasks and retries waiting for their backoff)

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import cast
 
+from pydantic import ValidationError
 from redis.asyncio import Redis
 
 from gateway.core.errors import QueueNotEmpty, QueueNotFound
@@ -24,6 +25,21 @@ from gateway.store.endpoint_records import (
 from gateway.store.keys import QueueKeys
 from gateway.store.scripts import Scripts
 from sdk.wire import QueuePolicy
+
+
+def stored_policy(raw: str | bytes) -> QueuePolicy:
+    """A queue's stored policy. Fields this version does not know (a newer gateway saved them:
+    a rolling upgrade, or a rollback) are left out rather than refused, so an older gateway
+    keeps serving the queue by the fields it knows; the policy is validated strictly first, so
+    a policy of this version's fields pays nothing more."""
+    try:
+        return QueuePolicy.model_validate_json(raw)
+    except ValidationError:
+        fields = json.loads(raw)
+        if not isinstance(fields, dict):
+            raise
+        known = {name: value for name, value in fields.items() if name in QueuePolicy.model_fields}
+        return QueuePolicy.model_validate(known)
 
 
 class QueueStore:
@@ -87,7 +103,7 @@ class QueueStore:
         policy, created_ms = raw
         if policy is None or created_ms is None:
             return None
-        return StoredQueue(name, QueuePolicy.model_validate_json(policy), int(created_ms))
+        return StoredQueue(name, stored_policy(policy), int(created_ms))
 
     async def policies(self, names: Sequence[str]) -> dict[str, QueuePolicy]:
         """The policies of the queues named, in one round trip (a queue gone is left out)."""
@@ -98,7 +114,7 @@ class QueueStore:
                 pipe.hget(QueueKeys.of(name).policy, "policy")
             raw = cast(list[str | None], await pipe.execute())
         return {
-            name: QueuePolicy.model_validate_json(policy)
+            name: stored_policy(policy)
             for name, policy in zip(names, raw, strict=True)
             if policy is not None
         }
@@ -113,7 +129,7 @@ class QueueStore:
                 pipe.hmget(QueueKeys.of(name).policy, ["policy", "created_ms"])
             raw = cast(list[list[str | None]], await pipe.execute())
         return [
-            StoredQueue(name, QueuePolicy.model_validate_json(policy), int(created_ms))
+            StoredQueue(name, stored_policy(policy), int(created_ms))
             for name, (policy, created_ms) in zip(names, raw, strict=True)
             if policy is not None and created_ms is not None
         ]

@@ -59,6 +59,9 @@ def dump_json(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_PLAIN_DEFAULTS = {"att": 0, "hist": 0, "prio": 0, "state": "queued"}  # a text record's
+
+
 def load_record(raw: str | bytes) -> dict[str, Any]:
     """A stored task record (JSON the scripts wrote: a flat object of strings, numbers, lists
     and small objects), read with orjson: about four times cheaper than ``json.loads``, and
@@ -67,7 +70,13 @@ def load_record(raw: str | bytes) -> dict[str, Any]:
     The scripts store a record without the fields at their default (``att`` and ``hist`` 0,
     ``prio`` 0, ``created`` equal to ``run_at``, ``state`` queued, ``started`` equal to
     ``first``: ``task_json`` in ``lua/prelude.lua``); they are put back here, so every reader
-    sees the whole record, as from records stored before."""
+    sees the whole record, as from records stored before. A plain queued task's record may be
+    stored as text instead (``plain_record`` there: ``<sn> <run_at> <name>``), read here too."""
+    first = raw[:1]
+    if first != "{" and first != b"{":
+        sn, run_at, name = (raw if isinstance(raw, str) else raw.decode()).split(" ", 2)
+        at = int(run_at)
+        return {"name": name, "run_at": at, "created": at, "sn": int(sn), **_PLAIN_DEFAULTS}
     record: dict[str, Any] = orjson.loads(raw)
     if "att" not in record:
         record["att"] = 0

@@ -2,7 +2,8 @@
 
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
 ``ARGV[i]`` is. The helpers a script uses are prepended to it: those of
-``lua/wait_helpers.lua`` (waits for events), ``lua/prelude.lua`` (shared helpers) and
+``lua/wait_helpers.lua`` (waits for events), ``lua/ready.lua`` (the ready set's members),
+``lua/prelude.lua`` (shared helpers) and
 ``lua/key_limits.lua`` (per-key concurrency), of
 ``lua/health.lua`` (endpoint health and the circuit breaker) for those in ``WITH_HEALTH``, and
 of ``lua/job_helpers.lua`` for the job scripts in ``WITH_JOB_HELPERS``; only the ones it names,
@@ -95,6 +96,7 @@ ScriptName = Literal[
     "call",
     "resume_call",
     "claim_calls",
+    "reshape",
 ]
 SCRIPT_NAMES: tuple[ScriptName, ...] = get_args(ScriptName)
 WITH_HEALTH: frozenset[ScriptName] = frozenset(
@@ -165,7 +167,7 @@ COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish", "invoke": "finish", 
 
 
 @functools.cache
-def _source(name: ScriptName) -> str:
+def _source(name: ScriptName, compact_records: bool = False) -> str:
     body = _read(name)
     if name in COMPOSED:
         inner = COMPOSED[name]
@@ -180,7 +182,9 @@ def _source(name: ScriptName) -> str:
         )
     helpers = [
         f"local RELINK_AFTER_MS = {RELINK_AFTER_MS}\n",
+        f"local COMPACT_RECORDS = {'true' if compact_records else 'false'}\n",
         _read("wait_helpers"),  # first: the prelude's forget_task calls it
+        _read("ready"),  # the prelude's make_ready and release use it
         _read("prelude"),
         _read("key_limits"),
         _read("resume_helpers"),  # last: it uses key_limits.lua and the prelude
@@ -196,11 +200,13 @@ def _source(name: ScriptName) -> str:
 
 
 class Scripts:
-    """The loaded scripts of one Redis client."""
+    """The loaded scripts of one Redis client. ``compact_records``: store a plain queued
+    task's record as text (``plain_record`` in ``lua/prelude.lua``), which gateways before
+    it cannot read; records of both forms are read either way."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, *, compact_records: bool = False) -> None:
         self._redis = redis
-        self._source = {name: _source(name) for name in SCRIPT_NAMES}
+        self._source = {name: _source(name, compact_records) for name in SCRIPT_NAMES}
         self._sha = {
             name: hashlib.sha1(src.encode(), usedforsecurity=False).hexdigest()
             for name, src in self._source.items()

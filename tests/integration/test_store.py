@@ -215,7 +215,7 @@ async def test_cancel(stores: Stores) -> None:
 
 
 async def test_a_queued_record_keeps_its_place_as_a_sequence_number(stores: Stores) -> None:
-    """The ready-set member is made again from the record (prio, run_at, sq); records stored
+    """The ready-set member is made again from the record (prio, run_at, sn); records stored
     before that carry the member itself (m), and both leave the ready set when cancelled."""
     await setup_queue(stores)
     now = stores.clock.now_ms()
@@ -225,9 +225,9 @@ async def test_a_queued_record_keeps_its_place_as_a_sequence_number(stores: Stor
     members = {m[-26:]: m for m in await stores.redis.zrange(k.ready, 0, -1)}
     record = json.loads(await stores.redis.hget(k.meta, new.id))
     assert "m" not in record
-    assert isinstance(record["sq"], int)
+    assert isinstance(record["sn"], int)
     stored_before = json.loads(await stores.redis.hget(k.meta, old.id))
-    del stored_before["sq"]
+    del stored_before["sn"]
     stored_before["m"] = members[old.id]
     await stores.redis.hset(k.meta, old.id, json.dumps(stored_before))
     for task in (new, old):
@@ -236,7 +236,7 @@ async def test_a_queued_record_keeps_its_place_as_a_sequence_number(stores: Stor
     for task in (new, old):
         record = json.loads(await stores.redis.hget(k.meta, task.id))
         assert "m" not in record
-        assert "sq" not in record
+        assert "sn" not in record
 
 
 async def test_tasks_stored_in_the_previous_layout_are_claimed_retried_and_finished(
@@ -256,7 +256,7 @@ async def test_tasks_stored_in_the_previous_layout_are_claimed_retried_and_finis
     assert json.loads(await stores.redis.hget(k.meta, fresh.id)) == {
         "name": "t",
         "run_at": now,
-        "sq": 2,
+        "sn": 2,
     }
     assert await stores.redis.hexists(k.payload, fresh.id) == 0
     (member,) = [m for m in await stores.redis.zrange(k.ready, 0, -1) if m.endswith(old.id)]
@@ -568,7 +568,7 @@ async def test_a_plain_task_is_stored_as_sent_and_an_older_gateways_record_reads
     queued, later = new_task(now), new_task(now, run_at=now + 5_000)
     await stores.tasks.enqueue("q", [queued, later], now)
     k = QueueKeys.of("q")
-    assert await stores.redis.hget(k.meta, queued.id) == (f'{{"name":"t","run_at":{now},"sq":1}}')
+    assert await stores.redis.hget(k.meta, queued.id) == (f'{{"name":"t","run_at":{now},"sn":1}}')
     assert await stores.redis.hget(k.meta, later.id) == (
         f'{{"name":"t","created":{now},"run_at":{now + 5_000},"state":"scheduled"}}'
     )
@@ -580,7 +580,7 @@ async def test_a_plain_task_is_stored_as_sent_and_an_older_gateways_record_reads
         "prio": 0,
         "created": now,
         "run_at": now,
-        "sq": 2,
+        "sn": 2,
     }
     claim = await stores.tasks.claim("q", 5, seed(), now)
     assert [lease.task_id for lease in claim.leases] == [queued.id, whole.id]

@@ -7,7 +7,15 @@ import re
 
 from gateway.store.scripts import SCRIPT_NAMES, _definitions, _read, _source
 
-HELPER_FILES = ("wait_helpers", "prelude", "key_limits", "resume_helpers", "health", "job_helpers")
+HELPER_FILES = (
+    "wait_helpers",
+    "ready",
+    "prelude",
+    "key_limits",
+    "resume_helpers",
+    "health",
+    "job_helpers",
+)
 
 
 def test_every_helper_a_script_calls_is_defined_in_it() -> None:

@@ -10,7 +10,7 @@ from gateway.store.records import load_record
 
 
 def test_a_record_without_its_defaults_reads_as_the_whole_record() -> None:
-    compact = {"name": "t", "run_at": 5, "sq": 1}
+    compact = {"name": "t", "run_at": 5, "sn": 1}
     assert load_record(json.dumps(compact)) == {
         **compact,
         "att": 0,

@@ -262,8 +262,18 @@ for i = 0, count - 1 do
     -- concurrency limit's admission: encoded whole. A record sent whole (by an older
     -- gateway) is stored whole, and reads the same.
     local raw = ARGV[6 + i * 3]
-    if as_sent and t.state == 'queued' and t.sq and string.sub(raw, -1) == '}' then
-      redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"sq":' .. int(t.sq) .. '}')
+    if as_sent and t.state == 'queued' and t.sn and string.sub(raw, -1) == '}' then
+      -- plain_record's text, read off the JSON as sent when it holds only a name (one that
+      -- JSON needs no escape for) and run_at: one match, where plain_record walks the table.
+      local name, run_at = nil, nil
+      if COMPACT_RECORDS then
+        name, run_at = string.match(raw, '^{"name":"([^"\\]*)","run_at":(%d+)}$')
+      end
+      if name then
+        redis.call('HSET', KEYS[2], id, int(t.sn) .. ' ' .. run_at .. ' ' .. name)
+      else
+        redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"sn":' .. int(t.sn) .. '}')
+      end
     elseif as_sent and t.state == 'scheduled' and string.sub(raw, -1) == '}' then
       redis.call('HSET', KEYS[2], id, string.sub(raw, 1, -2) .. ',"state":"scheduled"}')
     else

@@ -5,7 +5,7 @@
 -- The queue's ``key_counts`` hash holds, per key, how many of its tasks are in the ready set
 -- proper or running: the key's ``active`` count. A queued task of a key at its limit is *held*:
 -- it stays in the ready ZSET, state 'queued', but under a member the claim never reads,
---   '~' .. <length of the key as 4 hex digits> .. key .. <rank><run_at><seq> .. id
+--   '~' .. <length of the key as 4 hex digits> .. key .. <place (order_of)> .. id
 -- ('~' sorts after every capability and after '/', and no capability holds it; the length
 -- makes one key's prefix never the start of another's). So every reader of queued tasks
 -- (counts, depth gauges, listings, cancel by ready_member) sees held tasks as queued, while
@@ -64,8 +64,9 @@ local function key_admit(K, id, t)
   end
   local seq = redis.call('INCR', K.seq)
   t.state = 'queued'
-  t.sq = seq
-  t.m = held_prefix(t.ck) .. string.format('%03x%011x%012x', 1000 - t.prio, t.run_at, seq) .. id
+  t.sq = nil
+  t.sn = seq
+  t.m = held_prefix(t.ck) .. order_of(1000 - t.prio, t.run_at, seq) .. id
   redis.call('ZADD', K.ready, 0, t.m)
 end
 
@@ -93,8 +94,9 @@ local function key_promote(K, ck, room, now)
     redis.call('ZREM', K.ready, member)
     if t and t.state == 'queued' then
       local seq = redis.call('INCR', K.seq)
-      t.sq = seq
-      t.m = ready_prefix(t.cap) .. string.format('%03x%011x%012x', 1000 - t.prio, now, seq) .. id
+      t.sq = nil
+      t.sn = seq
+      t.m = ready_prefix(t.cap) .. order_of(1000 - t.prio, now, seq) .. id
       redis.call('ZADD', K.ready, 0, t.m)
       redis.call('HINCRBY', K.counts, ck, 1)
       save_task(K.meta, id, t)

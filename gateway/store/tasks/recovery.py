@@ -12,9 +12,10 @@ from redis.asyncio.cluster import RedisCluster
 from gateway.store import keys
 from gateway.store.index import drop_commands, unindex_keys
 from gateway.store.keys import QueueKeys
+from gateway.store.queues import stored_policy
 from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
-from sdk.wire import QueuePolicy, TaskState
+from sdk.wire import TaskState
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ class Recovering(StoreBase):
         raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
         if raw is None:
             return []
-        policy = QueuePolicy.model_validate_json(raw)
+        policy = stored_policy(raw)
         async with self._redis.pipeline(transaction=False) as pipe:
             for state in keys.FINISHED_STATES:
                 retention = (
@@ -138,6 +139,19 @@ class Recovering(StoreBase):
             [now_ms, limit, *(len(ids) for ids in found), *candidates],
         )
         return deleted
+
+    async def reshape(self, queue: str, limit: int) -> int:
+        """Rewrite the queue's ready-set members of the shape gateways before the 17-character
+        place wrote (``lua/reshape.lua``), ``limit`` a call until none is left; returns how many
+        it rewrote. Each call is atomic and idempotent, so a pass cut short is finished by the
+        next one."""
+        k = QueueKeys.of(queue)
+        rewritten = 0
+        while True:
+            n = int(await self._scripts.call("reshape", [k.meta, k.ready, k.capabilities], [limit]))
+            rewritten += n
+            if n < limit:
+                return rewritten
 
     async def forget(self, queue: str, task_ids: Sequence[str]) -> None:
         """Delete what the script that deleted a queue's tasks (queue deletion, which does not
