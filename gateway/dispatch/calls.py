@@ -2,9 +2,10 @@
 
 A call is recorded with a lease (``lua/call.lua``): the gateway that took the ``call``
 callback starts it here at once, each in its own asyncio task, at most ``max_in_flight`` at a
-time per gateway. One that finds no room is not queued in the process: its lease runs out and
-the recoverer of a gateway with room claims it (``lua/claim_calls.lua``,
-:meth:`CallRunner.reclaim`), as it claims the calls of a gateway that stopped: at-least-once,
+time per gateway. One that finds no room is not queued in the process: it is recorded with its
+lease already out, so the recoverer of a gateway with room claims it at its next step
+(``lua/claim_calls.lua``, :meth:`CallRunner.reclaim`), as it claims the calls of a gateway that
+stopped once their lease runs out: at-least-once,
 which the ``Idempotency-Key`` lets the callee dedupe. The lease is one try's timeout plus
 :data:`LEASE_GRACE_MS`, renewed before each retry; the answer (or the failure) resumes the task
 through ``lua/resume_call.lua``, once, however many times the call was made.
@@ -85,10 +86,15 @@ class CallRunner:
     def in_flight(self) -> int:
         return len(self._running)
 
+    @property
+    def has_room(self) -> bool:
+        """True while :meth:`start` would make a call."""
+        return len(self._running) < self._max_in_flight
+
     def start(self, call: ClaimedCall) -> bool:
         """Make ``call`` in the background; False when there is no room (its lease will run
         out and a recoverer with room will claim it)."""
-        if len(self._running) >= self._max_in_flight:
+        if not self.has_room:
             log.warning("no room for the call of task %s: left to its lease", call.task_id)
             return False
         task = asyncio.create_task(self._run(call), name=f"call {call.task_id}")

@@ -6,8 +6,9 @@ The order that loses nothing:
    spent), leaves the task scheduled until the call's backstop with its wait for the call
    (``wt``), and records the call with a lease in the queue's ``calls``.
 2. This gateway makes the call at once (:class:`~gateway.dispatch.calls.CallRunner`); when it
-   has no room, or stops mid-call, the lease runs out and the recoverer of any gateway makes it
-   again (at-least-once; the ``Idempotency-Key`` is the task id and the step).
+   has no room the call is recorded with its lease already out, and when it stops mid-call the
+   lease runs out: then the recoverer of any gateway with room makes it (again: at-least-once;
+   the ``Idempotency-Key`` is the task id and the step).
 3. The answer resumes the task (``lua/resume_call.lua``) only while it still waits for that
    call, so once; at the backstop, promote.lua records the ``timed_out`` result instead.
 """
@@ -49,12 +50,13 @@ class Calls:
         request = body.model_dump_json(exclude_none=True)
         now = self.clock.now_ms()
         timeout_ms = seconds_to_ms(body.timeout)
-        lease_until = now + timeout_ms + LEASE_GRACE_MS
+        room = self.runner.has_room  # else leased to no one: a recoverer with room takes it
+        lease_until = now + timeout_ms + LEASE_GRACE_MS if room else now
         wait = CallWait(body.step, request, lease_until, timed_out(backstop), timeout_ms)
         finish = Finish(
             task_id, token, AttemptOutcome.RELEASED, delay_ms=max(1, seconds_to_ms(backstop))
         )
         done = await self.tasks.call(queue, finish, wait, now)
-        if done.fence is Fence.OK and done.state is TaskState.SCHEDULED:
+        if room and done.fence is Fence.OK and done.state is TaskState.SCHEDULED:
             self.runner.start(ClaimedCall(queue, task_id, body.step, request, lease_until))
         return finish, done, now

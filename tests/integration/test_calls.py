@@ -131,25 +131,40 @@ async def test_a_resume_for_another_step_or_task_is_a_no_op(rig: Rig) -> None:
     assert rig.service.count() == 0
 
 
-async def test_a_call_without_room_is_made_by_the_recoverer_after_its_lease(rig: Rig) -> None:
-    """The gateway that recorded it had no room (or stopped mid-call): the lease runs out, and
-    the recoverer of a gateway with room claims it and makes it."""
+async def test_a_call_without_room_is_made_at_once_by_a_recoverer_with_room(rig: Rig) -> None:
+    """The gateway that recorded it had no room: the call is recorded with its lease already
+    out, so the next step of a recoverer with room claims it and makes it."""
     s = rig.s
     task_id = await rig.call(rig.runner(room=0))
-    lease = (await rig.calls())[task_id]
-    assert lease == s.clock.now_ms() + TIMEOUT * 1000 + LEASE_GRACE_MS
+    assert (await rig.calls())[task_id] == s.clock.now_ms()
     runner = rig.runner()
-    recoverer = Recoverer(s.tasks, s.queues, s.clock, calls=runner)
-    await recoverer.step(s.clock.now_ms())
-    assert runner.in_flight == 0  # not yet due
-    s.clock.advance(int(lease) - s.clock.now_ms())
-    report = await recoverer.step(s.clock.now_ms())
+    report = await Recoverer(s.tasks, s.queues, s.clock, calls=runner).step(s.clock.now_ms())
     assert report.calls == 1
     await runner.settled()
     assert rig.service.count() == 1
     assert (await steps_of(s, task_id))["api"]["status"] == 200  # type: ignore[index]
     assert (await record(s, task_id))["state"] == "queued"
     assert await rig.calls() == {}
+
+
+async def test_a_call_its_gateway_stopped_making_is_made_again_after_its_lease(rig: Rig) -> None:
+    """A gateway took the call (its lease renewed to one try's timeout and the grace), then
+    stopped: the recoverer leaves it alone until that lease runs out, then makes it."""
+    s = rig.s
+    task_id = await rig.call(rig.runner(room=0))
+    lease = s.clock.now_ms() + TIMEOUT * 1000 + LEASE_GRACE_MS
+    assert await s.tasks.renew_call(Q, task_id, lease)  # what the stopped gateway had done
+    runner = rig.runner()
+    recoverer = Recoverer(s.tasks, s.queues, s.clock, calls=runner)
+    await recoverer.step(s.clock.now_ms())
+    assert runner.in_flight == 0  # not yet due
+    assert rig.service.count() == 0
+    s.clock.advance(int(lease) - s.clock.now_ms())
+    report = await recoverer.step(s.clock.now_ms())
+    assert report.calls == 1
+    await runner.settled()
+    assert rig.service.count() == 1
+    assert (await rig.calls()) == {}
 
 
 async def test_the_backstop_resumes_with_timed_out_and_drops_the_call(rig: Rig) -> None:
