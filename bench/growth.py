@@ -6,10 +6,11 @@ one gateway and the bench worker: ``bench.e2e.jobgate``), the two alternated wit
 ``--repeat`` runs (baseline first in odd runs, loaded first in even ones):
 
 - **queues**: the drain spread over ``--queues`` queues (1,000) all busy at once, against the
-  same tasks in one queue. Every queue has the same policy and an endpoint on the bench worker,
-  signed with one secret (the worker would otherwise try a thousand); the endpoints share
-  ``--concurrency`` (1,000: 1 each at 1,000 queues), so both sides offer the same pushes in
-  flight, and both fill the gateway's pool of 512 push connections;
+  same tasks in one queue. Every queue has the same policy and an endpoint on the bench worker
+  (``--concurrency`` 128 each, as a thousand services each with its own worker would have),
+  signed with one secret (the worker would otherwise try a thousand). So that a thousand queues
+  turn busy at once, both sides' tasks are enqueued due ``--hold`` seconds later, and the
+  measure begins at that moment;
 - **scheduled**: ``--scheduled`` tasks (1,000,000) delayed by 30 days in the drained queue,
   against none;
 - **jobs**: ``--jobs`` recurring jobs (10,000: half every hour, half a daily crontab twelve
@@ -18,8 +19,8 @@ one gateway and the bench worker: ``bench.e2e.jobgate``), the two alternated wit
 Measured in each system: for the scheduled and jobs cases first the idle cost over
 ``--window`` seconds (the gateway's CPU, Redis's commands/s: the recoverer and the job-firing
 loop must not grow with what is held); then the drain: ``--drain`` no-op tasks enqueued into
-the paused queue(s), all resumed at once (32 requests in flight), and from the moment the last
-is resumed until the worker has run them all: tasks/s and the gateway's and Redis's CPU per
+the paused queue (or, in the queues case, due later: above), which is then resumed, and from
+that moment until the worker has run them all: tasks/s and the gateway's and Redis's CPU per
 task (``/proc``); meanwhile ``--probes`` stamp tasks sent into a queue of their own at
 ``--rate`` per second give enqueue to start, p50 and p99. Prints each case's table and the
 targets, met or not, as Markdown (``bench/growth_report.py``). Run:
@@ -89,14 +90,13 @@ def system() -> Iterator[Bench]:
 
 
 def drain_queues(bench: Bench, count: int, concurrency: int) -> list[str]:
-    """``count`` paused queues like ``bench``, their endpoints sharing ``concurrency`` and
-    signed with ``bench``'s secret."""
+    """``count`` paused queues like ``bench``, each endpoint's ``concurrency`` given, signed
+    with ``bench``'s secret."""
     names = [f"grow-{i:04d}" for i in range(count)]
-    each = max(1, concurrency // count)
     with Client(bench.url, KEY) as admin:
         for name in names:
-            admin.put_queue(name, max_concurrency=each, paused=True)
-            admin.add_endpoint(name, bench.worker, concurrency=each)
+            admin.put_queue(name, max_concurrency=concurrency, paused=True)
+            admin.add_endpoint(name, bench.worker, concurrency=concurrency)
     secrets = json.loads(next(iter(bench.redis.hgetall("jg:{bench}:endpoints").values())))
     for name in names:
         key = f"jg:{{{name}}}:endpoints"
@@ -165,13 +165,28 @@ async def resume(url: str, queues: list[str]) -> None:
 
 
 def drain(
-    bench: Bench, queues: list[str], tasks: int, probes: int, rate: float
+    bench: Bench, queues: list[str], tasks: int, probes: int, rate: float, hold: float
 ) -> dict[str, float]:
-    """Drain ``tasks`` no-op tasks spread over ``queues``, probed meanwhile."""
+    """Drain ``tasks`` no-op tasks spread over ``queues``, probed meanwhile. With ``hold``
+    (seconds), they are enqueued into the running queues due ``hold`` seconds from now, so all
+    queues turn busy at once when the recoverer promotes them; without, into the paused queues,
+    then resumed (one request per queue: fine for one, too slow for a thousand)."""
     share, extra = divmod(tasks, len(queues))
-    for i, queue in enumerate(queues):
-        enqueue_batches([bench.url], share + (i < extra), queue)
-    asyncio.run(resume(bench.url, queues))
+
+    def fill(task: TaskCreate) -> None:
+        for i, queue in enumerate(queues):
+            enqueue_batches([bench.url], share + (i < extra), queue, task=task)
+
+    if hold:
+        asyncio.run(resume(bench.url, queues))
+        due = time.time() + hold
+        fill(TaskCreate(name=NOOP, run_at=datetime.fromtimestamp(due, UTC)))
+        if time.time() > due - 0.5:
+            raise SystemExit(f"the enqueue took longer than --hold ({hold:g} s): raise it")
+        time.sleep(due - time.time())  # until the moment every task is due
+    else:
+        fill(TaskCreate(name=NOOP))
+        asyncio.run(resume(bench.url, queues))
     start, before, first = time.perf_counter(), bench.cpu(), bench.done()
     delays = asyncio.run(stamps(bench.url, PROBE, probes, rate))
     if bench.done() >= tasks:
@@ -182,7 +197,7 @@ def drain(
         time.sleep(0.02)  # polling the worker's count: the drain takes seconds
     elapsed, after = time.perf_counter() - start, bench.cpu()
     counted = tasks - first
-    say(f"  {first:,} of {tasks:,} drained while resuming {len(queues):,} queue(s)")
+    say(f"  {first:,} of {tasks:,} drained before the measure began")
     p50, p99 = percentiles(delays)
     return {
         "drain": counted / elapsed,
@@ -203,6 +218,7 @@ class Sizes:
     rate: float
     window: float
     concurrency: int
+    hold: float
 
 
 def measure(case: str, loaded: bool, sizes: Sizes) -> dict[str, float]:
@@ -217,7 +233,8 @@ def measure(case: str, loaded: bool, sizes: Sizes) -> dict[str, float]:
             hold_jobs(bench, queues[0], sizes.jobs)
         if case != "queues":
             figures.update(idle(bench, sizes.window))
-        figures.update(drain(bench, queues, sizes.drain, sizes.probes, sizes.rate))
+        hold = sizes.hold if case == "queues" else 0
+        figures.update(drain(bench, queues, sizes.drain, sizes.probes, sizes.rate, hold))
     return figures
 
 
@@ -238,9 +255,12 @@ def main() -> None:
     parser.add_argument("--scheduled", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--drain", type=int, default=20_000)
-    parser.add_argument("--concurrency", type=int, default=1000, help="shared by the endpoints")
+    parser.add_argument("--concurrency", type=int, default=128, help="of each endpoint")
     parser.add_argument("--probes", type=int, default=200)
     parser.add_argument("--rate", type=float, default=50.0, help="probes per second")
+    parser.add_argument(
+        "--hold", type=float, default=30.0, help="seconds the queues case's tasks wait (>enqueue)"
+    )
     parser.add_argument("--window", type=float, default=30.0, help="idle seconds measured")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, one run")
@@ -257,6 +277,7 @@ def main() -> None:
         args.rate,
         args.window,
         args.concurrency,
+        args.hold,
     )
     named = cases(sizes)
     results: dict[Case, tuple[Runs, Runs]] = {}
