@@ -20,10 +20,11 @@ Measured in each system: for the scheduled and jobs cases first the idle cost ov
 ``--window`` seconds (the gateway's CPU, Redis's commands/s: the recoverer and the job-firing
 loop must not grow with what is held); then the drain: ``--drain`` no-op tasks enqueued into
 the paused queue (or, in the queues case, due later: above), which is then resumed, and from
-that moment until the worker has run them all: tasks/s and the gateway's and Redis's CPU per
-task (``/proc``); meanwhile ``--probes`` stamp tasks sent into a queue of their own at
-``--rate`` per second give enqueue to start, p50 and p99. Prints each case's table and the
-targets, met or not, as Markdown (``bench/growth_report.py``). Run:
+that moment until the worker has run them all: tasks/s, the gateway's and Redis's CPU per task
+(``/proc``) and Redis's commands per task (``INFO stats``, the scripts' own commands counted
+too: a figure the machine's load does not move); meanwhile ``--probes`` stamp tasks sent into
+a queue of their own at ``--rate`` per second give enqueue to start, p50 and p99. Prints each
+case's table and the targets, met or not, as Markdown (``bench/growth_report.py``). Run:
 ``.venv/bin/python -m bench.growth`` (``--quick``: smaller sizes, one run; ``--cases``).
 """
 
@@ -187,6 +188,7 @@ def drain(
     else:
         fill(TaskCreate(name=NOOP))
         asyncio.run(resume(bench.url, queues))
+    commands = int(bench.redis.info("stats")["total_commands_processed"])
     start, before, first = time.perf_counter(), bench.cpu(), bench.done()
     delays = asyncio.run(stamps(bench.url, PROBE, probes, rate))
     if bench.done() >= tasks:
@@ -196,6 +198,7 @@ def drain(
         assert time.monotonic() < deadline, f"drained {done} of {tasks}"
         time.sleep(0.02)  # polling the worker's count: the drain takes seconds
     elapsed, after = time.perf_counter() - start, bench.cpu()
+    commands = int(bench.redis.info("stats")["total_commands_processed"]) - commands
     counted = tasks - first
     say(f"  {first:,} of {tasks:,} drained before the measure began")
     p50, p99 = percentiles(delays)
@@ -205,6 +208,7 @@ def drain(
         "Redis CPU per task": (after["redis"] - before["redis"]) / counted * 1e6,
         "enqueue to start p50": p50,
         "enqueue to start p99": p99,
+        "Redis commands per task": commands / counted,
     }
 
 
