@@ -225,13 +225,20 @@ def enqueue_concurrent(
 
 
 def enqueue_batches(
-    urls: list[str], count: int, queue: str, size: int = 500, *, receipts: bool = True
+    urls: list[str],
+    count: int,
+    queue: str,
+    size: int = 500,
+    *,
+    receipts: bool = True,
+    task: TaskCreate | None = None,
 ) -> float:
     """Tasks per second through ``Client.enqueue_batch_receipts`` (what a producer that keeps
     the ids, not whole Tasks, calls: a TaskReceipt per task), or with ``receipts=False``
-    ``Client.enqueue_batch`` (a whole Task per task, about ten times the answer's bytes)."""
+    ``Client.enqueue_batch`` (a whole Task per task, about ten times the answer's bytes).
+    Each task is ``task`` (a no-op task by default)."""
     clients = [Client(url, KEY, timeout=60) for url in urls]
-    batch = [TaskCreate(name=NOOP)] * size
+    batch = [task or TaskCreate(name=NOOP)] * size
     start = time.perf_counter()
     for i in range(0, count, size):
         client = clients[(i // size) % len(clients)]

@@ -5,7 +5,8 @@
 #   bash bench/run.sh [FLAGS]              all: what `make bench` runs (below)
 #   bash bench/run.sh races [FLAGS]        issue 20's two races alone (bench/peers.py FLAGS)
 #   bash bench/run.sh latency [FLAGS]      enqueue to start (bench/latency.py FLAGS)
-#   bash bench/run.sh growth [--quick]     cost against queue depth and queue count (idle, admin)
+#   bash bench/run.sh growth [--quick]     cost against queue depth, busy queues, scheduled tasks,
+#                                          jobs, idle queues and the admin UI at 1,000 queues
 #   bash bench/run.sh cpu [--quick]        CPU per task of each part of the path, alone
 #
 # From make: `make bench BENCH_ARGS='latency --quick'`.
@@ -53,10 +54,12 @@ case "${1:-}" in
     shift
     if quick "$@"; then
       $PY -m bench.depth --depths 1000,100000 --drain 2000
+      $PY -m bench.growth --quick
       $PY -m bench.idle --queues 0 100 --window 65
       $PY -m bench.admin_scale --repeat 1
     else
       $PY -m bench.depth
+      $PY -m bench.growth
       $PY -m bench.idle --queues 0 10 100 --tasks
       $PY -m bench.admin_scale
     fi

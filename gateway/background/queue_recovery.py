@@ -22,7 +22,7 @@ from gateway.store.queues import QueueStore
 from gateway.store.scripts import RELINK_AFTER_MS
 from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
 from gateway.telemetry.metrics import Metrics
-from sdk.wire import AttemptOutcome, Backoff, StallPolicy, TaskState
+from sdk.wire import AttemptOutcome, Backoff, QueuePolicy, StallPolicy, TaskState
 
 __all__ = ["QueueRecovery", "RecoveryReport"]
 
@@ -103,6 +103,7 @@ class QueueRecovery:
         """Everything of ``queue`` due by ``now``."""
         promoted = await self._promote(queue, now)
         stored = await self._queues.get(queue)
+        policy = None if stored is None else stored.policy
         if stored is None:  # deleted since it was listed
             expired, requeued = RecoveryReport(), 0
         else:
@@ -116,15 +117,16 @@ class QueueRecovery:
         # Notices first: the sweep keeps a job's run while the outbox may hold its end.
         notified = await self._notify(queue, now)
         calls = 0 if self._calls is None else await self._calls.reclaim(queue, now)
-        report = RecoveryReport(promoted=promoted, swept=await self._sweep(queue, now), calls=calls)
-        return report + expired + notified
+        swept = await self._sweep(queue, now, policy)
+        return RecoveryReport(promoted=promoted, swept=swept, calls=calls) + expired + notified
 
-    async def _sweep(self, queue: str, now: int) -> int:
-        """Delete the queue's finished tasks past retention (and its ended dedup windows)."""
+    async def _sweep(self, queue: str, now: int, policy: QueuePolicy | None) -> int:
+        """Delete the queue's finished tasks past retention (and its ended dedup windows);
+        ``policy`` as just read (None: the sweep reads it)."""
         deleted = 0
         while True:
             # The script deletes up to ``batch`` tasks of each finished state.
-            n = await self._tasks.sweep(queue, now, self._batch)
+            n = await self._tasks.sweep(queue, now, self._batch, policy)
             deleted += n
             if n < self._batch:
                 return deleted

@@ -24,7 +24,7 @@ from sdk.wire import AttemptOutcome, TaskState
 from tests.support import traces
 
 from .conftest import Stores
-from .test_flow_control import queue, task
+from .test_flow_control import queue, run_all, task
 
 
 async def durable_flow(s: Stores, url: str) -> set[str]:
@@ -126,3 +126,25 @@ async def test_the_repair_drops_steps_earlier_versions_left_without_their_task(
     assert await stores.redis.hkeys(QueueKeys.of("q").steps) == [live.id]
     assert not await stores.redis.exists(QueueKeys.of("other").steps)
     assert await StepsRepair(Scripts(stores.redis)).repair(["q", "other"]) == 0
+
+
+async def test_a_sweep_with_nothing_to_delete_runs_no_script(stores: Stores) -> None:
+    """A busy queue is recovered often (each promote, each expiry) and each recovery sweeps:
+    with no finished task past retention and no ended dedup window the sweep stops after its
+    read, without the script; an ended window alone still has the script drop it."""
+    await queue(stores, dedup_window=60)
+    now = stores.clock.now_ms()
+    await stores.tasks.enqueue("q", [task(now, dedup_key="k")], now)
+    await run_all(stores)
+    k = QueueKeys.of("q")
+
+    async def scripts_run() -> int:
+        return int((await stores.redis.info("commandstats"))["cmdstat_evalsha"]["calls"])
+
+    before = await scripts_run()
+    assert await stores.tasks.sweep("q", now + 1_000, 100) == 0
+    assert await scripts_run() == before
+    assert await stores.redis.hexists(k.dedup, "k")
+    assert await stores.tasks.sweep("q", now + 61_000, 100) == 0
+    assert await scripts_run() == before + 1
+    assert not await stores.redis.hexists(k.dedup, "k")

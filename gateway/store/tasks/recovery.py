@@ -15,7 +15,7 @@ from gateway.store.keys import QueueKeys
 from gateway.store.queues import stored_policy
 from gateway.store.records import load_record
 from gateway.store.tasks.base import StoreBase
-from sdk.wire import TaskState
+from sdk.wire import QueuePolicy, TaskState
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +82,18 @@ class Recovering(StoreBase):
                 found.append(Expired(task_id, "", 1, None))
         return found
 
-    async def sweep(self, queue: str, now_ms: int, limit: int) -> int:
-        """Delete finished tasks past their retention; returns how many."""
-        ids = await self.sweep_slot(queue, now_ms, limit)
+    async def sweep(
+        self, queue: str, now_ms: int, limit: int, policy: QueuePolicy | None = None
+    ) -> int:
+        """Delete finished tasks past their retention; returns how many. ``policy``: the
+        queue's, when the caller has just read it (saves reading it again)."""
+        ids = await self.sweep_slot(queue, now_ms, limit, policy)
         await self.unindex(ids)
         return len(ids)
 
-    async def sweep_slot(self, queue: str, now_ms: int, limit: int) -> list[str]:
+    async def sweep_slot(
+        self, queue: str, now_ms: int, limit: int, policy: QueuePolicy | None = None
+    ) -> list[str]:
         """The sweep's script (up to ``limit`` tasks of each finished state): deletes all that
         the tasks past retention keep in the queue's slot, their log lists included, and
         returns their ids, whose index entries (other slots) :meth:`unindex` drops. What a
@@ -96,12 +101,18 @@ class Recovering(StoreBase):
         drops. The candidates are read first (the policy, then each state's oldest past its
         retention), so that the script can be given their log lists; it deletes only those
         still past retention when it runs. A job's run is kept while the queue's outbox holds
-        anything (its end may be there): the recoverer delivers it first."""
+        anything (its end may be there): the recoverer delivers it first.
+
+        The script runs only when there is something for it: a candidate, or a dedup window
+        that has ended (read in the same round trip as the candidates). A busy queue's
+        recoveries (a promote, an expiry) mostly find neither, and then cost one round trip
+        here rather than three (bench/RESULTS.md, "How cost grows")."""
         k = QueueKeys.of(queue)
-        raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
-        if raw is None:
-            return []
-        policy = stored_policy(raw)
+        if policy is None:
+            raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
+            if raw is None:
+                return []
+            policy = stored_policy(raw)
         async with self._redis.pipeline(transaction=False) as pipe:
             for state in keys.FINISHED_STATES:
                 retention = (
@@ -111,8 +122,11 @@ class Recovering(StoreBase):
                 )
                 cutoff = now_ms - math.floor(retention * 1000 + 0.5)  # as the script's ms()
                 pipe.zrangebyscore(k.finished(state), "-inf", cutoff, 0, limit)
-            found = cast(list[list[str]], await pipe.execute())
+            pipe.zrangebyscore(k.dedup_exp, "-inf", now_ms, 0, 1)
+            *found, ended = cast(list[list[str]], await pipe.execute())
         candidates = [task_id for ids in found for task_id in ids]
+        if not candidates and not ended:
+            return []
         deleted: list[str] = await self._scripts.call(
             "sweep",
             [
