@@ -14,6 +14,13 @@ claim, claims that leased nothing) and finishes (ends per finish), and the load 
 the medians per (tree, gateways) and, against the one-gateway drain of the same round, the
 rate's and the total CPU per task's ratios (medians).
 
+``--neighbour`` adds, at one gateway, the drain beside a process busy half the time: what one
+more process sharing the cores costs the drain's processes per task.
+
+``--half`` adds, at one gateway, the drain with half the window (the endpoint's concurrency 64,
+what each of two gateways holds): whether a gateway's smaller window or the second process
+costs.
+
 ``--split`` adds, at N > 1, the drain of a perfect split: N queues, one per gateway, each with
 its own endpoint on the service (concurrency 128 / N), each gateway dispatching its own queue
 alone (the hook's ``$TWOPROC_ONLY``; its finishes carry the next claim, as a queue's only
@@ -26,6 +33,7 @@ Run: ``.venv/bin/python -m bench.probes.twoproc [--rounds 3] [--tasks 10000] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -103,6 +111,28 @@ def counted(procs: list[Any], counts: Path) -> list[dict[str, int]]:
     return found
 
 
+NEIGHBOUR = """
+import time
+while True:
+    end = time.perf_counter() + 0.001
+    while time.perf_counter() < end:
+        pass
+    time.sleep(0.001)
+"""
+
+
+@contextmanager
+def neighbour() -> Iterator[None]:
+    """A process busy half the time (1 ms on, 1 ms asleep), as a second gateway of the drain
+    roughly is: what one more process sharing the two cores costs the others per task."""
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def switches(pid: int) -> int:
     """Context switches of the process so far (voluntary: it waited; others: preempted)."""
     found = 0
@@ -113,10 +143,18 @@ def switches(pid: int) -> int:
 
 
 def drain(
-    redis_url: str, redis_pid: int, svc: Any, count: int, tree: Path, tasks: int, split: bool
+    redis_url: str,
+    redis_pid: int,
+    svc: Any,
+    count: int,
+    tree: Path,
+    tasks: int,
+    split: bool,
+    window: int = 128,
 ) -> dict:
     """One drain; ``split``: one queue per gateway, each dispatched by its gateway alone, each
-    with its own endpoint on the service (concurrency 128 shared out)."""
+    with its own endpoint on the service (the ``window``, the endpoints' concurrency, shared
+    out)."""
     with redis.Redis.from_url(redis_url) as r:
         r.flushall()  # the previous drain's keys
     with (
@@ -131,7 +169,7 @@ def drain(
         for queue in queues:
             admin.put_queue(queue, max_concurrency=1000, paused=True)
             endpoint = admin.add_endpoint(
-                queue, svc.url + "/jobgate", concurrency=128 // len(queues), batch_size=1
+                queue, svc.url + "/jobgate", concurrency=window // len(queues), batch_size=1
             )
             if secret is None:
                 secret = endpoint.secret
@@ -214,6 +252,16 @@ def main() -> None:
     parser.add_argument(
         "--split", action="store_true", help="also drain with one queue per gateway, alone"
     )
+    parser.add_argument(
+        "--half",
+        action="store_true",
+        help="also drain with one gateway and half the window (concurrency 64)",
+    )
+    parser.add_argument(
+        "--neighbour",
+        action="store_true",
+        help="also drain with one gateway beside a process busy half the time",
+    )
     args = parser.parse_args()
     trees = args.tree or [ROOT]
     counts = [int(n) for n in args.gateways.split(",")]
@@ -228,8 +276,23 @@ def main() -> None:
             order = counts if number % 2 == 0 else counts[::-1]
             for count in order:
                 for tree in trees if number % 2 == 0 else trees[::-1]:
-                    for split in (False, True) if args.split and count > 1 else (False,):
-                        found = drain(server.url, redis_pid, svc, count, tree, args.tasks, split)
+                    variants = [""]
+                    variants += ["split"] if args.split and count > 1 else []
+                    variants += ["neighbour"] if args.neighbour and count == 1 else []
+                    variants += ["half"] if args.half and count == 1 else []
+                    for variant in variants:
+                        with neighbour() if variant == "neighbour" else contextlib.nullcontext():
+                            found = drain(
+                                server.url,
+                                redis_pid,
+                                svc,
+                                count,
+                                tree,
+                                args.tasks,
+                                variant == "split",
+                                64 if variant == "half" else 128,
+                            )
+                        found["variant"] = variant
                         found["round"] = number
                         runs.append(found)
                         print(json.dumps(found), flush=True)
@@ -239,20 +302,20 @@ def main() -> None:
 def summary(runs: list[dict]) -> None:
     """Medians per (tree, gateways, split), and each one's rate and total CPU per task ÷ the
     same tree's one-gateway drain of the same round (median of the rounds' ratios)."""
-    groups: dict[tuple[str, int, bool], list[dict]] = {}
+    groups: dict[tuple[str, int, str], list[dict]] = {}
     for run in runs:
-        groups.setdefault((run["tree"], run["gateways"], run["split"]), []).append(run)
-    for (tree, count, split), mine in groups.items():
-        base = {r["round"]: r for r in groups.get((tree, 1, False), [])}
+        groups.setdefault((run["tree"], run["gateways"], run["variant"]), []).append(run)
+    for (tree, count, variant), mine in groups.items():
+        base = {r["round"]: r for r in groups.get((tree, 1, ""), [])}
         cpu = {k: statistics.median(r["cpu_us"][k] for r in mine) for k in mine[0]["cpu_us"]}
         line = (
-            f"{tree} {count} gateway(s){' split' if split else ''}: "
+            f"{tree} {count} gateway(s) {variant}: "
             f"rate {statistics.median(r['rate'] for r in mine):,.0f} "
             f"({[r['rate'] for r in mine]}); CPU per task µs {cpu}, "
             f"total {statistics.median(sum(r['cpu_us'].values()) for r in mine)}; "
             f"scripts per task {statistics.median(r['scripts_per_task'] for r in mine)}"
         )
-        if count > 1 and base:
+        if (count > 1 or variant) and base:
             rates = [r["rate"] / base[r["round"]]["rate"] for r in mine]
             cpus = [
                 sum(r["cpu_us"].values()) / sum(base[r["round"]]["cpu_us"].values()) for r in mine
