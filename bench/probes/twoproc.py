@@ -51,10 +51,11 @@ from typing import Any
 import httpx
 import redis
 
-from bench.e2e import KEY, ROOT, enqueue_batches, stop, wait_http
+from bench import e2e
+from bench.e2e import KEY, ROOT, enqueue_batches
 from bench.peers import service
 from bench.proc_stat import cpu_seconds
-from gateway.serving.redis_server import ManagedRedis, free_port
+from gateway.serving.redis_server import ManagedRedis
 from gateway.store.keys import CHANGED_CHANNEL, QueueKeys
 from sdk import Client
 
@@ -66,34 +67,22 @@ HOOK = Path(__file__).with_name("twoproc_hook.py")
 def gateways(
     redis_url: str, count: int, tree: Path, counts: Path, split: bool
 ) -> Iterator[list[Any]]:
+    """``count`` gateways of ``tree`` with the hook loaded; with ``split``, gateway i
+    dispatches queue ``http<i>`` alone."""
     hooks = counts / "hook"
     hooks.mkdir(exist_ok=True)
     shutil.copy(HOOK, hooks / "twoproc_hook.py")
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{tree}{os.pathsep}{hooks}",
-        "TWOPROC_COUNTS": str(counts),
-        "JOBGATE_REDIS_URL": redis_url,
-        "JOBGATE_API_KEYS": json.dumps([{"key": KEY, "scopes": ["admin"]}]),
-        "JOBGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
-        "JOBGATE_LOG_LEVEL": "warning",
-    }
+    paths = {"PYTHONPATH": f"{tree}{os.pathsep}{hooks}", "TWOPROC_COUNTS": str(counts)}
     code = "import sys, twoproc_hook; from gateway.cli import main; sys.exit(main(['serve']))"
-    procs: list[Any] = []
-    try:
-        for index in range(count):
-            port = free_port()
-            only = {"TWOPROC_ONLY": f"{QUEUE}{index}"} if split else {}
-            proc = subprocess.Popen(
-                [sys.executable, "-c", code],
-                env={**env, "JOBGATE_PORT": str(port), **only},
-                cwd=tree,
-            )
-            procs.append((f"http://127.0.0.1:{port}", proc))
-            wait_http(procs[-1][0] + "/healthz", proc)
+    with e2e.gateways(
+        redis_url,
+        count,
+        paths,
+        command=(sys.executable, "-c", code),
+        cwd=tree,
+        own_env=lambda index: {"TWOPROC_ONLY": f"{QUEUE}{index}"} if split else {},
+    ) as procs:
         yield procs
-    finally:
-        stop([proc for _, proc in procs])
 
 
 def counted(procs: list[Any], counts: Path) -> list[dict[str, int]]:
