@@ -21,6 +21,9 @@ more process sharing the cores costs the drain's processes per task.
 what each of two gateways holds): whether a gateway's smaller window or the second process
 costs.
 
+``--owner`` adds, at N > 1, the drain where the first gateway alone dispatches the queue (the
+others serve the API and stand by): what the drain costs when the endpoint's window is not split.
+
 ``--split`` adds, at N > 1, the drain of a perfect split: N queues, one per gateway, each with
 its own endpoint on the service (concurrency 128 / N), each gateway dispatching its own queue
 alone (the hook's ``$TWOPROC_ONLY``; its finishes carry the next claim, as a queue's only
@@ -65,10 +68,18 @@ HOOK = Path(__file__).with_name("twoproc_hook.py")
 
 @contextmanager
 def gateways(
-    redis_url: str, count: int, tree: Path, counts: Path, split: bool
+    redis_url: str, count: int, tree: Path, counts: Path, variant: str
 ) -> Iterator[list[Any]]:
-    """``count`` gateways of ``tree`` with the hook loaded; with ``split``, gateway i
-    dispatches queue ``http<i>`` alone."""
+    """``count`` gateways of ``tree`` with the hook loaded; ``split``: gateway i dispatches
+    queue ``http<i>`` alone; ``owner``: gateway 0 dispatches the queue alone."""
+
+    def own_env(index: int) -> dict[str, str]:
+        if variant == "split":
+            return {"TWOPROC_ONLY": f"{QUEUE}{index}"}
+        if variant == "owner":
+            return {"TWOPROC_ONLY": QUEUE if index == 0 else "-"}
+        return {}
+
     hooks = counts / "hook"
     hooks.mkdir(exist_ok=True)
     shutil.copy(HOOK, hooks / "twoproc_hook.py")
@@ -80,7 +91,7 @@ def gateways(
         paths,
         command=(sys.executable, "-c", code),
         cwd=tree,
-        own_env=lambda index: {"TWOPROC_ONLY": f"{QUEUE}{index}"} if split else {},
+        own_env=own_env,
     ) as procs:
         yield procs
 
@@ -138,17 +149,16 @@ def drain(
     count: int,
     tree: Path,
     tasks: int,
-    split: bool,
-    window: int = 128,
+    variant: str,
 ) -> dict:
-    """One drain; ``split``: one queue per gateway, each dispatched by its gateway alone, each
-    with its own endpoint on the service (the ``window``, the endpoints' concurrency, shared
-    out)."""
+    """One drain of a ``variant`` (see the module's docstring; '' the race's own)."""
+    split = variant == "split"
+    window = 64 if variant == "half" else 128
     with redis.Redis.from_url(redis_url) as r:
         r.flushall()  # the previous drain's keys
     with (
         tempfile.TemporaryDirectory() as tmp,
-        gateways(redis_url, count, tree, Path(tmp), split) as procs,
+        gateways(redis_url, count, tree, Path(tmp), variant) as procs,
         Client(procs[0][0], KEY, timeout=60) as admin,
         redis.Redis.from_url(redis_url) as r,
     ):
@@ -221,7 +231,6 @@ def drain(
         )
     return {
         "gateways": count,
-        "split": split,
         "tree": str(tree),
         "rate": round(tasks / elapsed),
         "cpu_us": {k: round((cpu1[k] - cpu0[k]) / tasks * 1e6) for k in cpu1},
@@ -240,6 +249,11 @@ def main() -> None:
     parser.add_argument("--tree", action="append", type=Path, default=[])
     parser.add_argument(
         "--split", action="store_true", help="also drain with one queue per gateway, alone"
+    )
+    parser.add_argument(
+        "--owner",
+        action="store_true",
+        help="also drain with only the first gateway dispatching (the others serve)",
     )
     parser.add_argument(
         "--half",
@@ -267,6 +281,7 @@ def main() -> None:
                 for tree in trees if number % 2 == 0 else trees[::-1]:
                     variants = [""]
                     variants += ["split"] if args.split and count > 1 else []
+                    variants += ["owner"] if args.owner and count > 1 else []
                     variants += ["neighbour"] if args.neighbour and count == 1 else []
                     variants += ["half"] if args.half and count == 1 else []
                     for variant in variants:
@@ -278,8 +293,7 @@ def main() -> None:
                                 count,
                                 tree,
                                 args.tasks,
-                                variant == "split",
-                                64 if variant == "half" else 128,
+                                variant,
                             )
                         found["variant"] = variant
                         found["round"] = number
@@ -289,7 +303,7 @@ def main() -> None:
 
 
 def summary(runs: list[dict]) -> None:
-    """Medians per (tree, gateways, split), and each one's rate and total CPU per task ÷ the
+    """Medians per (tree, gateways, variant), and each one's rate and total CPU per task ÷ the
     same tree's one-gateway drain of the same round (median of the rounds' ratios)."""
     groups: dict[tuple[str, int, str], list[dict]] = {}
     for run in runs:
