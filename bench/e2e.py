@@ -72,10 +72,17 @@ def system(
 
 @contextmanager
 def gateways(
-    redis_url: str, count: int, gateway_env: Mapping[str, str] | None = None
+    redis_url: str,
+    count: int,
+    gateway_env: Mapping[str, str] | None = None,
+    *,
+    command: Sequence[str] = (sys.executable, "-m", "gateway", "serve"),
+    cwd: Path = ROOT,
+    own_env: Callable[[int], Mapping[str, str]] = lambda index: {},
 ) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
     """``count`` gateway processes on a given Redis (``gateway_env`` added to their
-    environment), each answering its health check; yields their URLs and processes."""
+    environment, and ``own_env(index)`` to each one's), each answering its health check; yields
+    their URLs and processes. ``command`` and ``cwd`` run another tree's gateway, or a wrapper."""
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
     env = {
         **os.environ,
@@ -86,12 +93,10 @@ def gateways(
         **(gateway_env or {}),
     }
     try:
-        for _ in range(count):
+        for index in range(count):
             port = free_port()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway", "serve"],
-                env={**env, "JOBGATE_PORT": str(port)},
-                cwd=ROOT,
+                list(command), env={**env, **own_env(index), "JOBGATE_PORT": str(port)}, cwd=cwd
             )
             procs.append((f"http://127.0.0.1:{port}", proc))
             wait_http(procs[-1][0] + "/healthz", proc)
