@@ -10,7 +10,9 @@ sent → ``created_at`` (the enqueue script ran: Redis's clock), → ``started_a
 → the stamp task's own ``time.time()`` (the worker began). Also prints the CPU each process
 spent per second of the busy run, and how long each process ran and waited for a CPU
 (``/proc/<pid>/schedstat``: a process that ran plus waited for nearly all of the run always
-had work, so what reaches it queues).
+had work, so what reaches it queues). With ``--turns``, also how long a callback made ready
+waits for its turn of the gateway's event loop while busy (a sampler put in the gateway by a
+``sitecustomize`` on its ``PYTHONPATH``; nothing in the tree changes).
 
 Run: ``.venv/bin/python -m bench.probes.busy_neighbour --worker own``.
 """
@@ -21,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +38,40 @@ from gateway.serving.redis_server import ManagedRedis, free_port
 from sdk import AsyncClient, Client, TaskState
 
 PROBE = "probe"
+
+# With --turns: a sitecustomize for the gateway (it runs on ``uvloop.run``) that, every 10 ms,
+# times one ``asyncio.sleep(0)``: how long a callback made ready then waits for its turn of the
+# loop. The samples (seconds) go to $JG_TURNS.<pid> at exit.
+TURNS = """
+import os
+if os.environ.get("JG_TURNS"):
+    import asyncio, atexit, time, uvloop
+    _run, _found = uvloop.run, []
+
+    def _write():
+        if _found:
+            with open(f"{os.environ['JG_TURNS']}.{os.getpid()}", "w") as f:
+                f.write("\\n".join(f"{t:.6f} {w:.6f}" for t, w in _found))
+
+    async def _sample():
+        while True:
+            await asyncio.sleep(0.01)
+            start = time.perf_counter()
+            await asyncio.sleep(0)
+            _found.append((time.time(), time.perf_counter() - start))
+
+    def run(main, **kwargs):
+        async def sampled():
+            sampler = asyncio.create_task(_sample())
+            try:
+                return await main
+            finally:
+                sampler.cancel()
+        atexit.register(_write)
+        return _run(sampled(), **kwargs)
+
+    uvloop.run = run
+"""
 
 
 async def probe(url: str, count: int, rate: float) -> dict[str, list[float]]:
@@ -95,6 +132,20 @@ def schedstat() -> dict[str, tuple[int, int]]:
     return found
 
 
+def turns(folder: str, start: float, end: float) -> dict[str, float]:
+    """The sampled waits for a turn of the gateway's loop between ``start`` and ``end``."""
+    found = sorted(
+        float(wait) * 1000
+        for path in Path(folder).glob("turns.*")
+        for at, wait in (line.split() for line in path.read_text().splitlines())
+        if start <= float(at) <= end
+    )
+    if not found:
+        return {}
+    p90 = found[min(len(found) - 1, int(0.9 * len(found)))]
+    return {"n": len(found), "p50": round(statistics.median(found), 2), "p90": round(p90, 2)}
+
+
 def own_worker(admin: Client) -> subprocess.Popen[bytes]:
     """A second bench worker for the probe queue alone, its endpoint replacing the shared one."""
     port = free_port()
@@ -119,7 +170,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--probes", type=int, default=200)
     parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument(
+        "--turns", action="store_true", help="also time the gateway's loop turns (a sampler)"
+    )
     args = parser.parse_args()
+    turns_dir = tempfile.mkdtemp()
+    if args.turns:
+        Path(turns_dir, "sitecustomize.py").write_text(TURNS)
+        path = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = turns_dir + (os.pathsep + path if path else "")
+        os.environ["JG_TURNS"] = str(Path(turns_dir, "turns"))
     with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as server:
         pid = server.process.pid if server.process else 0
         with (
@@ -135,10 +195,12 @@ def main() -> None:
                 admin.patch_queue("bench", paused=False)
                 sched = schedstat()
                 before, start = cpu(), time.monotonic()
+                probing = time.time()
                 done_before = admin.get_queue("bench").counts[TaskState.SUCCEEDED]
                 own_before = tree_cpu_seconds(extra.pid) if extra else 0.0
                 busy = summary(asyncio.run(probe(urls[0], args.probes, args.rate)))
                 after, elapsed = cpu(), time.monotonic() - start
+                probed = time.time()
                 ended = schedstat()
                 waits = {
                     name: (
@@ -159,6 +221,9 @@ def main() -> None:
                 if extra:
                     stop([extra])
     print(json.dumps({"worker": args.worker, "idle": idle, "busy": busy, "cpu %": load}))
+    if args.turns:
+        print(json.dumps({"gateway loop turn while busy (ms)": turns(turns_dir, probing, probed)}))
+    shutil.rmtree(turns_dir)
     print(json.dumps({"ran, waited for a CPU (% of the busy run)": waits, "load": os.getloadavg()}))
 
 
