@@ -5,7 +5,8 @@ tar -x -C DIR``) to a temporary directory, adds timestamps to the copy (``time.t
 each hop, in the process that makes it, buffered in memory and written to a file per process
 every 50 hops and at exit), and runs there what ``bench/latency.py`` runs idle: a managed
 Redis, one gateway, the bench SDK worker, 100 stamp tasks to warm up, then ``--samples`` stamp
-tasks at ``--rate`` per second from one SDK ``AsyncClient``. The trees take turns,
+tasks at ``--rate`` per second from one SDK ``AsyncClient`` (with ``--busy N``, while another
+queue, ``busy``, one push each on the same worker, drains N no-op tasks). The trees take turns,
 ``--rounds`` times. For each run it prints the median and p90 (ms) of each step, paired per
 task by its id:
 
@@ -249,9 +250,11 @@ GROUPS = {
 }
 
 DRIVER = """
-import asyncio, os, sys, time
+import asyncio, os, sys, tempfile, time
+from pathlib import Path
 import jg_hops
-from bench.e2e import KEY, STAMP, system
+from bench.e2e import KEY, STAMP, enqueue_batches, jobgate
+from gateway.serving.redis_server import ManagedRedis
 from bench.peers_session import paced
 from sdk import AsyncClient, Client
 out, samples, rate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
@@ -274,10 +277,17 @@ async def stamps(url, n, record):
         with open(os.path.join(out, "producer"), "w") as f:
             for i, (t0, tid, t1) in sorted(rows.items()):
                 f.write(f"{i} {tid} {t0} {t1} {int(started[i] * 1e9)}\\n")
-with system(1, worker_concurrency=128) as (urls, cpu), Client(urls[0], KEY) as admin:
-    admin.patch_queue("bench", paused=False)
-    asyncio.run(stamps(urls[0], 100, False))
-    asyncio.run(stamps(urls[0], samples, True))
+busy = int(sys.argv[4])
+with tempfile.TemporaryDirectory() as tmp, ManagedRedis(Path(tmp)) as server:
+    pid = server.process.pid if server.process else 0
+    started = jobgate(server.url, pid, 1, 128, extra_queues=("busy",))
+    with started as (urls, cpu), Client(urls[0], KEY) as admin:
+        admin.patch_queue("bench", paused=False)
+        asyncio.run(stamps(urls[0], 100, False))
+        if busy:
+            enqueue_batches(urls, busy, "busy")
+            admin.patch_queue("busy", paused=False)
+        asyncio.run(stamps(urls[0], samples, True))
 jg_hops.flush()
 """
 
@@ -294,10 +304,10 @@ def instrument(tree: Path, into: Path) -> None:
         path.write_text(text.replace(anchor, stamped))
 
 
-def run(copy: Path, out: Path, samples: int, rate: float) -> None:
+def run(copy: Path, out: Path, samples: int, rate: float, busy: int = 0) -> None:
     out.mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(copy), "JG_HOPS": str(out)}
-    command = [sys.executable, "jg_hops_driver.py", str(out), str(samples), str(rate)]
+    command = [sys.executable, "jg_hops_driver.py", str(out), str(samples), str(rate), str(busy)]
     subprocess.run(command, cwd=copy, env=env, check=True, stdout=subprocess.DEVNULL)
 
 
@@ -347,6 +357,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--samples", type=int, default=250)
     parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument(
+        "--busy", type=int, default=0, help="no-op tasks another queue drains meanwhile"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         copies = []
@@ -357,7 +370,7 @@ def main() -> None:
             for tree, copy in zip(args.trees, copies, strict=True):
                 out = Path(tmp) / f"hops-{copy.name}-{round_}"
                 load = os.getloadavg()[0]
-                run(copy, out, args.samples, args.rate)
+                run(copy, out, args.samples, args.rate, args.busy)
                 label = f"{tree} round {round_ + 1}, load {load:.1f} -> {os.getloadavg()[0]:.1f}"
                 report(label, tasks(out))
 
