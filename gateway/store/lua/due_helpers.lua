@@ -20,23 +20,15 @@ local function reckon(Q, policy, now, sweep_every)
       due_at(math.max(at, sweep_from))
     end
   end
-  local scheduled = first_score(Q.scheduled)
-  if scheduled then
-    due_at(scheduled)
-  end
-  local lease = first_score(Q.running)
-  if lease then
-    due_at(lease)
-  end
+  local watched = {Q.scheduled, Q.running, Q.calls}
   if policy.stall_policy == 'redispatch' then
-    local stall = first_score(Q.stalls)
-    if stall then
-      due_at(stall)
-    end
+    watched[4] = Q.stalls
   end
-  local call = first_score(Q.calls)
-  if call then
-    due_at(call)
+  for _, key in ipairs(watched) do
+    local at = first_score(key)
+    if at then
+      due_at(at)
+    end
   end
   local link = first_score(Q.links)
   if link then

@@ -42,6 +42,22 @@ class Looked:
     due: int | None
 
 
+def _promote_keys(k: QueueKeys) -> list[str]:
+    """The keys of ``lua/promote.lua``, the first of ``lua/recover.lua``'s."""
+    return [
+        k.meta,
+        k.scheduled,
+        k.ready,
+        k.seq,
+        k.policy,
+        k.key_counts,
+        k.steps,
+        k.waits,
+        k.wait_shapes,
+        k.calls,
+    ]
+
+
 class Recovering(StoreBase):
     """What the recoverer needs: promote, find expiries and stalls, sweep."""
 
@@ -51,18 +67,7 @@ class Recovering(StoreBase):
         k = QueueKeys.of(queue)
         moved: int = await self._scripts.call(
             "promote",
-            [
-                k.meta,
-                k.scheduled,
-                k.ready,
-                k.seq,
-                k.policy,
-                k.key_counts,
-                k.steps,
-                k.waits,
-                k.wait_shapes,
-                k.calls,
-            ],
+            _promote_keys(k),
             [now_ms, limit, keys.WAKE_CHANNEL, queue],
         )
         return moved
@@ -79,16 +84,7 @@ class Recovering(StoreBase):
         moved, raw, pending, due = await self._scripts.call(
             "recover",
             [
-                k.meta,
-                k.scheduled,
-                k.ready,
-                k.seq,
-                k.policy,
-                k.key_counts,
-                k.steps,
-                k.waits,
-                k.wait_shapes,
-                k.calls,
+                *_promote_keys(k),
                 k.running,
                 k.stalls,
                 k.dedup_exp,
