@@ -69,7 +69,8 @@ async def test_the_same_costs_no_more_commands_in_redis(stores: Stores) -> None:
     await enqueue(stores, run_at=now + 1_000)
     rec = recoverer(stores)
     commands = await count_commands(stores.redis, rec.step(now + 1_000))
-    assert commands <= 36, commands  # 37 when it took ten round trips
+    # 37 when it took ten round trips, 36 while its look and its reckoning read each set twice
+    assert commands <= 27, commands
 
 
 async def test_work_found_due_takes_the_long_way_and_is_reckoned_after(

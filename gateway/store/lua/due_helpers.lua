@@ -1,6 +1,7 @@
--- The reckoning of a queue's next due time (reckon_due.lua, recover.lua). ``Q`` has the keys:
--- hash (the queue hash), scheduled, running, stalls, dedup_exp, links, outbox, calls, and
--- done (the four finished sets: succeeded first, then failed, dead, cancelled).
+-- When each kind of a queue's due work comes (recover.lua, reckon_due.lua), and the reckoning
+-- of its next due time. ``Q`` has the keys: hash (the queue hash), scheduled, running, stalls,
+-- dedup_exp, links, outbox, calls, and done (the four finished sets: succeeded first, then
+-- failed, dead, cancelled).
 
 -- The first score of a sorted set (nil: empty).
 local function first_score(key)
@@ -8,50 +9,56 @@ local function first_score(key)
   return tonumber(found[2])
 end
 
--- Work out when something of the queue is next due from its own sets, and remember it in the
--- queue hash's ``due`` field (what the global index is told; see the prelude). Sweeping (dedup
--- windows, finished tasks past retention) is due no sooner than ``sweep_every`` ms after now,
--- so it comes in batches. Returns the due time, or false when nothing is due ever.
-local function reckon(Q, policy, now, sweep_every)
-  DUE.at = nil
-  local sweep_from = now + sweep_every
-  local function sweep_at(at)
-    if at then
-      due_at(math.max(at, sweep_from))
-    end
-  end
-  local watched = {Q.scheduled, Q.running, Q.calls}
+-- The earliest time in ms each kind of work of the queue comes due, from its own sets (a kind
+-- with nothing is left out), by the names recover.lua answers: promote (a scheduled task),
+-- expired (a lease), stalled (a heartbeat deadline, stall policy ``redispatch`` only), calls
+-- (a durable call's lease), links (a cross-queue link to make again), outbox (``now``: due at
+-- once), sweep (a dedup window's end, a finished task's retention).
+local function due_times(Q, policy, now)
+  local T = {}
+  T.promote = first_score(Q.scheduled)
+  T.expired = first_score(Q.running)
   if policy.stall_policy == 'redispatch' then
-    watched[4] = Q.stalls
+    T.stalled = first_score(Q.stalls)
   end
-  for _, key in ipairs(watched) do
-    local at = first_score(key)
-    if at then
-      due_at(at)
+  T.calls = first_score(Q.calls)
+  local link = first_score(Q.links)
+  T.links = link and link + RELINK_AFTER_MS
+  if redis.call('LLEN', Q.outbox) > 0 then
+    T.outbox = now
+  end
+  local sweep = first_score(Q.dedup_exp)
+  local function sweep_at(at)
+    if at and (sweep == nil or at < sweep) then
+      sweep = at
     end
   end
-  local link = first_score(Q.links)
-  if link then
-    due_at(link + RELINK_AFTER_MS)
-  end
-  if redis.call('LLEN', Q.outbox) > 0 then
-    due_at(now)
-  end
-  sweep_at(first_score(Q.dedup_exp))
   local succeeded = first_score(Q.done[1])
-  if succeeded then
-    sweep_at(succeeded + ms(policy.retention_succeeded))
-  end
+  sweep_at(succeeded and succeeded + ms(policy.retention_succeeded))
   for i = 2, 4 do
     local finished = first_score(Q.done[i])
-    if finished then
-      sweep_at(finished + ms(policy.retention_failed))
+    sweep_at(finished and finished + ms(policy.retention_failed))
+  end
+  T.sweep = sweep
+  return T
+end
+
+-- The queue's next due time from ``T`` (due_times), remembered in the queue hash's ``due``
+-- field (what the global index is told; see the prelude). Sweeping is due no sooner than
+-- ``sweep_every`` ms after now, so it comes in batches. Returns the due time, or false when
+-- nothing is due ever.
+local function reckon(hash, T, now, sweep_every)
+  DUE.at = nil
+  for kind, at in pairs(T) do
+    if kind == 'sweep' then
+      at = math.max(at, now + sweep_every)
     end
+    due_at(at)
   end
   if DUE.at == nil then
-    redis.call('HDEL', Q.hash, 'due')
+    redis.call('HDEL', hash, 'due')
     return false
   end
-  redis.call('HSET', Q.hash, 'due', int(DUE.at))
+  redis.call('HSET', hash, 'due', int(DUE.at))
   return int(DUE.at)
 end

@@ -12,8 +12,10 @@ local policy = policy_of(KEYS[1])
 if not policy then
   return false
 end
-return reckon({
+local Q = {
   hash = KEYS[1], scheduled = KEYS[2], running = KEYS[3], stalls = KEYS[4],
   dedup_exp = KEYS[5], links = KEYS[6], outbox = KEYS[7],
   done = {KEYS[8], KEYS[9], KEYS[10], KEYS[11]}, calls = KEYS[12],
-}, policy, tonumber(ARGV[1]), tonumber(ARGV[2]))
+}
+local now = tonumber(ARGV[1])
+return reckon(KEYS[1], due_times(Q, policy, now), now, tonumber(ARGV[2]))
