@@ -147,9 +147,9 @@ class Recovering(StoreBase):
         anything (its end may be there): the recoverer delivers it first.
 
         The script runs only when there is something for it: a candidate, or a dedup window
-        that has ended (read in the same round trip as the candidates). A busy queue's
-        recoveries (a promote, an expiry) mostly find neither, and then cost one round trip
-        here rather than three (bench/RESULTS.md, "How cost grows")."""
+        that has ended (read in the same round trip as the candidates). The recoverer calls
+        this only when ``lua/recover.lua`` found either, so a busy queue's recoveries mostly
+        skip it (bench/RESULTS.md, "How cost grows")."""
         k = QueueKeys.of(queue)
         if policy is None:
             raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
