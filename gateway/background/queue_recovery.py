@@ -18,7 +18,6 @@ from dataclasses import dataclass, fields
 from gateway.core.backoff import retry_delay_ms
 from gateway.dispatch.calls import CallRunner
 from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
-from gateway.store.queues import QueueStore
 from gateway.store.scripts import RELINK_AFTER_MS
 from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
 from gateway.telemetry.metrics import Metrics
@@ -82,7 +81,6 @@ class QueueRecovery:
     def __init__(
         self,
         tasks: TaskStore,
-        queues: QueueStore,
         *,
         on_ready: Callable[[str], None],
         rng: random.Random,
@@ -94,7 +92,6 @@ class QueueRecovery:
     ) -> None:
         self._metrics = metrics or Metrics()
         self._tasks = tasks
-        self._queues = queues
         self._on_ready = on_ready
         self._rng = rng
         self._batch = batch

@@ -96,7 +96,6 @@ class Recoverer:
         self._sweep_ms = round(sweep_interval * 1000)
         self._work = QueueRecovery(
             tasks,
-            queues,
             on_ready=on_ready,
             rng=rng or random.Random(),
             batch=batch,
