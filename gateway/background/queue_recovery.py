@@ -18,11 +18,10 @@ from dataclasses import dataclass, fields
 from gateway.core.backoff import retry_delay_ms
 from gateway.dispatch.calls import CallRunner
 from gateway.store.dependencies import OUTBOX_BATCH, DependencyStore
-from gateway.store.queues import QueueStore
 from gateway.store.scripts import RELINK_AFTER_MS
 from gateway.store.tasks import Expired, Fence, Finish, Finished, TaskStore
 from gateway.telemetry.metrics import Metrics
-from sdk.wire import AttemptOutcome, Backoff, QueuePolicy, StallPolicy, TaskState
+from sdk.wire import AttemptOutcome, Backoff, QueuePolicy, TaskState
 
 __all__ = ["QueueRecovery", "RecoveryReport"]
 
@@ -76,49 +75,61 @@ def _tally(results: list[Finished]) -> RecoveryReport:
 class QueueRecovery:
     """Does the due work of one queue. ``on_ready(queue)`` is called when tasks of ``queue``
     went to its ready set; ``batch`` bounds each script call, and each kind of work loops until
-    the queue has nothing more of it due."""
+    the queue has nothing more of it due. Finished tasks and dedup windows are swept at most
+    every ``sweep_ms`` per queue (the reckoning puts their due time no sooner)."""
 
     def __init__(
         self,
         tasks: TaskStore,
-        queues: QueueStore,
         *,
         on_ready: Callable[[str], None],
         rng: random.Random,
         batch: int,
+        sweep_ms: int,
         dependencies: DependencyStore | None,
         metrics: Metrics | None = None,
         calls: CallRunner | None = None,
     ) -> None:
         self._metrics = metrics or Metrics()
         self._tasks = tasks
-        self._queues = queues
         self._on_ready = on_ready
         self._rng = rng
         self._batch = batch
+        self._sweep_ms = sweep_ms
         self._dependencies = dependencies
         self._calls = calls
 
-    async def recover(self, queue: str, now: int) -> RecoveryReport:
-        """Everything of ``queue`` due by ``now``."""
-        promoted = await self._promote(queue, now)
-        stored = await self._queues.get(queue)
-        policy = None if stored is None else stored.policy
-        if stored is None:  # deleted since it was listed
-            expired, requeued = RecoveryReport(), 0
-        else:
-            expired, requeued = await self._expire(queue, now, stored.policy.backoff)
-            if stored.policy.stall_policy is StallPolicy.REDISPATCH:
-                stalled, again = await self._redispatch_stalled(queue, now, stored.policy.backoff)
-                expired += stalled
-                requeued += again
+    async def recover(self, queue: str, now: int) -> tuple[RecoveryReport, int | None]:
+        """Everything of ``queue`` due by ``now``; returns what it did and the queue's next due
+        time, reckoned afterwards (None: nothing due).
+
+        The first script promotes and looks at the rest (``lua/recover.lua``); only the work it
+        found due costs a round trip, and when it found none it also reckoned the due time, so
+        a queue due only for its promotion costs that one call."""
+        looked = await self._tasks.promote_and_look(queue, now, self._batch, self._sweep_ms)
+        pending, policy = looked.pending, looked.policy
+        if not pending:
+            if looked.moved:
+                self._on_ready(queue)
+            return RecoveryReport(promoted=looked.moved), looked.due
+        promoted = looked.moved + (await self._promote(queue, now) if "promote" in pending else 0)
+        expired, requeued = RecoveryReport(), 0
+        if policy is not None and "expired" in pending:
+            expired, requeued = await self._expire(queue, now, policy.backoff)
+        if policy is not None and "stalled" in pending:
+            stalled, again = await self._redispatch_stalled(queue, now, policy.backoff)
+            expired += stalled
+            requeued += again
         if promoted or requeued:
             self._on_ready(queue)
         # Notices first: the sweep keeps a job's run while the outbox may hold its end.
-        notified = await self._notify(queue, now)
-        calls = 0 if self._calls is None else await self._calls.reclaim(queue, now)
-        swept = await self._sweep(queue, now, policy)
-        return RecoveryReport(promoted=promoted, swept=swept, calls=calls) + expired + notified
+        notified = await self._notify(queue, now, pending)
+        calls = 0
+        if self._calls is not None and "calls" in pending:
+            calls = await self._calls.reclaim(queue, now)
+        swept = await self._sweep(queue, now, policy) if "sweep" in pending else 0
+        report = RecoveryReport(promoted=promoted, swept=swept, calls=calls) + expired + notified
+        return report, await self._tasks.reckon_due(queue, now, self._sweep_ms)
 
     async def _sweep(self, queue: str, now: int, policy: QueuePolicy | None) -> int:
         """Delete the queue's finished tasks past retention (and its ended dedup windows);
@@ -131,19 +142,20 @@ class QueueRecovery:
             if n < self._batch:
                 return deleted
 
-    async def _notify(self, queue: str, now: int) -> RecoveryReport:
+    async def _notify(self, queue: str, now: int, pending: frozenset[str]) -> RecoveryReport:
         """Deliver this queue's outbox (dependency notices to other queues, ends of job runs to
         their jobs), and link again the cross-queue dependencies a stopped gateway left
-        unregistered."""
+        unregistered: each when ``pending`` says it is due."""
         if self._dependencies is None:
             return RecoveryReport()
         notified = 0
-        while True:
+        while "outbox" in pending:
             n = await self._dependencies.deliver(queue, now)
             notified += n
             if n < OUTBOX_BATCH:
                 break
-        await self._dependencies.relink(queue, now - RELINK_AFTER_MS, now)
+        if "links" in pending:
+            await self._dependencies.relink(queue, now - RELINK_AFTER_MS, now)
         return RecoveryReport(notified=notified)
 
     async def _redispatch_stalled(

@@ -93,18 +93,18 @@ class Recoverer:
         self._queues = queues
         self._clock = clock
         self._batch = batch
+        self._sweep_ms = round(sweep_interval * 1000)
         self._work = QueueRecovery(
             tasks,
-            queues,
             on_ready=on_ready,
             rng=rng or random.Random(),
             batch=batch,
+            sweep_ms=self._sweep_ms,
             dependencies=dependencies,
             metrics=metrics,
             calls=calls,
         )
         self._interval_ms = round(interval * 1000)
-        self._sweep_ms = round(sweep_interval * 1000)
         self._max_sleep_ms = round(max_sleep * 1000)
         self._failures: dict[str, int] = {}
         self._rescans = 0
@@ -167,8 +167,8 @@ class Recoverer:
             await self._tasks.hold(due, held)
             for queue in due:
                 try:
-                    report += await self._work.recover(queue, now)
-                    at = await self._tasks.reckon_due(queue, now, self._sweep_ms)
+                    done, at = await self._work.recover(queue, now)
+                    report += done
                     await self._tasks.settle_due(queue, at, held)
                     self._failed.pop(queue, None)
                 except Exception:

@@ -3,7 +3,9 @@
 Policies and endpoints change rarely and are read for every push; a short cache keeps them off
 the hot path. A change made through this gateway drops the queue's entry at once; one made
 through another gateway is seen within ``ttl`` seconds. When an entry goes stale, one refresh
-runs while the other pushes keep using the stale entry (no stampede of reloads).
+runs while the other pushes keep using the stale entry (no stampede of reloads). A refresh is
+one round trip, and parses nothing when what is stored did not change (every busy queue is
+refreshed every ``ttl``: at 1,000 busy queues it counted; bench/RESULTS.md, "How cost grows").
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.store.endpoint_records import EndpointRecord
-from gateway.store.queues import QueueStore
+from gateway.store.queues import QueueStore, stored_policy
 from sdk.wire import QueuePolicy
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,7 @@ class QueueView:
     policy: QueuePolicy
     endpoints: dict[str, EndpointRecord]
     read_at: float
+    stored: tuple[str, dict[str, str]]  # the policy and endpoint records, as read
 
 
 class Directory:
@@ -86,12 +89,15 @@ class Directory:
     async def _read(self, queue: str) -> QueueView | None:
         me = asyncio.current_task()
         try:
-            stored = await self._queues.get(queue)
-            view = None
-            if stored is not None:
-                listed = await self._queues.endpoints(queue)
-                endpoints = {e.record.id: e.record for e in listed}
-                view = QueueView(stored.policy, endpoints, time.monotonic())
+            stored = await self._queues.settings(queue)
+            old, view = self._views.get(queue), None
+            if stored is not None and old is not None and old.stored == stored:
+                view = replace(old, read_at=time.monotonic())
+            elif stored is not None:
+                records = [EndpointRecord.model_validate_json(r) for r in stored[1].values()]
+                records.sort(key=lambda e: (e.created_ms, e.id))
+                endpoints = {e.id: e for e in records}
+                view = QueueView(stored_policy(stored[0]), endpoints, time.monotonic(), stored)
             if self._loading.get(queue) is me:  # not forgotten meanwhile
                 if view is None:
                     self._views.pop(queue, None)

@@ -105,6 +105,18 @@ class QueueStore:
             return None
         return StoredQueue(name, stored_policy(policy), int(created_ms))
 
+    async def settings(self, name: str) -> tuple[str, dict[str, str]] | None:
+        """A queue's policy and endpoint records as stored, unparsed, in one round trip (None:
+        no such queue): the directory parses them only when they changed."""
+        k = QueueKeys.of(name)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(k.policy, ["policy", "created_ms"])
+            pipe.hgetall(k.endpoints)
+            (policy, created_ms), endpoints = await pipe.execute()
+        if policy is None or created_ms is None:
+            return None
+        return policy, endpoints
+
     async def policies(self, names: Sequence[str]) -> dict[str, QueuePolicy]:
         """The policies of the queues named, in one round trip (a queue gone is left out)."""
         if not names:

@@ -3,7 +3,7 @@
 Each ``lua/<name>.lua`` is one state change; its header says what every ``KEYS[i]`` and
 ``ARGV[i]`` is. The helpers a script uses are prepended to it: those of
 ``lua/wait_helpers.lua`` (waits for events), ``lua/ready.lua`` (the ready set's members),
-``lua/prelude.lua`` (shared helpers) and
+``lua/prelude.lua`` (shared helpers), ``lua/due_helpers.lua`` (a queue's reckoning) and
 ``lua/key_limits.lua`` (per-key concurrency), of
 ``lua/health.lua`` (endpoint health and the circuit breaker) for those in ``WITH_HEALTH``, and
 of ``lua/job_helpers.lua`` for the job scripts in ``WITH_JOB_HELPERS``; only the ones it names,
@@ -53,6 +53,7 @@ ScriptName = Literal[
     "finish",
     "cancel",
     "promote",
+    "recover",
     "sweep",
     "delete_queue",
     "patch_queue",
@@ -163,7 +164,12 @@ def _used(definitions: list[tuple[str, str]], body: str) -> str:
 # Scripts made of another: the line ``--@finish`` of ``wait.lua`` becomes ``finish.lua`` as the
 # function ``finish_main`` (a wait is a finish with more after it; the finish itself stays one
 # file, and the hot path's script gains nothing).
-COMPOSED: dict[ScriptName, ScriptName] = {"wait": "finish", "invoke": "finish", "call": "finish"}
+COMPOSED: dict[ScriptName, ScriptName] = {
+    "wait": "finish",
+    "invoke": "finish",
+    "call": "finish",
+    "recover": "promote",
+}
 
 
 @functools.cache
@@ -186,6 +192,7 @@ def _source(name: ScriptName, compact_records: bool = False) -> str:
         _read("wait_helpers"),  # first: the prelude's forget_task calls it
         _read("ready"),  # the prelude's make_ready and release use it
         _read("prelude"),
+        _read("due_helpers"),  # it uses the prelude's due_at
         _read("key_limits"),
         _read("resume_helpers"),  # last: it uses key_limits.lua and the prelude
     ]

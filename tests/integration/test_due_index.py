@@ -24,7 +24,7 @@ from gateway.store.pubsub import Notifier
 from gateway.store.queues import QueueStore
 from gateway.store.records import NewTask
 from gateway.store.scripts import Scripts
-from gateway.store.tasks import TaskStore
+from gateway.store.tasks import Looked, TaskStore
 from gateway.store.tasks.due import HOLD_MS, mark
 from sdk.wire import TaskState
 from tests.support import until
@@ -262,13 +262,16 @@ class AnnouncesWhileReckoning(TaskStore):
     run_at: int
     after: bool
 
-    async def reckon_due(self, queue: str, now_ms: int, sweep_every_ms: int) -> int | None:
+    async def promote_and_look(
+        self, queue: str, now_ms: int, limit: int, sweep_every_ms: int
+    ) -> Looked:
+        # Due only for its promotion, the queue is reckoned in the same script.
         if not self.after:
             await self._enqueue(queue, now_ms)
-        due = await super().reckon_due(queue, now_ms, sweep_every_ms)
+        looked = await super().promote_and_look(queue, now_ms, limit, sweep_every_ms)
         if self.after:
             await self._enqueue(queue, now_ms)
-        return due
+        return looked
 
     async def _enqueue(self, queue: str, now_ms: int) -> None:
         task = NewTask(str(ULID()), "t", "null", 0, now_ms, self.run_at)

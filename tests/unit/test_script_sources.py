@@ -11,6 +11,7 @@ HELPER_FILES = (
     "wait_helpers",
     "ready",
     "prelude",
+    "due_helpers",
     "key_limits",
     "resume_helpers",
     "health",

@@ -26,7 +26,7 @@ from gateway.store.tasks.finish_words import Finish
 from gateway.store.tasks.invokes import ChildWait, Invoking
 from gateway.store.tasks.leases import LOG_LINES_KEPT, Claim, ClaimStatus, Fence, Heartbeat, Leasing
 from gateway.store.tasks.reads import Reading
-from gateway.store.tasks.recovery import Expired, Recovering
+from gateway.store.tasks.recovery import Expired, Looked, Recovering
 from gateway.store.tasks.waits import Touch, Wait, Waiting
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "Finish",
     "Finished",
     "Heartbeat",
+    "Looked",
     "Stored",
     "TaskStore",
     "Touch",

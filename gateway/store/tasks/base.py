@@ -32,9 +32,9 @@ class StoreBase:
         self._redis = redis
         self._scripts = scripts
         self._durability = durability
-        cluster = isinstance(redis, RedisCluster)
-        self._coalescer = None if cluster else Coalescer(redis, durability)
-        self._sharing = None if cluster else Coalescer(redis)
+        self._cluster = isinstance(redis, RedisCluster)
+        self._coalescer = None if self._cluster else Coalescer(redis, durability)
+        self._sharing = None if self._cluster else Coalescer(redis)
         self._origin = origin
 
     async def call_confirmed(

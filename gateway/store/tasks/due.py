@@ -16,13 +16,15 @@ is kept in two steps. Each queue's hash has a ``due`` field, the time the index 
    whose due time does not move earlier pays nothing beyond the comparison in the script.
 2. **Reckon.** When the recoverer takes a due queue in hand, it first sets its index entry to a
    *mark*: a time ``HOLD_MS`` ahead with half a millisecond added, which no due time can equal.
-   Then it does the queue's due work, and ``reckon_due.lua`` works out the queue's next due
-   time from its own sets and stores it in ``due``. While the entry still holds the mark, the
-   recoverer sets it to that time (or removes it: nothing due); otherwise a script announced a
-   time meanwhile, and the entry is only lowered (``settle_due.lua``). Last, it reads ``due``
-   again: a script that announced a time after the reckoning may have lowered the entry while
-   it held the mark, which ``ZADD LT`` does not do when the time is later than the mark; then
-   the recoverer lowers the entry to that time itself.
+   Then it does the queue's due work, and ``reckon_due.lua`` (or ``recover.lua``, when the
+   queue was due only for its promotion) works out the queue's next due time from its own sets
+   and stores it in ``due``. While the entry still holds the mark, the recoverer sets it to
+   that time (or removes it: nothing due); otherwise a script announced a time meanwhile, and
+   the entry is only lowered (``settle_due.lua``). Last, ``due`` is read again: a script that
+   announced a time after the reckoning may have found the entry at the mark, which ``ZADD
+   LT`` leaves alone when the time is later than the mark; then the entry is lowered to that
+   time (on a single Redis inside the settling script; on a Cluster, where the index and the
+   queue lie in two slots, by a read after it).
 
 Why nothing is lost:
 
@@ -111,15 +113,19 @@ class DueIndexing(StoreBase):
     async def settle_due(self, queue: str, due_ms: int | None, held: float) -> None:
         """After a reckoning: while the entry still holds the mark ``held``, set it to
         ``due_ms`` (or drop it: nothing due); otherwise only lower it to ``due_ms``."""
-        await self._scripts.call(
-            "settle_due",
-            [keys.DUE],
-            [queue, repr(held), "" if due_ms is None else due_ms, keys.DUE_CHANNEL],
-        )
         # A script that announced a time after the reckoning may have found the entry at the
         # mark (which ZADD LT leaves alone when it is earlier) and the settling may then have
-        # replaced or removed it. What it announced is in the queue's ``due`` field: read it.
-        told = await self._redis.hget(QueueKeys.of(queue).policy, "due")
+        # replaced or removed it. What it announced is in the queue's ``due`` field: the
+        # script reads it itself on a single Redis; on a Cluster (another slot) it is read here.
+        hash_key = QueueKeys.of(queue).policy
+        await self._scripts.call(
+            "settle_due",
+            [keys.DUE] if self._cluster else [keys.DUE, hash_key],
+            [queue, repr(held), "" if due_ms is None else due_ms, keys.DUE_CHANNEL],
+        )
+        if not self._cluster:
+            return
+        told = await self._redis.hget(hash_key, "due")
         if told is not None and (due_ms is None or int(told) < due_ms):
             await self._scripts.lower_due(queue, int(told))
 

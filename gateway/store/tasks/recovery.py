@@ -29,6 +29,35 @@ class Expired:
     max_attempts: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """What :meth:`Recovering.promote_and_look` did and found: ``moved`` tasks promoted, the
+    queue's ``policy`` (None: no such queue), the other work ``pending`` (``promote``,
+    ``expired``, ``stalled``, ``outbox``, ``links``, ``calls``, ``sweep``) and, when none is,
+    the queue's next ``due`` time as reckoned (None: nothing due)."""
+
+    moved: int
+    policy: QueuePolicy | None
+    pending: frozenset[str]
+    due: int | None
+
+
+def _promote_keys(k: QueueKeys) -> list[str]:
+    """The keys of ``lua/promote.lua``, the first of ``lua/recover.lua``'s."""
+    return [
+        k.meta,
+        k.scheduled,
+        k.ready,
+        k.seq,
+        k.policy,
+        k.key_counts,
+        k.steps,
+        k.waits,
+        k.wait_shapes,
+        k.calls,
+    ]
+
+
 class Recovering(StoreBase):
     """What the recoverer needs: promote, find expiries and stalls, sweep."""
 
@@ -38,21 +67,35 @@ class Recovering(StoreBase):
         k = QueueKeys.of(queue)
         moved: int = await self._scripts.call(
             "promote",
-            [
-                k.meta,
-                k.scheduled,
-                k.ready,
-                k.seq,
-                k.policy,
-                k.key_counts,
-                k.steps,
-                k.waits,
-                k.wait_shapes,
-                k.calls,
-            ],
+            _promote_keys(k),
             [now_ms, limit, keys.WAKE_CHANNEL, queue],
         )
         return moved
+
+    async def promote_and_look(
+        self, queue: str, now_ms: int, limit: int, sweep_every_ms: int
+    ) -> Looked:
+        """Promote as :meth:`promote` does and look at what else of the queue is due, in one
+        script (``lua/recover.lua``); when nothing is, it reckons the queue's next due time as
+        :meth:`~gateway.store.tasks.due.DueIndexing.reckon_due` does. A queue due only for its
+        promotion (a busy queue's usual case) so costs one round trip here, not eight
+        (bench/RESULTS.md, "How cost grows")."""
+        k = QueueKeys.of(queue)
+        moved, raw, pending, due = await self._scripts.call(
+            "recover",
+            [
+                *_promote_keys(k),
+                k.running,
+                k.stalls,
+                k.dedup_exp,
+                k.links,
+                k.outbox,
+                *(k.finished(state) for state in keys.FINISHED_STATES),
+            ],
+            [now_ms, limit, keys.WAKE_CHANNEL, queue, sweep_every_ms],
+        )
+        policy = None if raw is None else stored_policy(raw)
+        return Looked(int(moved), policy, frozenset(pending), None if due is None else int(due))
 
     async def expired(self, queue: str, now_ms: int, limit: int) -> list[Expired]:
         """Running tasks whose lease ran out by ``now_ms`` (read only; finish() records it)."""
@@ -104,9 +147,9 @@ class Recovering(StoreBase):
         anything (its end may be there): the recoverer delivers it first.
 
         The script runs only when there is something for it: a candidate, or a dedup window
-        that has ended (read in the same round trip as the candidates). A busy queue's
-        recoveries (a promote, an expiry) mostly find neither, and then cost one round trip
-        here rather than three (bench/RESULTS.md, "How cost grows")."""
+        that has ended (read in the same round trip as the candidates). The recoverer calls
+        this only when ``lua/recover.lua`` found either, so a busy queue's recoveries mostly
+        skip it (bench/RESULTS.md, "How cost grows")."""
         k = QueueKeys.of(queue)
         if policy is None:
             raw = cast(str | None, await self._redis.hget(k.policy, "policy"))
