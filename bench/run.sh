@@ -15,7 +15,9 @@
 # (a) Python functions and (b) the user's HTTP service (bench/peers.py, median of 3 runs at 1
 # and 2 processes; it prints issue 20's targets met or not, then each race's ratios to the
 # fastest peer, as Markdown for bench/RESULTS.md; its flags come from BENCH_ARGS, e.g.
-# BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--races http'), then the idle
+# BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--races http'), then how cost grows at 1,000
+# busy queues, 1,000,000 scheduled tasks and 10,000 jobs (bench/growth.py, issue 32's three
+# growth targets met or not; about 20 minutes, 4 with --quick; BENCH_GROWTH=0 skips it), then the idle
 # cost with 0, 10 and 100 queues (about 7 minutes; BENCH_IDLE=0 skips it), then, with
 # BENCH_ALL=1, the idle cost of queues holding far-off due times too. BENCH_E2E=1 adds Jobgate's
 # own end-to-end benchmark (bench/e2e.py: sequential enqueue, two gateways with --gateways 2);
@@ -96,6 +98,9 @@ case "${1:-}" in
 esac
 
 $PY bench/peers.py "$@"
+if [ "${BENCH_GROWTH:-1}" = "1" ]; then  # issue 32's growth targets, met or not
+  if quick "$@"; then $PY -m bench.growth --quick; else $PY -m bench.growth; fi
+fi
 if [ "${BENCH_COLD:-1}" = "1" ]; then
   rm -rf bench/out/sdk-venv dist/jobgate_sdk-*  # the wheel of this tree, installed afresh
   $PY -m build --outdir dist packaging/jobgate-sdk >&2
