@@ -53,6 +53,8 @@ class CallService:
                     time.sleep(float(query.get("s", "1")))
                 if parts.path.startswith("/status/"):
                     self._send(int(parts.path.rsplit("/", 1)[1]), b"status", "text/plain")
+                elif parts.path == "/nan":  # JSON's type, Python's json.dumps(nan)
+                    self._send(200, b'{"x": NaN}', "application/json")
                 elif parts.path == "/big":
                     self._send(200, b"x" * int(query["n"]), "text/plain")
                 elif parts.path == "/redirect":

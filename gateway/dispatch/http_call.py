@@ -19,7 +19,8 @@ The rules, stated once here and in the docs:
   ``too_large``.
 
 The step's result: ``{"status", "headers" (lower-case names; repeated ones joined by ", "),
-"body" (the JSON when the answer says JSON and parses, else the text)}``, or, when no answer
+"body" (the JSON when the answer says JSON and parses as JSON, without NaN or Infinity,
+else the text)}``, or, when no answer
 came, ``{"error": why, "kind": "refused" | "unreachable" | "timed_out" | "too_large" |
 "redirects"}``.
 """
@@ -124,9 +125,7 @@ async def _one_try(
                 if answer.status in _REDIRECTS and location:
                     nxt = urljoin(url, location)
                     if urlsplit(nxt).netloc != urlsplit(url).netloc:
-                        headers = {
-                            k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS
-                        }
+                        headers = _without(headers, _CREDENTIALS)
                     if answer.status in (301, 302, 303) and method != "HEAD":
                         method, data = "GET", None
                         headers = _without(headers, {"content-type"})
@@ -140,6 +139,10 @@ async def _one_try(
         except (aiohttp.ClientError, OSError) as e:
             raise _Unreachable(f"{url}: {type(e).__name__}: {e}") from e
     raise CallFailed("redirects", f"more than {MAX_REDIRECTS} redirects")
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _without(headers: dict[str, str], names: Collection[str]) -> dict[str, str]:
@@ -166,7 +169,7 @@ async def _answer(answer: aiohttp.ClientResponse, max_body: int) -> dict[str, An
     kind = answer.content_type
     if text and (kind == "application/json" or kind.endswith("+json")):
         try:
-            body = json.loads(text)
-        except ValueError:
+            body = json.loads(text, parse_constant=_not_json)
+        except ValueError:  # not JSON after all (NaN, Infinity included): kept as text
             body = text
     return {"status": answer.status, "headers": headers, "body": body}

@@ -67,6 +67,9 @@ async def test_an_answer_is_status_headers_and_body(
     assert service.count("/status/503") == 1
     head = await call(session, service.url + "/echo", method="HEAD")
     assert (head["status"], head["body"]) == (200, "")
+    # NaN is not JSON: kept as text, so the recorded step stays JSON every reader parses
+    nan = await call(session, service.url + "/nan")
+    assert nan["body"] == '{"x": NaN}'
 
 
 async def test_redirects_are_followed_by_hand_each_checked(
