@@ -45,10 +45,10 @@ def calling(
 def test_a_call_goes_on_while_no_worker_runs_and_resumes_the_task(
     cluster: Cluster, tmp_path: Path, service: CallService
 ) -> None:
-    url = service.url + "/slow?s=30"
+    url = service.url + "/slow?s=10"  # over three of the task's 3 s leases
     s, task = calling(cluster, tmp_path, service, url, timeout=60)
     started = time.monotonic()
-    os.kill(s.worker.pid, signal.SIGKILL)  # no worker while the service takes 30 s
+    os.kill(s.worker.pid, signal.SIGKILL)  # no worker while the service takes 10 s
     s.worker.wait()
     s.client.patch_queue("durable", paused=True)  # the resumed attempt waits for a new worker
     seen = s.client.get_task(task.id)
@@ -62,7 +62,7 @@ def test_a_call_goes_on_while_no_worker_runs_and_resumes_the_task(
         timeout=60,
         what="the call's step recorded",
     )
-    assert time.monotonic() - started >= 25
+    assert time.monotonic() - started >= 8
     assert service.count() == 1
     assert s.client.get_task(task.id).state is TaskState.QUEUED
     cluster.worker(s.secret, s.port, s.log, app=APP)
