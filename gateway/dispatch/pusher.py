@@ -29,6 +29,7 @@ from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.records import Lease, to_datetime
 from gateway.telemetry.metrics import Metrics, answer_class
 from gateway.telemetry.tracing import Tracing, carrier
+from sdk.eager_body import EagerBodyRequest
 from sdk.signatures import secret_key, signature
 from sdk.wire import (
     HEADER_ATTEMPT,
@@ -137,12 +138,14 @@ def new_session(
         keepalive_timeout=60,
     )
     # No cookie jar: a cookie one endpoint sets must not ride on the pushes and notices to
-    # every other endpoint of the same host (another queue, another team's service).
+    # every other endpoint of the same host (another queue, another team's service). A push's
+    # body goes out with its headers, in the same step (sdk/eager_body.py).
     return aiohttp.ClientSession(
         connector=connector,
         auto_decompress=True,
         trust_env=False,
         cookie_jar=aiohttp.DummyCookieJar(),
+        request_class=EagerBodyRequest,
     )
 
 
