@@ -29,7 +29,6 @@ from gateway.store.endpoint_records import EndpointRecord
 from gateway.store.records import Lease, to_datetime
 from gateway.telemetry.metrics import Metrics, answer_class
 from gateway.telemetry.tracing import Tracing, carrier
-from sdk.eager_body import EagerBodyRequest
 from sdk.signatures import secret_key, signature
 from sdk.wire import (
     HEADER_ATTEMPT,
@@ -139,13 +138,15 @@ def new_session(
     )
     # No cookie jar: a cookie one endpoint sets must not ride on the pushes and notices to
     # every other endpoint of the same host (another queue, another team's service). A push's
-    # body goes out with its headers, in the same step (sdk/eager_body.py).
+    # body is written by aiohttp's own task, a turn after its headers on Python 3.11: writing
+    # it in the same step (sdk/eager_body.py) made enqueue to start 0.80-0.86x but the
+    # producer's answer 1.08-1.18x on the bench's two cores (bench/HISTORY.md, "Enqueue to
+    # start, round 3").
     return aiohttp.ClientSession(
         connector=connector,
         auto_decompress=True,
         trust_env=False,
         cookie_jar=aiohttp.DummyCookieJar(),
-        request_class=EagerBodyRequest,
     )
 
 
