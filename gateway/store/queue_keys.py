@@ -89,9 +89,9 @@ class QueueKeys:
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
-        """The keys of ``queue``, made once and kept (the last 1,024 queues asked for, about 3 KB each): they
-        never change, and making them took about 20 µs, twice on a lone enqueue's path
-        (bench/RESULTS.md, "Latency: enqueue to start")."""
+        """The keys of ``queue``, made once and kept (the last 1,024 queues asked for, about
+        3 KB each): they never change, and making them took about 20 µs, twice on a lone
+        enqueue's path (bench/RESULTS.md, "Latency: enqueue to start")."""
         return _keys_of(queue)
 
     @classmethod
