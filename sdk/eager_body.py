@@ -3,9 +3,11 @@
 aiohttp writes a request's body from a task of its own (``ClientRequest.write_bytes``), made
 once the headers are buffered. On Python 3.12 and later it starts that task eagerly, so a small
 body goes out with its headers at once, in one write; on 3.11 the task's first step waits for
-the next turn of the event loop, behind whatever else is ready then. On a lone task's path that
-turn is the gateway's push (0.15 to 0.5 ms at the median, bench/RESULTS.md, "Latency: enqueue to
-start") and the producer's enqueue request.
+the next turn of the event loop, behind whatever else is ready then: on a lone task's path,
+the producer's enqueue request (aiohttp called → written 0.69 to 0.78 times as long with this,
+bench/RESULTS.md, "Latency: enqueue to start"). The gateway's pushes keep aiohttp's own writer:
+written sooner, they delayed the producer's answer on the bench's two cores
+(gateway/dispatch/pusher.py).
 
 :class:`EagerBodyRequest` (a ``ClientSession``'s ``request_class``) does on 3.11 what aiohttp
 does on 3.12: it runs the body writer's first step when aiohttp makes it, and hands the task
