@@ -26,6 +26,7 @@ import aiohttp
 import httpx
 
 from sdk.answers import POOL_SIZE, Answer, Params, Reply
+from sdk.eager_body import EagerBodyRequest
 
 __all__ = [
     "AioSession",
@@ -66,7 +67,10 @@ class AioSession:
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=self._pool_size)
-        self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
+        # A request's body goes out with its headers, in the same step (sdk.eager_body).
+        self._session = aiohttp.ClientSession(
+            connector=connector, headers=self._headers, request_class=EagerBodyRequest
+        )
         return self._session
 
     async def request(

@@ -137,7 +137,11 @@ def new_session(
         keepalive_timeout=60,
     )
     # No cookie jar: a cookie one endpoint sets must not ride on the pushes and notices to
-    # every other endpoint of the same host (another queue, another team's service).
+    # every other endpoint of the same host (another queue, another team's service). A push's
+    # body is written by aiohttp's own task, a turn after its headers on Python 3.11: writing
+    # it in the same step (sdk/eager_body.py) made enqueue to start 0.80-0.86x but the
+    # producer's answer 1.08-1.18x on the bench's two cores (bench/HISTORY.md, "Enqueue to
+    # start, round 3").
     return aiohttp.ClientSession(
         connector=connector,
         auto_decompress=True,

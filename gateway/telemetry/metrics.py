@@ -165,6 +165,10 @@ class GatewayMetrics(Metrics):
     def enqueued(self, queue: str, names: Iterable[str]) -> None:
         # By name first: the tasks of a batch mostly share one (labelled once, not 1,000 times).
         task = self._labels.task
+        if isinstance(names, Sequence) and len(names) == 1:  # a lone enqueue: no Counter
+            key = ("qt", queue, task(queue, names[0]))
+            self._enqueued.add(1, key, self._a(*key))
+            return
         for name, count in Counter(names).items():
             key = ("qt", queue, task(queue, name))
             self._enqueued.add(count, key, self._a(*key))

@@ -4,16 +4,16 @@ count as enqueued, the dependencies in other queues to link, and how many tasks 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from gateway.store.records import NewTask
 from gateway.store.tasks import Stored
 from sdk.wire import TaskState
 
 
-def stored_names(new: Sequence[NewTask], stored: Sequence[Stored]) -> Iterator[str]:
+def stored_names(new: Sequence[NewTask], stored: Sequence[Stored]) -> list[str]:
     """The name of each task stored (not the duplicates matched, nor those a flow took)."""
-    return (n.name for n, s in zip(new, stored, strict=True) if s.state)
+    return [n.name for n, s in zip(new, stored, strict=True) if s.state]
 
 
 def cross_links(new: Sequence[NewTask], stored: Sequence[Stored]) -> list[tuple[str, str, str]]:
